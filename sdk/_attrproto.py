@@ -1,0 +1,232 @@
+"""Attr values between the Python model and TensorFlow's AttrValue protobuf."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import text_format
+
+from opmarket.sdk._dtypes import DType
+from opmarket.sdk._tfproto import FULL_TYPE_IDS, messages
+from opmarket.sdk._values import (
+    AttrValue,
+    FullType,
+    FuncValue,
+    TaggedValue,
+    TensorShape,
+    TensorValue,
+    normalize_float,
+)
+
+__all__ = [
+    "full_type_from_proto",
+    "full_type_to_proto",
+    "proto_field_for",
+    "shape_from_proto",
+    "shape_to_proto",
+    "tagged_from_proto",
+    "value_from_proto",
+    "value_to_proto",
+]
+
+# attr base type -> AttrValue field
+_FIELD = {
+    "string": "s", "int": "i", "float": "f", "bool": "b", "type": "type",
+    "shape": "shape", "tensor": "tensor", "func": "func",
+}  # fmt: skip
+_TYPE_OF_FIELD = {v: k for k, v in _FIELD.items()}
+_FULL_TYPE_NAMES = {v: k for k, v in FULL_TYPE_IDS.items()}
+_TENSOR_VALUE_FIELDS = (
+    "half_val", "float_val", "double_val", "int_val", "string_val", "scomplex_val",
+    "int64_val", "bool_val", "dcomplex_val", "uint32_val", "uint64_val",
+)  # fmt: skip
+
+
+def proto_field_for(base_type: str) -> str:
+    """The AttrValue field that holds a value of ``base_type`` (``i`` for ``int``)."""
+    return _FIELD[base_type]
+
+
+def _decode(b: bytes) -> str:
+    # AttrValue strings are bytes; surrogateescape keeps non-UTF-8 bytes round-trippable.
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _encode(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+def shape_from_proto(p: Any) -> TensorShape:
+    if p.unknown_rank:
+        return TensorShape(None)
+    return TensorShape(tuple(int(d.size) for d in p.dim))
+
+
+def shape_to_proto(shape: TensorShape, out: Any) -> None:
+    out.SetInParent()
+    if shape.dims is None:
+        out.unknown_rank = True
+    else:
+        for d in shape.dims:
+            out.dim.add(size=d)
+
+
+def _tensor_from_proto(p: Any) -> TensorValue:
+    values: list[tuple[str, tuple[Any, ...]]] = []
+    for name in _TENSOR_VALUE_FIELDS:
+        vals = getattr(p, name)
+        if len(vals):
+            if name == "string_val":
+                values.append((name, tuple(_decode(v) for v in vals)))
+            elif name in ("float_val", "scomplex_val"):
+                values.append((name, tuple(normalize_float(v) for v in vals)))
+            else:
+                values.append((name, tuple(vals)))
+    return TensorValue(
+        dtype=DType(p.dtype),
+        shape=shape_from_proto(p.tensor_shape) if p.HasField("tensor_shape") else None,
+        values=tuple(values),
+        content=bytes(p.tensor_content),
+        version_number=int(p.version_number),
+    )
+
+
+def _tensor_to_proto(t: TensorValue, out: Any) -> None:
+    out.SetInParent()
+    out.dtype = int(t.dtype)
+    if t.shape is not None:
+        shape_to_proto(t.shape, out.tensor_shape)
+    if t.version_number:
+        out.version_number = t.version_number
+    if t.content:
+        out.tensor_content = t.content
+    for name, vals in t.values:
+        field = getattr(out, name)
+        field.extend(_encode(v) for v in vals) if name == "string_val" else field.extend(vals)
+
+
+def _func_from_proto(p: Any) -> FuncValue:
+    attrs = tuple(sorted((k, tagged_from_proto(v)) for k, v in p.attr.items()))
+    return FuncValue(name=p.name, attrs=attrs)
+
+
+def _func_to_proto(f: FuncValue, out: Any) -> None:
+    out.SetInParent()
+    out.name = f.name
+    for key, tagged in f.attrs:
+        out.attr[key].CopyFrom(value_to_proto(tagged.type, tagged.value))
+
+
+def _scalar_from(base: str, v: Any) -> Any:
+    if base == "string":
+        return _decode(v)
+    if base == "int":
+        return int(v)
+    if base == "float":
+        return normalize_float(v)
+    if base == "bool":
+        return bool(v)
+    if base == "type":
+        return DType(v) if v in DType._value2member_map_ else int(v)
+    if base == "shape":
+        return shape_from_proto(v)
+    if base == "tensor":
+        return _tensor_from_proto(v)
+    if base == "func":
+        return _func_from_proto(v)
+    raise ValueError(f"unknown attr type {base!r}")
+
+
+def value_from_proto(attr_type: str, p: Any) -> AttrValue:
+    """The Python value of AttrValue ``p`` read as ``attr_type`` (``int``, ``list(shape)``, ...).
+
+    A ``type`` value outside the DataType enum comes back as a plain int for the validator.
+    """
+    if attr_type.startswith("list("):
+        base = attr_type[5:-1]
+        return tuple(_scalar_from(base, v) for v in getattr(p.list, _FIELD[base]))
+    base = attr_type
+    field = _FIELD[base]
+    if base in ("shape", "tensor", "func"):
+        return _scalar_from(base, getattr(p, field))
+    return _scalar_from(base, getattr(p, field))
+
+
+def _scalar_to(base: str, v: Any, container: Any, field: str, repeated: bool) -> None:
+    if base in ("shape", "tensor", "func"):
+        target = getattr(container, field).add() if repeated else getattr(container, field)
+        if base == "shape":
+            shape_to_proto(v, target)
+        elif base == "tensor":
+            _tensor_to_proto(v, target)
+        else:
+            _func_to_proto(v, target)
+        return
+    raw: Any = _encode(v) if base == "string" else int(v) if base == "type" else v
+    if repeated:
+        getattr(container, field).append(raw)
+    else:
+        setattr(container, field, raw)
+
+
+def value_to_proto(attr_type: str, value: AttrValue) -> Any:
+    """A new AttrValue message holding ``value`` as ``attr_type``."""
+    out = messages()["AttrValue"]()
+    if attr_type.startswith("list("):
+        base = attr_type[5:-1]
+        out.list.SetInParent()
+        for v in value:
+            _scalar_to(base, v, out.list, _FIELD[base], repeated=True)
+    else:
+        _scalar_to(attr_type, value, out, _FIELD[attr_type], repeated=False)
+    return out
+
+
+def tagged_from_proto(p: Any) -> TaggedValue:
+    """A self-describing AttrValue (as found inside a func value) to a TaggedValue."""
+    which = p.WhichOneof("value")
+    if which is None:
+        return TaggedValue("list(int)", ())  # an unset AttrValue reads as an empty list
+    if which == "list":
+        for field, base in _TYPE_OF_FIELD.items():
+            if len(getattr(p.list, field)):
+                return TaggedValue(f"list({base})", value_from_proto(f"list({base})", p))
+        return TaggedValue("list(int)", ())
+    if which == "placeholder":
+        return TaggedValue("placeholder", p.placeholder)
+    base = _TYPE_OF_FIELD[which]
+    return TaggedValue(base, value_from_proto(base, p))
+
+
+def full_type_from_proto(p: Any) -> FullType:
+    which = p.WhichOneof("attr")
+    return FullType(
+        type_id=_FULL_TYPE_NAMES.get(p.type_id, str(p.type_id)),
+        args=tuple(full_type_from_proto(a) for a in p.args),
+        s=p.s if which == "s" else None,
+        i=int(p.i) if which == "i" else None,
+    )
+
+
+def full_type_to_proto(ft: FullType, out: Any) -> None:
+    out.SetInParent()
+    out.type_id = FULL_TYPE_IDS[ft.type_id] if ft.type_id in FULL_TYPE_IDS else int(ft.type_id)
+    for a in ft.args:
+        full_type_to_proto(a, out.args.add())
+    if ft.s is not None:
+        out.s = ft.s
+    if ft.i is not None:
+        out.i = ft.i
+
+
+def format_value(attr_type: str, value: AttrValue) -> str:
+    """``value`` in the text a spec default or TensorFlow's text format would use."""
+    if attr_type.startswith("list("):
+        base = attr_type[5:-1]
+        return "[" + ", ".join(format_value(base, v) for v in value) + "]"
+    p = value_to_proto(attr_type, value)
+    text = text_format.MessageToString(p, as_one_line=True)
+    field = _FIELD[attr_type]
+    prefix = f"{field}: " if attr_type not in ("shape", "tensor", "func") else f"{field} "
+    text = text.removeprefix(prefix).strip()
+    return text
