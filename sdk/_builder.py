@@ -14,7 +14,7 @@ from opmarket.sdk._spec import (
     parse_doc,
     parse_input_or_output,
 )
-from opmarket.sdk._validate import opdef_problems
+from opmarket.sdk._validate import is_valid_op_name, opdef_problems
 
 __all__ = ["OpBuilder", "finalize_op", "op"]
 
@@ -53,6 +53,9 @@ def finalize_op(
         parse_control_output(spec, build, problems)
     parse_doc(doc, build, problems)
     if problems:
+        # TensorFlow validates only what parsed; the name can be judged regardless.
+        if not is_valid_op_name(name):
+            problems.extend(m for k, _, m in opdef_problems(OpDef(name)) if k == "op")
         return None, problems
     opdef = OpDef(
         name=name,

@@ -1,0 +1,125 @@
+"""The ``opmarket`` command line: one group, noun subcommands.
+
+Exit codes everywhere: 0 fine, 1 the command found a problem (invalid ops, breaking
+changes), 2 bad usage or unreadable input. User errors are one-line messages, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import click
+
+from opmarket import __version__
+
+EXIT_PROBLEM = 1
+EXIT_USAGE = 2
+
+
+class UsageError(click.ClickException):
+    """A user error: printed as one line, exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"opmarket: error: {self.format_message()}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="opmarket")
+def main() -> None:
+    """opmarket: ML op/kernel plugins, their compatibility, and a marketplace for them.
+
+    \b
+    Formats every command reads (detected from the content):
+      canonical op-set JSON   {"format": "opmarket.opset", "format_version": 1, "ops": [...]}
+      spec-form JSON          {"ops": [{"name": "ZeroOut", "inputs": ["to_zero: int32"], ...}]}
+      TensorFlow text format  an OpDef, or an OpList such as ops.pbtxt or an ops history file
+
+    Exit codes: 0 fine, 1 a problem was found in the input, 2 bad usage or unreadable input.
+    """
+
+
+@main.command()
+@click.argument("source", metavar="IN", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--to",
+    "fmt",
+    type=click.Choice(["json", "tf-pbtxt", "spec"]),
+    default="json",
+    show_default=True,
+    help="json: canonical op-set JSON; tf-pbtxt: TensorFlow OpList text format; "
+    "spec: spec-form JSON with REGISTER_OP strings.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write here instead of standard output (nothing is written if IN has errors).",
+)
+def convert(source: Path, fmt: str, output: Path | None) -> None:
+    """Convert the ops in IN to another format.
+
+    IN may be spec-form JSON, canonical JSON or TensorFlow text format. Every op is
+    validated as TensorFlow's OpDefBuilder and ValidateOpDef would; if any is invalid, every
+    problem is listed (file, op, field, message), nothing is written, and the exit code is 1.
+
+    \b
+    Examples:
+      opmarket convert ops.json --to tf-pbtxt -o ops.pbtxt
+      opmarket convert ops.pbtxt --to spec
+    """
+    from opmarket.sdk import DocumentError, InvalidOpDef, read_document, render_document
+    from opmarket.sdk._documents import OutputFormat
+
+    try:
+        doc = read_document(source)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from None
+    if doc.problems:
+        report_problems(doc.problems)
+        sys.exit(EXIT_PROBLEM)
+    notes: list[str] = []
+    try:
+        text = render_document(
+            doc.ops,
+            cast("OutputFormat", fmt),
+            doc.kernels,
+            name=doc.name,
+            version=doc.version,
+            source=str(source),
+            notes=notes,
+        )
+    except InvalidOpDef as exc:
+        report_problems(exc.problems)
+        sys.exit(EXIT_PROBLEM)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    write_output(text, output)
+
+
+def report_problems(problems: Any) -> None:
+    """Print every problem, one line each, then a count."""
+    problems = list(problems)
+    for p in problems:
+        click.echo(f"error: {p}", err=True)
+    click.echo(f"{len(problems)} problem(s) found", err=True)
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """Write to ``output`` whole (a temporary file renamed into place), or to stdout."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
+
+
+# Subcommands of the other packages are registered below.

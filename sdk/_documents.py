@@ -1,0 +1,167 @@
+"""Reading and writing op-set files in any supported format, detected from the content."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from opmarket.sdk._canonical import (
+    FORMAT,
+    HISTORY_FORMAT,
+    Document,
+    decode_document,
+    encode_opset,
+)
+from opmarket.sdk._errors import DocumentError, InvalidOpDef, Problem
+from opmarket.sdk._opdef import OpDef
+from opmarket.sdk._opset import KernelDef, OpSet
+from opmarket.sdk._specjson import (
+    NotExpressible,
+    decode_spec_document,
+    looks_like_spec_document,
+    op_to_spec,
+)
+from opmarket.sdk._textformat import opdefs_from_pbtxt, opdefs_to_pbtxt
+from opmarket.sdk._validate import opdef_problems
+
+__all__ = [
+    "OutputFormat",
+    "opset_from_json",
+    "opset_to_json",
+    "parse_document",
+    "read_document",
+    "read_opset",
+    "render_document",
+]
+
+OutputFormat = Literal["json", "tf-pbtxt", "spec"]
+
+
+def _problems_of(ops: Iterable[OpDef], source: str) -> list[Problem]:
+    out = []
+    for op in ops:
+        out.extend(
+            Problem(message, op=op.name, field=f"{kind} {name!r}" if kind != "op" else "",
+                    source=source)
+            for kind, name, message in opdef_problems(op)
+        )  # fmt: skip
+    return out
+
+
+def parse_document(text: str, source: str = "<text>") -> Document:
+    """Read canonical JSON, spec-form JSON or TensorFlow text format from ``text``.
+
+    Raises DocumentError when the text is none of them; problems with the ops it holds are
+    collected in ``Document.problems``.
+    """
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DocumentError(source, f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        if isinstance(obj, dict) and obj.get("format") == FORMAT:
+            doc = decode_document(obj, source)
+            doc.problems.extend(_problems_of(doc.ops, source))
+            return doc
+        if isinstance(obj, dict) and obj.get("format") == HISTORY_FORMAT:
+            raise DocumentError(
+                source, "this is an op history (several releases); name one release's op-set"
+            )
+        if looks_like_spec_document(obj):
+            assert isinstance(obj, dict)
+            ops, problems = decode_spec_document(obj, source)
+            return Document(source=source, ops=ops, problems=problems, format="spec")
+        raise DocumentError(
+            source,
+            'JSON, but neither an opmarket op-set ("format": "opmarket.opset") nor a '
+            'spec-form document ({"ops": [{"name": ..., "inputs": ["x: T"], ...}]})',
+        )
+    ops = opdefs_from_pbtxt(text, source)
+    return Document(source=source, ops=ops, problems=_problems_of(ops, source), format="tf-pbtxt")
+
+
+def read_document(path: str | Path) -> Document:
+    """Read an op-set file of any supported format (see parse_document)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DocumentError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise DocumentError(str(path), "is a directory, not an op-set file") from None
+    except UnicodeDecodeError:
+        raise DocumentError(str(path), "not UTF-8 text") from None
+    except OSError as exc:
+        raise DocumentError(str(path), exc.strerror or str(exc)) from None
+    return parse_document(text, str(path))
+
+
+def read_opset(path: str | Path) -> OpSet:
+    """One release's op-set from a file; raises InvalidOpDef listing every problem."""
+    return _as_opset(read_document(path))
+
+
+def _as_opset(doc: Document) -> OpSet:
+    problems = list(doc.problems)
+    seen: set[str] = set()
+    for op in doc.ops:
+        if op.name in seen:
+            problems.append(Problem("defined more than once", op=op.name, source=doc.source))
+        seen.add(op.name)
+    if problems:
+        raise InvalidOpDef(problems)
+    return OpSet(tuple(doc.ops), tuple(doc.kernels), name=doc.name, version=doc.version)
+
+
+def opset_to_json(opset: OpSet) -> str:
+    """The canonical JSON text of ``opset`` (deterministic: same op-set, same bytes)."""
+    return encode_opset(opset.ops, opset.kernels, name=opset.name, version=opset.version)
+
+
+def opset_from_json(text: str, source: str = "<json>") -> OpSet:
+    """An op-set from canonical JSON text; raises DocumentError or InvalidOpDef."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(source, f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise DocumentError(source, f'not an opmarket op-set (no "format": "{FORMAT}")')
+    doc = decode_document(obj, source)
+    doc.problems.extend(_problems_of(doc.ops, source))
+    return _as_opset(doc)
+
+
+def render_document(
+    ops: Iterable[OpDef],
+    fmt: OutputFormat,
+    kernels: Iterable[KernelDef] = (),
+    *,
+    name: str = "",
+    version: str = "",
+    source: str = "<ops>",
+    notes: list[str] | None = None,
+) -> str:
+    """``ops`` in format ``fmt``; raises InvalidOpDef when an op cannot be written in it.
+
+    What a format leaves out (full types in spec form) is appended to ``notes``.
+    """
+    ops = list(ops)
+    if fmt == "json":
+        return encode_opset(ops, kernels, name=name, version=version)
+    if fmt == "tf-pbtxt":
+        return opdefs_to_pbtxt(ops)
+    specs, problems = [], []
+    for op in ops:
+        try:
+            spec, dropped = op_to_spec(op)
+            specs.append(spec)
+            if notes is not None:
+                notes.extend(dropped)
+        except NotExpressible as exc:
+            problems.append(Problem(str(exc).partition(": ")[2], op=op.name, source=source))
+    if problems:
+        raise InvalidOpDef(problems)
+    return json.dumps({"ops": specs}, indent=2, ensure_ascii=False) + "\n"
