@@ -1,0 +1,165 @@
+"""One op in two releases, and what TensorFlow's checker computes from the pair.
+
+The analyses are computed once, on first use, and shared by every rule that needs them.
+``arg_signature`` is TensorFlow's ComputeArgSignature (op_def_util.cc), kept token by token
+so a mismatch can be explained, not just detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from opmarket.sdk import ArgDef, AttrDef, DType, KernelDef, OpDef
+
+__all__ = ["OpChange", "SigToken", "arg_signature"]
+
+
+@dataclass(frozen=True, slots=True)
+class SigToken:
+    """One tensor of an input or output list: its arg, its type text, and its ref-ness."""
+
+    arg: str
+    type: str  # "float", "T" (an attr both releases have), "N * T", ...
+    is_ref: bool
+    named: bool  # outputs are compared with their names, inputs without
+
+    @property
+    def text(self) -> str:
+        return f"{self.arg}:{self.type}" if self.named else self.type
+
+
+def _dtype_name(value: Any) -> str:
+    if isinstance(value, int) and value in DType._value2member_map_:
+        return DType(value).spec_name
+    return "INVALID" if value in (None, 0) else f"unknown dtype enum ({value})"
+
+
+def arg_signature(
+    args: Sequence[ArgDef],
+    old_attrs: Mapping[str, AttrDef],
+    new_attrs: Mapping[str, AttrDef],
+    named: bool,
+) -> list[SigToken]:
+    """The args as TensorFlow's ComputeArgSignature lists them: attrs both releases have
+    stay symbolic, attrs only the new release has are replaced by their defaults."""
+    out: list[SigToken] = []
+    for arg in args:
+        if arg.type_list_attr:
+            if arg.type_list_attr in old_attrs:
+                out.append(SigToken(arg.name, arg.type_list_attr, arg.is_ref, named))
+            else:
+                new = new_attrs.get(arg.type_list_attr)
+                types = new.default if new is not None and new.default is not None else ()
+                out.extend(SigToken(arg.name, _dtype_name(t), arg.is_ref, named) for t in types)
+            continue
+        num = 1
+        prefix = ""
+        if arg.number_attr:
+            if arg.number_attr in old_attrs:
+                prefix = f"{arg.number_attr} * "
+            else:
+                new = new_attrs.get(arg.number_attr)
+                default = new.default if new is not None else None
+                num = default if isinstance(default, int) else 0
+        if arg.type is not DType.INVALID:
+            type_text = arg.type.spec_name
+        elif arg.type_attr in old_attrs:
+            type_text = arg.type_attr
+        else:
+            new = new_attrs.get(arg.type_attr)
+            type_text = _dtype_name(new.default if new is not None else None)
+        out.extend(SigToken(arg.name, prefix + type_text, arg.is_ref, named) for _ in range(num))
+    return out
+
+
+def _inferred_attrs(op: OpDef) -> set[str]:
+    # The generated Python wrapper infers these from the input tensors it is given.
+    out: set[str] = set()
+    for arg in op.inputs:
+        out.update(a for a in (arg.type_attr, arg.number_attr, arg.type_list_attr) if a)
+    return out
+
+
+class OpChange:
+    """An op as two releases define it; ``old`` or ``new`` is None when it is missing."""
+
+    def __init__(
+        self,
+        old: OpDef | None,
+        new: OpDef | None,
+        old_kernels: Sequence[KernelDef] | None = None,
+        new_kernels: Sequence[KernelDef] | None = None,
+    ) -> None:
+        self.old = old
+        self.new = new
+        # None: this side's kernels are not known (a TensorFlow text file, a spec document).
+        self.old_kernels = old_kernels
+        self.new_kernels = new_kernels
+        self.renamed_to: str | None = None  # set by the engine when a removed op looks renamed
+
+    @property
+    def name(self) -> str:
+        op = self.new or self.old
+        assert op is not None
+        return op.name
+
+    @property
+    def pair(self) -> tuple[OpDef, OpDef]:
+        assert self.old is not None and self.new is not None
+        return self.old, self.new
+
+    @cached_property
+    def old_attrs(self) -> dict[str, AttrDef]:
+        return {a.name: a for a in self.old.attrs} if self.old is not None else {}
+
+    @cached_property
+    def new_attrs(self) -> dict[str, AttrDef]:
+        return {a.name: a for a in self.new.attrs} if self.new is not None else {}
+
+    @cached_property
+    def common_attrs(self) -> list[tuple[AttrDef, AttrDef]]:
+        """(old, new) for every attr of the old op that the new one still has, in old order."""
+        new = self.new_attrs
+        return [(a, new[a.name]) for a in self.old.attrs if a.name in new] if self.old else []
+
+    def _sig(self, args: Sequence[ArgDef], named: bool) -> list[SigToken]:
+        return arg_signature(args, self.old_attrs, self.new_attrs, named)
+
+    @cached_property
+    def old_inputs(self) -> list[SigToken]:
+        return self._sig(self.pair[0].inputs, False)
+
+    @cached_property
+    def new_inputs(self) -> list[SigToken]:
+        return self._sig(self.pair[1].inputs, False)
+
+    @cached_property
+    def old_outputs(self) -> list[SigToken]:
+        return self._sig(self.pair[0].outputs, True)
+
+    @cached_property
+    def new_outputs(self) -> list[SigToken]:
+        return self._sig(self.pair[1].outputs, True)
+
+    @cached_property
+    def inputs_match(self) -> bool:
+        return [t.type for t in self.old_inputs] == [t.type for t in self.new_inputs]
+
+    @cached_property
+    def outputs_match(self) -> bool:
+        return [t.text for t in self.old_outputs] == [t.text for t in self.new_outputs]
+
+    @cached_property
+    def outputs_match_unnamed(self) -> bool:
+        return [t.type for t in self.old_outputs] == [t.type for t in self.new_outputs]
+
+    @cached_property
+    def old_inferred(self) -> set[str]:
+        return _inferred_attrs(self.pair[0])
+
+    @cached_property
+    def new_inferred(self) -> set[str]:
+        return _inferred_attrs(self.pair[1])

@@ -1,0 +1,130 @@
+"""``compat-check`` (also ``opmarket compat``) and ``opmarket snapshot``.
+
+Exit codes: 0 nothing breaks, 1 something breaks or the version bump is too small, 2 bad
+usage or unreadable input (one line naming the file and what is wrong).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from opmarket.compat._check import check
+from opmarket.compat._history import add_release
+from opmarket.compat._report import FORMATS, render
+from opmarket.compat._snapshot import take_snapshot
+from opmarket.compat._version import InvalidVersionError
+from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
+
+__all__ = ["main", "snapshot"]
+
+EXIT_USAGE = 2
+
+
+class _InputError(click.ClickException):
+    """Unreadable input or bad usage: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, prog: str = "compat-check") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"{self.prog}: error: {self.format_message()}", err=True)
+
+
+@click.command(
+    "compat-check",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.argument("sources", nargs=-1, metavar="OLD NEW")
+@click.option("--history", metavar="HISTORY",
+              help="Check NEW against every release in HISTORY (an opmarket history file, or "
+                   "TensorFlow ops_history files: one file or a folder); give NEW only.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text reads like a linter, json for tools, markdown for a pull request.")
+@click.option("--graphs", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Replay every graph saved with the old release (*.json, recursively) "
+                   "against NEW.")
+@click.option("--old-version", metavar="VERSION", help="The old release's version.")
+@click.option("--new-version", metavar="VERSION", help="The new release's version.")
+@click.option("--index-url", metavar="URL",
+              help="Package index (simple API) to fetch NAME==VERSION sources from.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report here instead of standard output.")
+def main(  # noqa: PLR0917  (click passes every option as an argument)
+    sources: tuple[str, ...],
+    history: str | None,
+    fmt: str,
+    graphs: Path | None,
+    old_version: str | None,
+    new_version: str | None,
+    index_url: str | None,
+    output: Path | None,
+) -> None:
+    """Tell whether release NEW breaks graphs or code written against release OLD.
+
+    OLD and NEW are op-set files (canonical JSON, spec-form JSON, TensorFlow text format),
+    wheels, installed distributions, or NAME==VERSION from --index-url. Breaking means
+    what TensorFlow's GraphDef compatibility check rejects, plus lost kernels and graphs
+    that no longer validate.
+
+    \b
+    Examples:
+      compat-check old.json new.json
+      compat-check dist/plugin-1.0.0-py3-none-any.whl dist/plugin-1.1.0-py3-none-any.whl
+      compat-check --history opmarket-history.json new.json --format markdown
+      compat-check opmarket-zero-out==1.0.0 dist/*.whl --index-url http://host/simple/
+    """
+    wanted = 1 if history else 2
+    if len(sources) != wanted:
+        usage = "NEW (with --history)" if history else "OLD NEW"
+        raise _InputError(f"expected {usage}, got {len(sources)} argument(s)")
+    old, new = (None, sources[0]) if history else (sources[0], sources[1])
+    try:
+        report = check(
+            old, new, history=history, graphs=graphs, old_version=old_version,
+            new_version=new_version, index_url=index_url,
+        )  # fmt: skip
+    except (DocumentError, InvalidOpDef, InvalidVersionError) as exc:
+        raise _InputError(str(exc).splitlines()[0]) from None
+    text = render(report, fmt)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+    sys.exit(report.exit_code)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target", metavar="DIST|MODULE|WHEEL")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the canonical op-set JSON here (default: standard output).")
+@click.option("--append", "history", type=click.Path(dir_okay=False, path_type=Path),
+              help="Add the release to this history file (created when missing).")
+@click.option("--version", "version", metavar="VERSION",
+              help="The release's version, when TARGET does not say (a module).")
+def snapshot(target: str, output: Path | None, history: Path | None, version: str | None) -> None:
+    """Write the op-set (ops and kernels) of one release, as plugin repos commit it.
+
+    TARGET is an installed distribution, a wheel file, or an importable module; a module
+    contributes the opmarket.opset.json beside it, or the OpSet/OpDef objects it defines.
+
+    \b
+    Examples:
+      opmarket snapshot opmarket-zero-out -o opset.json
+      opmarket snapshot opmarket-zero-out --append opmarket-history.json
+    """
+    try:
+        opset = take_snapshot(target, version=version)
+        if history is not None:
+            click.echo(add_release(history, opset), err=True)
+    except (DocumentError, InvalidOpDef) as exc:
+        raise _InputError(str(exc).splitlines()[0], prog="opmarket snapshot") from None
+    if output is not None:
+        output.write_text(opset_to_json(opset), encoding="utf-8")
+    elif history is None:
+        click.echo(opset_to_json(opset), nl=False)

@@ -1,0 +1,148 @@
+"""The engine: run the rule table over every op of two op-sets (or a history and an op-set)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+
+from opmarket.compat._change import OpChange
+from opmarket.compat._report import Finding
+from opmarket.compat._rules import RULES, Rule, Scope, Severity
+from opmarket.sdk import KernelDef, OpDef, OpSet
+
+__all__ = ["compare_ops", "compare_opsets", "compare_history"]
+
+_PRESENCE = tuple(r for r in RULES if r.scope is Scope.PRESENCE)
+_PAIR = tuple(r for r in RULES if r.scope is Scope.PAIR)
+_KERNELS = tuple(r for r in RULES if r.scope is Scope.KERNELS)
+
+
+def _run(rules: Sequence[Rule], change: OpChange, out: list[Finding]) -> None:
+    for rule in rules:
+        assert rule.check is not None
+        for message in rule.check(change):
+            out.append(Finding(change.name, rule.id, rule.severity, message))
+
+
+def compare_ops(
+    old: OpDef | None,
+    new: OpDef | None,
+    old_kernels: Sequence[KernelDef] | None = None,
+    new_kernels: Sequence[KernelDef] | None = None,
+) -> list[Finding]:
+    """Every finding for one op in two releases (None where a release lacks it).
+
+    Kernels are compared only when both sides' kernels are known (not None).
+    """
+    change = OpChange(old, new, old_kernels, new_kernels)
+    out: list[Finding] = []
+    _check(change, out)
+    return out
+
+
+def _check(change: OpChange, out: list[Finding]) -> None:
+    if change.old is None or change.new is None:
+        _run(_PRESENCE, change, out)
+        return
+    if change.old != change.new:
+        _run(_PAIR, change, out)
+    if (
+        change.old_kernels is not None
+        and change.new_kernels is not None
+        and change.old_kernels != change.new_kernels
+    ):
+        _run(_KERNELS, change, out)
+
+
+def _shape_key(op: OpDef) -> object:
+    # What an op is apart from its name and docs, to spot renames.
+    return op.without_docs().replace(name="", deprecation=None)
+
+
+def _kernel_index(opset: OpSet, known: bool) -> dict[str, list[KernelDef]] | None:
+    if not known:
+        return None
+    out: dict[str, list[KernelDef]] = {}
+    for k in opset.kernels:
+        out.setdefault(k.op, []).append(k)
+    return out
+
+
+def compare_opsets(
+    old: OpSet,
+    new: OpSet,
+    *,
+    old_kernels_known: bool | None = None,
+    new_kernels_known: bool | None = None,
+) -> list[Finding]:
+    """Every finding between two releases, ops in the old release's order, then new ops.
+
+    Kernels are compared when both sides know them; by default a side knows its kernels
+    when it lists any.
+    """
+    old_known = bool(old.kernels) if old_kernels_known is None else old_kernels_known
+    new_known = bool(new.kernels) if new_kernels_known is None else new_kernels_known
+    old_k = _kernel_index(old, old_known and new_known)
+    new_k = _kernel_index(new, old_known and new_known)
+    out: list[Finding] = []
+    removed: list[OpChange] = []
+    for op in old:
+        other = new.get(op.name)
+        change = OpChange(
+            op,
+            other,
+            None if old_k is None else old_k.get(op.name, []),
+            None if new_k is None else new_k.get(op.name, []),
+        )
+        if other is None:
+            removed.append(change)
+            continue
+        _check(change, out)
+    added = [op for op in new if op.name not in old]
+    if removed and added:
+        by_shape: dict[object, str] = {}
+        for op in added:
+            try:
+                by_shape.setdefault(_shape_key(op), op.name)
+            except TypeError:  # an unhashable attr value: no rename guess for it
+                continue
+        for change in removed:
+            assert change.old is not None
+            with contextlib.suppress(TypeError):  # unhashable: no guess
+                change.renamed_to = by_shape.get(_shape_key(change.old))
+    for change in removed:
+        _check(change, out)
+    for op in added:
+        _check(OpChange(None, op), out)
+    return out
+
+
+def compare_history(
+    releases: Sequence[tuple[str, OpSet]],
+    new: OpSet,
+    *,
+    new_kernels_known: bool | None = None,
+) -> list[Finding]:
+    """NEW against every recorded release, as TensorFlow checks ops against ops_history.
+
+    The latest release gets the full comparison; older ones add only their breaking
+    findings (once each), marked with the release they concern.
+    """
+    if not releases:
+        return []
+    *older, (_, latest) = releases
+    out = compare_opsets(latest, new, new_kernels_known=new_kernels_known)
+    seen = {(f.op, f.rule, f.message) for f in out}
+    for label, opset in reversed(older):
+        for f in compare_opsets(opset, new, new_kernels_known=new_kernels_known):
+            key = (f.op, f.rule, f.message)
+            if f.severity is Severity.BREAKING and key not in seen:
+                seen.add(key)
+                out.append(
+                    Finding(f.op, f.rule, f.severity, f.message, release=label)
+                )
+    return out
+
+
+def breaking(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity is Severity.BREAKING]

@@ -1,0 +1,49 @@
+"""Graph replay: load every graph saved with the old release and validate it against the new."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from opmarket.compat._report import Finding
+from opmarket.compat._rules import RULES_BY_ID
+from opmarket.registry import load_graph, validate_graph
+from opmarket.sdk import OpSet
+
+__all__ = ["graph_files", "replay_graphs"]
+
+_NODE_OP = re.compile(r"^node '[^']*' \(([^)]+)\)")
+
+
+def graph_files(folder: str | Path) -> list[Path]:
+    """The saved graphs (``*.json``) under ``folder``, recursively, sorted."""
+    return sorted(p for p in Path(folder).rglob("*.json") if p.is_file())
+
+
+def _op_of(problem: str) -> str:
+    m = _NODE_OP.match(problem)
+    return m.group(1) if m else "(graph)"
+
+
+def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list[Finding]]:
+    """How many graphs were replayed, and a finding for each that validated against ``old``
+    but not ``new`` (breaking), or that did not validate against ``old`` either (warning).
+
+    Raises DocumentError for a graph file that cannot be read.
+    """
+    files = graph_files(folder)
+    out: list[Finding] = []
+    invalid, before = RULES_BY_ID["graph-invalid"], RULES_BY_ID["graph-invalid-before"]
+    for path in files:
+        graph = load_graph(path)
+        label = str(path)
+        old_problems = validate_graph(graph, old)
+        if old_problems:
+            out.append(Finding(_op_of(old_problems[0]), before.id, before.severity,
+                               "; ".join(old_problems), graph=label))  # fmt: skip
+            continue
+        out.extend(
+            Finding(_op_of(p), invalid.id, invalid.severity, p, graph=label)
+            for p in validate_graph(graph, new)
+        )
+    return len(files), out

@@ -1,0 +1,130 @@
+"""Op history: every release a plugin has published, as TensorFlow keeps ops_history_v2.
+
+opmarket's history file is JSON: ``{"format": "opmarket.history", "format_version": 1,
+"releases": [<canonical op-set>, ...]}``, oldest first. TensorFlow's ops_history files (an
+OpList per op, every version oldest first; one file or a folder of them) are read too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "add_release", "read_history", "write_history"]
+
+FORMAT = "opmarket.history"
+FORMAT_VERSION = 1
+
+Release = tuple[str, OpSet]
+
+
+def _label(opset: OpSet, index: int) -> str:
+    return opset.version or f"#{index + 1}"
+
+
+def _from_json(obj: object, source: str) -> list[Release]:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise DocumentError(source, f'not an opmarket history (no "format": "{FORMAT}")')
+    version = obj.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise DocumentError(source, f"unsupported format_version {version!r}")
+    releases = obj.get("releases")
+    if not isinstance(releases, list):
+        raise DocumentError(source, "'releases' must be a list of op-sets")
+    out = []
+    for i, raw in enumerate(releases):
+        opset = opset_from_json(json.dumps(raw), source=f"{source} (release {i + 1})")
+        out.append((_label(opset, i), opset))
+    return out
+
+
+def releases_from_versions(ops: Sequence[OpDef]) -> list[Release]:
+    """TensorFlow's per-op version lists as releases: release ``i`` holds version ``i`` of
+    each op, or its last version when it has fewer."""
+    versions: dict[str, list[OpDef]] = {}
+    for op in ops:
+        versions.setdefault(op.name, []).append(op)
+    depth = max((len(v) for v in versions.values()), default=0)
+    return [
+        (f"ops_history version {i + 1}",
+         OpSet(tuple(v[min(i, len(v) - 1)] for v in versions.values())))
+        for i in range(depth)
+    ]  # fmt: skip
+
+
+def read_history(path: str | Path) -> list[Release]:
+    """Every recorded release, oldest first, as (label, op-set).
+
+    Reads an opmarket history file, a TensorFlow ops_history file or folder of them, or a
+    single op-set file (one release).
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == ".pbtxt" and f.is_file())
+        if not files:
+            raise DocumentError(str(path), "a directory without .pbtxt history files")
+        ops = [op for f in files for op in read_document(f).ops]
+        return releases_from_versions(ops)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DocumentError(str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(str(path), f"unreadable: {exc}") from None
+    if text.lstrip().startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            where = f"invalid JSON at line {exc.lineno}: {exc.msg}"
+            raise DocumentError(str(path), where) from None
+        if isinstance(obj, dict) and obj.get("format") == FORMAT:
+            return _from_json(obj, str(path))
+    doc = read_document(p)
+    if doc.format == "tf-pbtxt":
+        return releases_from_versions(doc.ops)
+    opset = OpSet(tuple(doc.ops), tuple(doc.kernels), name=doc.name, version=doc.version)
+    return [(_label(opset, 0), opset)]
+
+
+def write_history(releases: Sequence[OpSet]) -> str:
+    """The history file text for ``releases``, oldest first (deterministic)."""
+    obj = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "releases": [json.loads(opset_to_json(r)) for r in releases],
+    }
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def add_release(path: str | Path, opset: OpSet) -> str:
+    """Append ``opset`` to the history file at ``path`` (created when missing) and say what
+    was done. A release with the same version replaces the recorded one."""
+    p = Path(path)
+    releases: list[OpSet] = []
+    if p.exists():
+        releases = [r for _, r in read_history(p)]
+    replaced = False
+    if opset.version:
+        for i, r in enumerate(releases):
+            if r.version == opset.version:
+                releases[i] = opset
+                replaced = True
+        if not replaced and releases and releases[-1].version:
+            try:
+                if Version(opset.version) < Version(releases[-1].version):
+                    raise DocumentError(
+                        str(path),
+                        f"release {opset.version} is older than the last recorded one "
+                        f"({releases[-1].version}); history is oldest first",
+                    )
+            except InvalidVersion:
+                pass
+    if not replaced:
+        releases.append(opset)
+    p.write_text(write_history(releases), encoding="utf-8")
+    what = "replaced" if replaced else "added"
+    return f"{what} release {opset.version or len(releases)} in {path} ({len(releases)} releases)"

@@ -1,0 +1,160 @@
+"""Findings and the report: what compat-check found, as text, JSON or Markdown."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from opmarket.compat._rules import RULES_BY_ID, Severity
+from opmarket.compat._version import VersionVerdict
+
+__all__ = ["FORMATS", "Finding", "Report", "render"]
+
+FORMATS: tuple[str, ...] = ("text", "json", "markdown")
+
+_ORDER = {Severity.BREAKING: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing a rule found about one op (or graph)."""
+
+    op: str
+    rule: str
+    severity: Severity
+    message: str
+    release: str = ""  # which recorded release it concerns, in a history check
+    graph: str = ""  # the saved graph, for graph replay
+
+    @property
+    def hint(self) -> str:
+        rule = RULES_BY_ID.get(self.rule)
+        return rule.hint if rule is not None else ""
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (_ORDER[self.severity], self.op, self.rule, self.graph, self.release, self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "op": self.op, "rule": self.rule, "severity": str(self.severity),
+            "message": self.message, "hint": self.hint,
+        }  # fmt: skip
+        if self.release:
+            out["release"] = self.release
+        if self.graph:
+            out["graph"] = self.graph
+        return out
+
+
+@dataclass
+class Report:
+    """Every finding of one check, the version verdict, and what was compared."""
+
+    old: str
+    new: str
+    findings: list[Finding] = field(default_factory=list)
+    version: VersionVerdict | None = None
+    graphs_checked: int = 0
+    ops_compared: int = 0
+
+    @property
+    def compatible(self) -> bool:
+        """No breaking finding (the version verdict is separate)."""
+        return not any(f.severity is Severity.BREAKING for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when fine, 1 when something breaks or the version bump is too small."""
+        return 0 if self.compatible and (self.version is None or self.version.ok) else 1
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(str(f.severity) for f in self.findings)
+        return {str(s): c.get(str(s), 0) for s in Severity}
+
+    def sorted_findings(self) -> list[Finding]:
+        return sorted(self.findings, key=Finding.sort_key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "compatible": self.compatible,
+            "ok": self.exit_code == 0,
+            "old": self.old,
+            "new": self.new,
+            "ops_compared": self.ops_compared,
+            "graphs_checked": self.graphs_checked,
+            "summary": self.counts(),
+            "version": self.version.to_json() if self.version is not None else None,
+            "findings": [f.to_json() for f in self.sorted_findings()],
+        }
+
+
+def _where(f: Finding) -> str:
+    extra = [f"graph {f.graph}"] if f.graph else []
+    if f.release:
+        extra.append(f"since release {f.release}")
+    return f.op + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _text(report: Report) -> str:
+    lines = []
+    for f in report.sorted_findings():
+        lines.append(f"{_where(f)}: {f.rule} [{f.severity}] {f.message}")
+        if f.severity is not Severity.INFO and f.hint:
+            lines.append(f"    fix: {f.hint}")
+    if report.version is not None:
+        lines.append(f"version: {report.version.message}")
+    counts = report.counts()
+    verdict = "compatible" if report.compatible else "NOT compatible"
+    lines.append(
+        f"{report.old} -> {report.new}: {verdict}; {report.ops_compared} ops compared, "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + (f", {report.graphs_checked} graphs replayed" if report.graphs_checked else "")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(report: Report) -> str:
+    counts = report.counts()
+    if report.exit_code == 0:
+        head = "### compat-check: compatible"
+    elif not report.compatible:
+        head = "### compat-check: breaking changes"
+    else:
+        head = "### compat-check: version bump too small"
+    lines = [
+        head, "",
+        f"`{_md_cell(report.old)}` -> `{_md_cell(report.new)}`: {report.ops_compared} ops "
+        f"compared; **{counts['breaking']} breaking**, {counts['warning']} warning(s), "
+        f"{counts['info']} info.",
+    ]  # fmt: skip
+    if report.version is not None:
+        mark = "ok" if report.version.ok else "**too small**"
+        lines += ["", f"Version: {mark}: {_md_cell(report.version.message)}"]
+    if report.findings:
+        lines += ["", "| severity | op | rule | what changed | fix |",
+                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
+        for f in report.sorted_findings():
+            sev = f"**{f.severity}**" if f.severity is Severity.BREAKING else str(f.severity)
+            hint = f.hint if f.severity is not Severity.INFO else ""
+            lines.append(
+                f"| {sev} | `{_md_cell(_where(f))}` | `{f.rule}` | {_md_cell(f.message)} "
+                f"| {_md_cell(hint)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report in ``fmt`` (one of FORMATS)."""
+    if fmt == "json":
+        return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "markdown":
+        return _markdown(report)
+    if fmt == "text":
+        return _text(report)
+    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

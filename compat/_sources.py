@@ -1,0 +1,383 @@
+"""Where op-sets come from: files (canonical JSON, spec-form JSON, TensorFlow text format),
+wheels, installed distributions and ``name==version`` from a package index.
+
+A plugin distribution declares entry points in group ``opmarket``; the package of each entry
+point's module ships ``opmarket.opset.json`` (canonical op-set JSON, kernels included) beside
+its ``__init__.py``. Wheels are read with zipfile and never installed.
+"""
+
+from __future__ import annotations
+
+import configparser
+import email.parser
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import re
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+from opmarket.sdk import (
+    DocumentError,
+    InvalidOpDef,
+    KernelDef,
+    OpDef,
+    OpSet,
+    Problem,
+    opset_from_json,
+    read_document,
+)
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MANIFEST",
+    "Source",
+    "load_source",
+    "latest_versions",
+    "opset_from_dist",
+    "opset_from_index",
+    "opset_from_wheel",
+]
+
+ENTRY_POINT_GROUP = "opmarket"
+MANIFEST = "opmarket.opset.json"
+HISTORY_FORMAT = "opmarket.history"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One release's op-set and what is known about it."""
+
+    label: str  # what the user named: a path, a distribution, ``name==version``
+    opset: OpSet
+    kernels_known: bool
+    problems: tuple[Problem, ...] = field(default=())  # invalid op definitions it holds
+
+    @property
+    def version(self) -> str:
+        return self.opset.version
+
+
+def latest_versions(ops: Iterable[OpDef]) -> list[OpDef]:
+    """The last definition of each op, in order of first appearance (history files repeat)."""
+    out: dict[str, OpDef] = {}
+    for op in ops:
+        out[op.name] = op
+    return list(out.values())
+
+
+def _merge(opsets: Iterable[OpSet], name: str, version: str) -> OpSet:
+    ops: list[OpDef] = []
+    kernels: list[KernelDef] = []
+    for s in opsets:
+        ops.extend(s.ops)
+        kernels.extend(s.kernels)
+    return OpSet(tuple(latest_versions(ops)), tuple(kernels), name=name, version=version)
+
+
+def _history_latest(text: str, label: str) -> Source | None:
+    """The latest release of an opmarket history file, or None if ``text`` is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or obj.get("format") != HISTORY_FORMAT:
+        return None
+    releases = obj.get("releases")
+    if not isinstance(releases, list) or not releases:
+        raise DocumentError(label, "history has no releases")
+    opset = opset_from_json(json.dumps(releases[-1]), source=f"{label} (latest release)")
+    return Source(label, opset, kernels_known=True)
+
+
+def _from_file(path: Path, label: str) -> Source:
+    if path.suffix == ".whl":
+        return Source(label, opset_from_wheel(path), kernels_known=True)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DocumentError(label, "not UTF-8 text") from None
+    except OSError as exc:
+        raise DocumentError(label, exc.strerror or str(exc)) from None
+    latest = _history_latest(text, label)
+    if latest is not None:
+        return latest
+    doc = read_document(path)
+    ops = latest_versions(doc.ops)
+    opset = OpSet(tuple(ops), tuple(doc.kernels), name=doc.name, version=doc.version)
+    return Source(label, opset, kernels_known=bool(doc.kernels), problems=tuple(doc.problems))
+
+
+def _from_dir(path: Path, label: str) -> Source:
+    files = sorted(p for p in path.iterdir() if p.suffix in (".pbtxt", ".json") and p.is_file())
+    if not files:
+        raise DocumentError(label, "a directory without .pbtxt or .json op files")
+    ops: list[OpDef] = []
+    kernels: list[KernelDef] = []
+    problems: list[Problem] = []
+    for f in files:
+        doc = read_document(f)
+        ops.extend(latest_versions(doc.ops))
+        kernels.extend(doc.kernels)
+        problems.extend(doc.problems)
+    opset = OpSet(tuple(latest_versions(ops)), tuple(kernels))
+    return Source(label, opset, kernels_known=bool(kernels), problems=tuple(problems))
+
+
+# ---------------------------------------------------------------- wheels
+
+
+def _package_dir(module: str, exists: set[str]) -> str:
+    """The folder of the package that holds ``module`` (itself when it is a package)."""
+    path = module.replace(".", "/")
+    if f"{path}/__init__.py" in exists:
+        return path
+    return path.rpartition("/")[0]
+
+
+def _entry_modules(text: str, source: str) -> list[str]:
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
+    try:
+        parser.read_string(text)
+    except configparser.Error as exc:
+        raise DocumentError(source, f"unreadable entry_points.txt: {exc}") from None
+    if not parser.has_section(ENTRY_POINT_GROUP):
+        return []
+    return [v.partition(":")[0].strip() for _, v in parser.items(ENTRY_POINT_GROUP)]
+
+
+def opset_from_wheel(path: str | Path) -> OpSet:
+    """The op-set a wheel ships, read from the archive without installing it."""
+    label = str(path)
+    try:
+        name, version, *_ = parse_wheel_filename(Path(path).name)
+    except InvalidWheelFilename as exc:
+        raise DocumentError(label, f"not a wheel file name: {exc}") from None
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            dist_info = sorted(
+                n.partition("/")[0] for n in names if n.endswith(".dist-info/METADATA")
+            )
+            if not dist_info:
+                raise DocumentError(label, "no .dist-info/METADATA in the wheel")
+            meta = email.parser.Parser().parsestr(zf.read(f"{dist_info[0]}/METADATA").decode())
+            ep_path = f"{dist_info[0]}/entry_points.txt"
+            modules = (
+                _entry_modules(zf.read(ep_path).decode(), f"{label}!{ep_path}")
+                if ep_path in names
+                else []
+            )
+            if not modules:
+                raise DocumentError(
+                    label, f"declares no entry point in group {ENTRY_POINT_GROUP!r}; "
+                    "not an opmarket plugin"
+                )
+            opsets = []
+            for module in modules:
+                manifest = f"{_package_dir(module, names)}/{MANIFEST}".lstrip("/")
+                if manifest not in names:
+                    raise DocumentError(
+                        label, f"entry point module {module!r} has no {MANIFEST} in its package"
+                    )
+                text = zf.read(manifest).decode("utf-8")
+                opsets.append(opset_from_json(text, source=f"{label}!{manifest}"))
+    except zipfile.BadZipFile:
+        raise DocumentError(label, "not a zip archive (a broken wheel?)") from None
+    except OSError as exc:
+        raise DocumentError(label, exc.strerror or str(exc)) from None
+    dist_name = meta.get("Name") or str(name)
+    dist_version = meta.get("Version") or str(version)
+    return _merge(opsets, str(canonicalize_name(dist_name)), dist_version)
+
+
+# ---------------------------------------------------------------- installed distributions
+
+
+def opset_from_dist(name: str) -> OpSet:
+    """The op-set of an installed distribution, found through its ``opmarket`` entry points.
+
+    Plugin modules are not imported: the manifest is located through the distribution's
+    file list, or beside the top-level package when the list does not have it.
+    """
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise DocumentError(
+            name, "no such file, and no installed distribution by that name"
+        ) from None
+    eps = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+    if not eps:
+        raise DocumentError(
+            name, f"installed, but declares no entry point in group {ENTRY_POINT_GROUP!r}"
+        )
+    files = {str(f).replace("\\", "/"): f for f in dist.files or ()}
+    opsets = []
+    for ep in eps:
+        module = ep.module
+        package = _package_dir(module, set(files))
+        text: str | None = None
+        key = f"{package}/{MANIFEST}"
+        if key in files:
+            text = files[key].read_text(encoding="utf-8")
+        else:
+            located = _locate_manifest(module)
+            if located is not None:
+                text = located.read_text(encoding="utf-8")
+        if text is None:
+            raise DocumentError(name, f"entry point module {module!r} ships no {MANIFEST}")
+        opsets.append(opset_from_json(text, source=f"{name}:{key}"))
+    return _merge(opsets, str(canonicalize_name(dist.metadata["Name"])), dist.version)
+
+
+def _locate_manifest(module: str) -> Path | None:
+    # For editable installs, whose file lists lack the package files. find_spec on a
+    # top-level name does not run the package.
+    top, _, rest = module.partition(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for base in spec.submodule_search_locations:
+        parts = rest.split(".") if rest else []
+        for depth in (len(parts), len(parts) - 1):
+            candidate = Path(base, *parts[: max(depth, 0)], MANIFEST)
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+# ---------------------------------------------------------------- package index
+
+_PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^=\s]+)$")
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []  # (filename, href)
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self.links.append((data.strip(), self._href))
+            self._href = None
+
+
+def _index_files(index_url: str, project: str, label: str) -> list[tuple[str, str, str]]:
+    """(filename, absolute url, sha256 or "") for every file of ``project`` on the index."""
+    url = index_url.rstrip("/") + f"/{project}/"
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+            ctype = response.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        raise DocumentError(label, f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise DocumentError(label, f"{url}: cannot connect ({exc})") from None
+    out: list[tuple[str, str, str]] = []
+    if "json" in ctype:
+        data = json.loads(body)
+        for f in data.get("files", []):
+            out.append((
+                f["filename"], urllib.parse.urljoin(url, f["url"]),
+                f.get("hashes", {}).get("sha256", ""),
+            ))  # fmt: skip
+        return out
+    parser = _Links()
+    parser.feed(body.decode("utf-8", errors="replace"))
+    for filename, href in parser.links:
+        full = urllib.parse.urljoin(url, href)
+        base, _, fragment = full.partition("#")
+        digest = fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
+        out.append((filename or base.rsplit("/", 1)[-1], base, digest))
+    return out
+
+
+def opset_from_index(requirement: str, index_url: str) -> OpSet:
+    """Fetch the wheel of ``name==version`` from a simple-API index and read its op-set."""
+    m = _PINNED.match(requirement)
+    if m is None:
+        raise DocumentError(requirement, "expected NAME==VERSION")
+    project = canonicalize_name(m.group(1))
+    try:
+        wanted = Version(m.group(2))
+    except InvalidVersion:
+        raise DocumentError(requirement, f"{m.group(2)!r} is not a valid version") from None
+    candidates = []
+    for filename, url, digest in _index_files(index_url, project, requirement):
+        try:
+            name, version, *_ = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue
+        if name == project and version == wanted:
+            candidates.append((filename, url, digest))
+    if not candidates:
+        raise DocumentError(requirement, f"no wheel of {project} {wanted} on {index_url}")
+    filename, url, digest = sorted(candidates, key=lambda c: "none-any" not in c[0])[0]
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            data = response.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise DocumentError(requirement, f"{url}: download failed ({exc})") from None
+    if digest and hashlib.sha256(data).hexdigest() != digest:
+        raise DocumentError(requirement, f"{filename}: sha256 does not match the index")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp, filename)
+        target.write_bytes(data)
+        return opset_from_wheel(target)
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def load_source(spec: str, *, index_url: str | None = None) -> Source:
+    """An op-set from a path, an installed distribution's name, or ``name==version``.
+
+    Raises DocumentError (or InvalidOpDef) with the source and what is wrong.
+    """
+    path = Path(spec)
+    try:
+        if path.is_dir():
+            return _from_dir(path, spec)
+        if path.exists():
+            return _from_file(path, spec)
+        if _PINNED.match(spec):
+            if index_url is None:
+                name, _, version = spec.partition("==")
+                opset = opset_from_dist(name)
+                if Version(opset.version) != Version(version):
+                    raise DocumentError(
+                        spec, f"installed version is {opset.version}; pass --index-url to "
+                        "fetch another"
+                    )
+                return Source(spec, opset, kernels_known=True)
+            return Source(spec, opset_from_index(spec, index_url), kernels_known=True)
+        if path.suffix or "/" in spec:
+            raise DocumentError(spec, "no such file")
+        return Source(spec, opset_from_dist(spec), kernels_known=True)
+    except InvalidOpDef as exc:
+        raise DocumentError(spec, str(exc).splitlines()[0] if str(exc) else "invalid op") from None

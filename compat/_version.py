@@ -1,0 +1,112 @@
+"""The version policy: a release's version bump must be as large as its changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opmarket.sdk import OpmarketError
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["BUMPS", "InvalidVersionError", "VersionVerdict", "check_bump", "required_bump"]
+
+#: Bump levels, smallest first.
+BUMPS: tuple[str, ...] = ("none", "patch", "minor", "major")
+
+
+class InvalidVersionError(OpmarketError, ValueError):
+    """A version string that is not a PEP 440 version."""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionVerdict:
+    """Whether ``old`` -> ``new`` is an honest bump for the changes found."""
+
+    old: str
+    new: str
+    required: str  # one of BUMPS, after the below-1.0 shift
+    actual: str  # one of BUMPS, or "backwards"
+    ok: bool
+    suggested: str  # the smallest version that would be honest
+    message: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "old": self.old, "new": self.new, "required": self.required,
+            "actual": self.actual, "ok": self.ok, "suggested": self.suggested,
+            "message": self.message,
+        }  # fmt: skip
+
+
+def _parse(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise InvalidVersionError(f"{text!r} is not a valid version (PEP 440)") from None
+
+
+def required_bump(breaking: bool, changed: bool) -> str:
+    """The semantic-versioning level for the changes: breaking -> major, other changes
+    (additions, deprecations, ...) -> minor, nothing -> none."""
+    return "major" if breaking else "minor" if changed else "none"
+
+
+def _release(v: Version) -> tuple[int, int, int]:
+    r = (*v.release, 0, 0)
+    return r[0], r[1], r[2]
+
+
+def _actual(old: Version, new: Version) -> str:
+    if new < old:
+        return "backwards"
+    if new == old:
+        return "none"
+    (o_major, o_minor, _), (n_major, n_minor, _) = _release(old), _release(new)
+    if n_major > o_major:
+        return "major"
+    if n_minor > o_minor or n_major < o_major:
+        return "minor"
+    return "patch"
+
+
+def _next(old: Version, level: str) -> str:
+    major, minor, micro = _release(old)
+    if level == "major":
+        return f"{major + 1}.0.0"
+    if level == "minor":
+        return f"{major}.{minor + 1}.0"
+    if level == "patch":
+        return f"{major}.{minor}.{micro + 1}"
+    return str(old)
+
+
+def check_bump(old: str, new: str, level: str) -> VersionVerdict:
+    """Check ``old`` -> ``new`` against the ``level`` the changes need (see required_bump).
+
+    Below 1.0 every level shifts down one: breaking changes need a minor bump, additions a
+    patch bump.
+    """
+    o, n = _parse(old), _parse(new)
+    required = level
+    if _release(o)[0] == 0 and level != "none":
+        required = BUMPS[BUMPS.index(level) - 1]
+    actual = _actual(o, n)
+    ok = actual != "backwards" and BUMPS.index(actual) >= BUMPS.index(required)
+    suggested = _next(o, required)
+    why = {
+        "major": "breaking changes need a major bump",
+        "minor": "additions need a minor bump",
+        "patch": "changes need a patch bump",
+        "none": "no op changed",
+    }[required]
+    if level != required:
+        why = why.replace("bump", f"bump below 1.0 ({level} from 1.0 on)")
+    if actual == "backwards":
+        message = f"{old} -> {new}: the version went backwards; use {suggested} or later"
+    elif ok:
+        message = f"{old} -> {new}: ok ({why}; this is a {actual} bump)"
+    else:
+        message = (
+            f"{old} -> {new} is a {actual} bump, too small: {why}; "
+            f"the smallest honest version is {suggested}"
+        )
+    return VersionVerdict(old, new, required, actual, ok, suggested, message)
