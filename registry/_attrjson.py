@@ -75,7 +75,7 @@ def encode_attr(value: Any) -> _JsonValue:
         )
         if arr.dtype.kind == "c":
             values = [[v.real, v.imag] for v in values]
-        return {"tensor": {"dtype": value.dtype.spec_name, "shape": list(arr.shape),
+        return {"tensor": {"dtype": DType(value.dtype).spec_name, "shape": list(arr.shape),
                            "values": [_plain(v) for v in values]}}
     if isinstance(value, FuncValue):
         return {"func": value.name, "attrs": {k: encode_attr(t.value) for k, t in value.attrs}}

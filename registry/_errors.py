@@ -9,6 +9,7 @@ from opmarket.sdk import InvalidArgument, NotFound, OpmarketError
 __all__ = [
     "AmbiguousOpName",
     "InvalidGraph",
+    "KernelError",
     "KernelNotFound",
     "RegistrationError",
 ]
@@ -32,3 +33,7 @@ class InvalidGraph(InvalidArgument):
     def __init__(self, problems: Iterable[str]) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
         super().__init__("\n".join(self.problems) or "invalid graph")
+
+
+class KernelError(OpmarketError, RuntimeError):
+    """A kernel that broke its contract: outputs of the wrong number, dtype or shape."""

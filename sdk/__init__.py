@@ -2,6 +2,7 @@
 
 from opmarket.sdk._builder import OpBuilder, finalize_op, op
 from opmarket.sdk._canonical import Document
+from opmarket.sdk._custom_call import CustomCallTarget, custom_call_target
 from opmarket.sdk._documents import (
     opset_from_json,
     opset_to_json,
@@ -26,8 +27,40 @@ from opmarket.sdk._errors import (
     Problem,
     UnknownDType,
 )
+from opmarket.sdk._gradients import (
+    GradientOp,
+    GradientSpec,
+    not_differentiable,
+    register_gradient,
+)
+from opmarket.sdk._hookspecs import hookimpl
+from opmarket.sdk._kernel import DEVICES, Kernel, KernelSpec, kernel
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef, snake_case
 from opmarket.sdk._opset import KernelDef, OpSet
+from opmarket.sdk._reference import (
+    InputGeneratorSpec,
+    ReferenceSpec,
+    input_generator,
+    reference,
+)
+from opmarket.sdk._shape_inference import (
+    Dim,
+    InferenceContext,
+    Shape,
+    ShapeFn,
+    ShapeFnSpec,
+    broadcast_shape,
+    broadcasting,
+    format_shape,
+    infer_error,
+    infer_ok,
+    merge_all_inputs,
+    parse_shape,
+    scalar_shape,
+    shape_fn,
+    unchanged,
+    unknown_shape,
+)
 from opmarket.sdk._textformat import opdefs_from_pbtxt, opdefs_to_pbtxt
 from opmarket.sdk._validate import check_attr_value, is_valid_op_name, validate_opdef
 from opmarket.sdk._values import (
@@ -39,43 +72,74 @@ from opmarket.sdk._values import (
 )
 
 __all__ = [
+    "DEVICES",
     "NUMBER_TYPES",
     "QUANTIZED_TYPES",
     "REAL_NUMBER_TYPES",
     "ArgDef",
     "AttrDef",
+    "CustomCallTarget",
     "DType",
     "Deprecation",
+    "Dim",
     "Document",
     "DocumentError",
     "FullType",
     "FuncValue",
+    "GradientOp",
+    "GradientSpec",
+    "InferenceContext",
+    "InputGeneratorSpec",
     "InvalidArgument",
     "InvalidOpDef",
+    "Kernel",
     "KernelDef",
+    "KernelSpec",
     "NotFound",
     "OpBuilder",
     "OpDef",
     "OpSet",
     "OpmarketError",
     "Problem",
+    "ReferenceSpec",
+    "Shape",
+    "ShapeFn",
+    "ShapeFnSpec",
     "TaggedValue",
     "TensorShape",
     "TensorValue",
     "UnknownDType",
     "as_dtype",
+    "broadcast_shape",
+    "broadcasting",
     "check_attr_value",
+    "custom_call_target",
     "finalize_op",
+    "format_shape",
+    "hookimpl",
+    "infer_error",
+    "infer_ok",
+    "input_generator",
     "is_valid_op_name",
+    "kernel",
+    "merge_all_inputs",
+    "not_differentiable",
     "op",
     "opdefs_from_pbtxt",
     "opdefs_to_pbtxt",
     "opset_from_json",
     "opset_to_json",
     "parse_document",
+    "parse_shape",
     "read_document",
     "read_opset",
+    "reference",
+    "register_gradient",
     "render_document",
+    "scalar_shape",
+    "shape_fn",
     "snake_case",
+    "unchanged",
+    "unknown_shape",
     "validate_opdef",
 ]

@@ -1,0 +1,112 @@
+"""``opmarket.ops``: wrappers by short name, by namespace and by full name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from opmarket.registry._errors import AmbiguousOpName
+from opmarket.sdk import NotFound, OpDef, snake_case
+
+if TYPE_CHECKING:
+    from opmarket.registry._registry import Registry
+
+__all__ = ["OpsNamespace"]
+
+
+def _segment(namespace: str) -> str:
+    return snake_case(namespace)
+
+
+class OpsNamespace:
+    """Op wrappers as attributes: ``ops.zero_out`` while that short name is unique,
+    ``ops.opm.zero_out`` by namespace, ``ops["Opm>ZeroOut"]`` by full name."""
+
+    _registry: Callable[[], Registry]
+    _prefix: str
+    _seen: dict[int, int]
+
+    def __init__(self, registry: Callable[[], Registry], prefix: str = "") -> None:
+        object.__setattr__(self, "_registry", registry)
+        object.__setattr__(self, "_prefix", prefix)  # "" at the top, else "Opm" or "A>B"
+        object.__setattr__(self, "_seen", {})  # id(registry) -> version indexed
+
+    def _refresh(self) -> Registry:
+        reg = self._registry()
+        seen: dict[int, int] = self._seen
+        if seen.get(id(reg)) != reg.version or len(seen) != 1:
+            self.reset()
+            seen[id(reg)] = reg.version
+        return reg
+
+    def reset(self) -> None:
+        """Forget cached wrappers (the registry changed), here and in sub-namespaces."""
+        for key in [k for k in self.__dict__ if not k.startswith("_")]:
+            value = self.__dict__.pop(key)
+            if isinstance(value, OpsNamespace):
+                value.reset()
+        self._seen.clear()
+
+    def _members(self, reg: Registry) -> tuple[dict[str, list[OpDef]], dict[str, str]]:
+        """Python names -> ops, and attribute names -> sub-namespaces, at this level."""
+        by_name: dict[str, list[OpDef]] = {}
+        spaces: dict[str, str] = {}
+        prefix = self._prefix
+        for op in reg:
+            ns = op.namespace
+            if not prefix or ns == prefix:
+                by_name.setdefault(op.python_name, []).append(op)
+            rest = ns if not prefix else (ns[len(prefix) + 1:] if ns.startswith(prefix + ">")
+                                          else None)
+            if rest:
+                head = rest.split(">")[0]
+                spaces.setdefault(_segment(head), f"{prefix}>{head}" if prefix else head)
+        return by_name, spaces
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        reg = self._refresh()
+        if name in self.__dict__:
+            return self.__dict__[name]
+        by_name, spaces = self._members(reg)
+        found = by_name.get(name)
+        value: Any
+        if found and len(found) > 1:
+            names = sorted(o.name for o in found)
+            hints = " or ".join(
+                f"opmarket.ops.{'.'.join(_segment(p) for p in o.namespace.split('>'))}.{name}"
+                if o.namespace else f"opmarket.ops[{o.name!r}]" for o in sorted(
+                    found, key=lambda o: o.name))
+            raise AmbiguousOpName(
+                f"opmarket.ops.{name} is ambiguous: {' and '.join(names)} both have that "
+                f"name; use {hints}"
+            )
+        if found:
+            value = reg.dispatcher(found[0].name).wrapper
+        elif name in spaces:
+            value = OpsNamespace(self._registry, spaces[name])
+        else:
+            where = f"opmarket.ops.{'.'.join(map(_segment, self._prefix.split('>')))}" \
+                if self._prefix else "opmarket.ops"
+            raise AttributeError(f"{where} has no op {name!r}")
+        self.__dict__[name] = value
+        return value
+
+    def __getitem__(self, full_name: str) -> Callable[..., Any]:
+        reg = self._refresh()
+        name = f"{self._prefix}>{full_name}" if self._prefix else full_name
+        try:
+            return reg.dispatcher(name).wrapper
+        except NotFound:
+            raise NotFound(f"no op named {name!r} is registered") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("opmarket.ops is read-only; register ops with opmarket.register")
+
+    def __dir__(self) -> list[str]:
+        by_name, spaces = self._members(self._refresh())
+        return sorted({n for n, ops in by_name.items() if len(ops) == 1} | set(spaces))
+
+    def __repr__(self) -> str:
+        return f"<opmarket.ops{' ' + self._prefix if self._prefix else ''}>"
