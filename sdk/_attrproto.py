@@ -15,6 +15,7 @@ from opmarket.sdk._values import (
     TaggedValue,
     TensorShape,
     TensorValue,
+    normalize_double,
     normalize_float,
 )
 
@@ -57,9 +58,10 @@ def _encode(s: str) -> bytes:
 
 
 def shape_from_proto(p: Any) -> TensorShape:
+    names = tuple(d.name for d in p.dim) if any(d.name for d in p.dim) else ()
     if p.unknown_rank:
         return TensorShape(None)
-    return TensorShape(tuple(int(d.size) for d in p.dim))
+    return TensorShape(tuple(int(d.size) for d in p.dim), names)
 
 
 def shape_to_proto(shape: TensorShape, out: Any) -> None:
@@ -67,8 +69,10 @@ def shape_to_proto(shape: TensorShape, out: Any) -> None:
     if shape.dims is None:
         out.unknown_rank = True
     else:
-        for d in shape.dims:
-            out.dim.add(size=d)
+        for i, d in enumerate(shape.dims):
+            dim = out.dim.add(size=d)
+            if shape.names and shape.names[i]:
+                dim.name = shape.names[i]
 
 
 def _tensor_from_proto(p: Any) -> TensorValue:
@@ -80,10 +84,20 @@ def _tensor_from_proto(p: Any) -> TensorValue:
                 values.append((name, tuple(_decode(v) for v in vals)))
             elif name in ("float_val", "scomplex_val"):
                 values.append((name, tuple(normalize_float(v) for v in vals)))
+            elif name in ("double_val", "dcomplex_val"):
+                values.append((name, tuple(normalize_double(v) for v in vals)))
             else:
                 values.append((name, tuple(vals)))
+    rest = type(p)()
+    for name in _TENSOR_EXTRA_FIELDS:
+        if name == "float8_val":
+            if p.float8_val:
+                rest.float8_val = p.float8_val
+        else:
+            getattr(rest, name).extend(getattr(p, name))
     return TensorValue(
-        dtype=DType(p.dtype),
+        extra=rest.SerializeToString(deterministic=True),
+        dtype=DType(p.dtype) if p.dtype in DType._value2member_map_ else int(p.dtype),
         shape=shape_from_proto(p.tensor_shape) if p.HasField("tensor_shape") else None,
         values=tuple(values),
         content=bytes(p.tensor_content),
@@ -100,9 +114,14 @@ def _tensor_to_proto(t: TensorValue, out: Any) -> None:
         out.version_number = t.version_number
     if t.content:
         out.tensor_content = t.content
+    if t.extra:
+        out.MergeFromString(t.extra)
     for name, vals in t.values:
         field = getattr(out, name)
         field.extend(_encode(v) for v in vals) if name == "string_val" else field.extend(vals)
+
+
+_TENSOR_EXTRA_FIELDS = ("resource_handle_val", "variant_val", "float8_val")
 
 
 def _func_from_proto(p: Any) -> FuncValue:
@@ -172,6 +191,11 @@ def _scalar_to(base: str, v: Any, container: Any, field: str, repeated: bool) ->
 def value_to_proto(attr_type: str, value: AttrValue) -> Any:
     """A new AttrValue message holding ``value`` as ``attr_type``."""
     out = messages()["AttrValue"]()
+    if attr_type == "none":
+        return out
+    if attr_type == "placeholder":
+        out.placeholder = value
+        return out
     if attr_type.startswith("list("):
         base = attr_type[5:-1]
         out.list.SetInParent()
@@ -186,7 +210,7 @@ def tagged_from_proto(p: Any) -> TaggedValue:
     """A self-describing AttrValue (as found inside a func value) to a TaggedValue."""
     which = p.WhichOneof("value")
     if which is None:
-        return TaggedValue("list(int)", ())  # an unset AttrValue reads as an empty list
+        return TaggedValue("none", None)
     if which == "list":
         for field, base in _TYPE_OF_FIELD.items():
             if len(getattr(p.list, field)):

@@ -24,6 +24,7 @@ from opmarket.sdk._values import (
     TaggedValue,
     TensorShape,
     TensorValue,
+    normalize_double,
     normalize_float,
 )
 
@@ -84,18 +85,24 @@ def _float_to_json(v: float) -> float | str:
     return v
 
 
-def _shape_to_json(s: TensorShape) -> list[int] | None:
+def _shape_to_json(s: TensorShape) -> Any:
+    if s.names:
+        return {"dims": None if s.dims is None else list(s.dims), "names": list(s.names)}
     return None if s.dims is None else list(s.dims)
 
 
 def _tensor_to_json(t: TensorValue) -> dict[str, Any]:
-    out: dict[str, Any] = {"dtype": t.dtype.spec_name}
+    out: dict[str, Any] = {
+        "dtype": t.dtype.spec_name if isinstance(t.dtype, DType) else int(t.dtype)
+    }
     if t.shape is not None:
         out["shape"] = _shape_to_json(t.shape)
     if t.version_number:
         out["version_number"] = t.version_number
     if t.content:
         out["tensor_content"] = base64.b64encode(t.content).decode("ascii")
+    if t.extra:
+        out["extra"] = base64.b64encode(t.extra).decode("ascii")
     for name, vals in t.values:
         if name in ("float_val", "scomplex_val", "double_val", "dcomplex_val"):
             out[name] = [_float_to_json(v) for v in vals]
@@ -123,8 +130,6 @@ def value_to_json(attr_type: str, value: Any) -> Any:
             "attr": {k: {"type": t.type, "value": value_to_json(t.type, t.value)}
                      for k, t in value.attrs},
         }  # fmt: skip
-    if attr_type == "placeholder":
-        return value
     return value
 
 
@@ -282,10 +287,10 @@ def _dtype(v: Any, where: str) -> DType:
 
 def _double(v: Any, where: str) -> float:
     if isinstance(v, str) and v in ("nan", "inf", "-inf"):
-        return float(v)
+        return normalize_double(float(v))
     _expect(isinstance(v, (int, float)) and not isinstance(v, bool), where,
             f"expected a number, got {v!r}")  # fmt: skip
-    return float(v)
+    return normalize_double(float(v))
 
 
 def _float(v: Any, where: str) -> float:
@@ -294,15 +299,21 @@ def _float(v: Any, where: str) -> float:
 
 
 def _shape(v: Any, where: str) -> TensorShape:
+    names: tuple[str, ...] = ()
+    if isinstance(v, dict):
+        _keys(v, where, ("dims", "names"), ("dims", "names"))
+        names = tuple(_str(n, where) for n in _list(v["names"], where))
+        v = v["dims"]
     if v is None:
-        return TensorShape(None)
-    dims = _list(v, where)
-    return TensorShape(tuple(_int(d, where) for d in dims))
+        return TensorShape(None, names)
+    dims = tuple(_int(d, where) for d in _list(v, where))
+    _expect(not names or len(names) == len(dims), where, "one name per dim")
+    return TensorShape(dims, names)
 
 
 def _tensor(v: Any, where: str) -> TensorValue:
-    _keys(v, where, ("dtype", "shape", "version_number", "tensor_content", *_TENSOR_FIELDS),
-          ("dtype",))  # fmt: skip
+    _keys(v, where, ("dtype", "shape", "version_number", "tensor_content", "extra",
+                     *_TENSOR_FIELDS), ("dtype",))  # fmt: skip
     values: list[tuple[str, tuple[Any, ...]]] = []
     for name in _TENSOR_FIELDS:
         if name not in v:
@@ -322,14 +333,17 @@ def _tensor(v: Any, where: str) -> TensorValue:
         values.append((name, tuple(conv)))
     try:
         content = base64.b64decode(_str(v.get("tensor_content", ""), where), validate=True)
+        extra = base64.b64decode(_str(v.get("extra", ""), where), validate=True)
     except ValueError:
-        raise _Bad(where, "tensor_content is not base64") from None
+        raise _Bad(where, "tensor_content and extra must be base64") from None
+    raw_dtype = v["dtype"]
     return TensorValue(
-        dtype=_dtype(v["dtype"], f"{where}.dtype"),
+        dtype=_int(raw_dtype, where) if isinstance(raw_dtype, int) else _dtype(raw_dtype, where),
         shape=_shape(v["shape"], f"{where}.shape") if "shape" in v else None,
         values=tuple(values),
         content=content,
         version_number=_int(v.get("version_number", 0), where),
+        extra=extra,
     )
 
 
@@ -365,6 +379,9 @@ def value_from_json(attr_type: str, v: Any, where: str = "value") -> Any:
         return FuncValue(_str(v["name"], where), tuple(tagged))
     if attr_type == "placeholder":
         return _str(v, where)
+    if attr_type == "none":
+        _expect(v is None, where, "a 'none' value must be null")
+        return None
     raise _Bad(where, f"unknown attr type {attr_type!r}")
 
 

@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import text_format
-
 from opmarket.sdk._attrproto import format_value, proto_field_for, value_from_proto
 from opmarket.sdk._dtypes import COMPOUND_TYPES, DType, dtype_from_spec_name
 from opmarket.sdk._opdef import ArgDef, AttrDef
+from opmarket.sdk._prototext import parse_proto_text, unescape_c
 from opmarket.sdk._tfproto import messages
 
 __all__ = [
@@ -48,6 +47,11 @@ _COMPOUND_PREFIXES = (
 _BASE_TYPE_PREFIXES = ("string", "int", "float", "bool", "type", "shape", "tensor", "func")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_TENSOR_NEST = 100
+_DEFAULT_EXAMPLES = {
+    "string": "'foo'", "int": "-3", "float": "1e-05", "bool": "true", "type": "DT_INT32",
+    "shape": "{ dim { size: 2 } } or { unknown_rank: true }",
+    "tensor": "{ dtype: DT_INT32 int_val: 5 }", "func": "{ name: 'f' }",
+}  # fmt: skip
 
 
 @dataclass
@@ -75,7 +79,7 @@ class MutableArg:
     """An ArgDef under construction."""
 
     name: str = ""
-    type: DType | int = DType.INVALID
+    type: DType = DType.INVALID
     type_attr: str = ""
     number_attr: str = ""
     type_list_attr: str = ""
@@ -92,53 +96,6 @@ class MutableArg:
 
 def _strip_leading(s: str) -> str:
     return s.lstrip(_SPACE)
-
-
-def _unescape_c(escaped: str) -> str | None:
-    """C-style unescaping as absl::CUnescape does it; None when an escape is malformed."""
-    out = bytearray()
-    raw = escaped.encode("utf-8", "surrogateescape")
-    i = 0
-    simple = {
-        ord("n"): 10, ord("t"): 9, ord("r"): 13, ord("a"): 7, ord("b"): 8, ord("f"): 12,
-        ord("v"): 11, ord("\\"): 92, ord("'"): 39, ord('"'): 34, ord("?"): 63,
-    }  # fmt: skip
-    while i < len(raw):
-        c = raw[i]
-        if c != ord("\\"):
-            out.append(c)
-            i += 1
-            continue
-        i += 1
-        if i >= len(raw):
-            return None
-        c = raw[i]
-        if c in simple:
-            out.append(simple[c])
-            i += 1
-        elif ord("0") <= c <= ord("7"):
-            j = i
-            while j < len(raw) and j < i + 3 and ord("0") <= raw[j] <= ord("7"):
-                j += 1
-            value = int(raw[i:j], 8)
-            if value > 0xFF:
-                return None
-            out.append(value)
-            i = j
-        elif c in (ord("x"), ord("X")):
-            j = i + 1
-            while j < len(raw) and chr(raw[j]) in "0123456789abcdefABCDEF":
-                j += 1
-            if j == i + 1:
-                return None
-            value = int(raw[i + 1 : j], 16)
-            if value > 0xFF:
-                return None
-            out.append(value)
-            i = j
-        else:
-            return None
-    return out.decode("utf-8", "surrogateescape")
 
 
 def _consume_quoted(quote: str, spec: str) -> tuple[str, str] | None:
@@ -189,12 +146,9 @@ def parse_attr_default(attr_type: str, text: str) -> tuple[bool, Any]:
     if base == "tensor" and not _nests_under_limit(to_parse):
         return False, f"the tensor nests deeper than {_MAX_TENSOR_NEST} levels"
     proto = messages()["AttrValue"]()
-    try:
-        text_format.Parse(to_parse, proto)
-    except text_format.ParseError as exc:
-        return False, str(exc).replace("\n", " ")
-    except (ValueError, TypeError, OverflowError) as exc:
-        return False, str(exc)
+    if not parse_proto_text(to_parse, proto):
+        example = _DEFAULT_EXAMPLES.get(base, "")
+        return False, f"not a valid {attr_type} value" + (f" (e.g. {example})" if example else "")
     return True, value_from_proto(attr_type, proto)
 
 
@@ -250,11 +204,11 @@ def parse_attr(
                         fail(f"cannot read an allowed string at {spec!r}")
                         return
                     escaped, spec = got
-                    unescaped = _unescape_c(escaped)
+                    unescaped = unescape_c(escaped)
                     if unescaped is None:
                         fail(f"bad escape sequence in allowed string {escaped!r}")
                         return
-                    attr.allowed_values.append(unescaped)
+                    attr.allowed_values.append(unescaped.decode("utf-8", "surrogateescape"))
                     if spec.startswith(","):
                         spec = _strip_leading(spec[1:])
                         if spec.startswith("}"):
@@ -280,7 +234,13 @@ def parse_attr(
                     else:
                         dt = dtype_from_spec_name(word)
                         if dt is None:
-                            fail(f"unknown type {word!r} in the allowed list")
+                            hint = (
+                                " (inside {...} TensorFlow reads only letters and digits, so "
+                                "names with '_' such as float8_e5m2 cannot be listed there)"
+                                if spec.startswith("_")
+                                else ""
+                            )
+                            fail(f"unknown type {word!r} in the allowed list{hint}")
                             return
                         attr.allowed_values.append(dt)
                     if spec.startswith(","):

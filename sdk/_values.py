@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -17,6 +19,7 @@ __all__ = [
     "TaggedValue",
     "TensorShape",
     "TensorValue",
+    "normalize_double",
     "normalize_float",
 ]
 
@@ -28,9 +31,13 @@ ATTR_BASE_TYPES: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class TensorShape:
-    """A possibly partial shape: ``dims`` None for unknown rank, -1 for an unknown dim."""
+    """A possibly partial shape: ``dims`` None for unknown rank, -1 for an unknown dim.
+
+    ``names`` carries TensorShapeProto's optional dim names, one per dim, when any is set.
+    """
 
     dims: tuple[int, ...] | None = ()
+    names: tuple[str, ...] = ()
 
     @property
     def rank(self) -> int | None:
@@ -52,18 +59,20 @@ class TensorValue:
 
     ``values`` holds the populated ``*_val`` fields in field order, e.g.
     ``(("int_val", (5,)),)``; ``content`` is ``tensor_content``; ``shape`` None means the
-    proto had no ``tensor_shape`` (a scalar).
+    proto had no ``tensor_shape`` (a scalar). ``extra`` keeps the fields opmarket does not
+    model (``float8_val``, resource handles, variants) as serialized TensorProto bytes.
     """
 
-    dtype: DType
+    dtype: DType | int  # an int only for numbers outside the DataType enum
     shape: TensorShape | None = None
     values: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     content: bytes = b""
     version_number: int = 0
+    extra: bytes = b""
 
     def to_numpy(self) -> np.ndarray[Any, Any]:
         """The tensor as a numpy array, expanding TensorFlow's repeated-last-value rule."""
-        npdt = self.dtype.numpy
+        npdt = self.dtype.numpy if isinstance(self.dtype, DType) else None
         if npdt is None:
             raise ValueError(f"tensor of dtype {self.dtype} has no numpy form")
         dims = (self.shape.dims if self.shape is not None else None) or ()
@@ -88,7 +97,8 @@ class TensorValue:
 
 @dataclass(frozen=True, slots=True)
 class TaggedValue:
-    """A self-describing attr value: ``type`` is an attr type string such as ``list(int)``."""
+    """A self-describing attr value (inside a func value): ``type`` is an attr type string such
+    as ``list(int)``, ``placeholder``, or ``none`` for an AttrValue with nothing set."""
 
     type: str
     value: Any
@@ -117,6 +127,22 @@ class FullType:
 AttrValue: TypeAlias = Any
 
 
+#: The one NaN object attr values use, so that equal OpDefs compare equal (tuples compare
+#: items by identity first, and NaN != NaN).
+NAN = float("nan")
+
+
+def normalize_double(value: float) -> float:
+    """A double attr value, with NaN made the shared NAN."""
+    return NAN if math.isnan(value) else float(value)
+
+
 def normalize_float(value: float) -> float:
-    """Round to float32, as AttrValue stores it, and keep the shortest decimal that round-trips."""
-    return float(str(np.float32(value)))
+    """Round to float32, as AttrValue stores it, keeping the shortest decimal that round-trips."""
+    if not math.isfinite(value):
+        return normalize_double(value)
+    try:
+        single = struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # rounds past the largest float32
+        return math.copysign(math.inf, value)
+    return float(str(np.float32(single)))

@@ -1,0 +1,70 @@
+"""TensorFlow's text format: ops.pbtxt and ops_history files in and out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opmarket.sdk import (
+    DocumentError,
+    DType,
+    FullType,
+    TensorShape,
+    op,
+    opdefs_from_pbtxt,
+    opdefs_to_pbtxt,
+    read_document,
+)
+
+
+def history_files(shared: Path) -> list[Path]:
+    return sorted((shared / "tf_ops_history_v2").glob("*.pbtxt"))
+
+
+def test_history_files_parse_validate_and_round_trip(shared_testdata: Path) -> None:
+    files = history_files(shared_testdata)
+    assert len(files) == 45
+    versions = 0
+    for path in files:
+        doc = read_document(path)
+        assert doc.problems == [], path.name
+        assert {o.name for o in doc.ops} == {path.stem}
+        versions += len(doc.ops)
+        # TensorFlow's own file comes back byte for byte.
+        assert opdefs_to_pbtxt(doc.ops) == path.read_text(), path.name
+    assert versions == 45 + 119  # 119 transitions between consecutive versions
+
+
+def test_full_types_and_shape_defaults_are_read(shared_testdata: Path) -> None:
+    placeholder = read_document(shared_testdata / "tf_ops_history_v2" / "Placeholder.pbtxt")
+    assert [o.attr("shape").default for o in placeholder.ops] == [  # type: ignore[union-attr]
+        TensorShape(()),
+        TensorShape(None),
+    ]
+    mapds = read_document(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt").ops[-1]
+    full = mapds.outputs[0].full_type
+    assert isinstance(full, FullType) and full.type_id == "TFT_DATASET"
+
+
+def test_single_opdef_without_oplist_wrapper() -> None:
+    ops = opdefs_from_pbtxt('name: "ZeroOut" input_arg { name: "x" type: DT_INT32 }')
+    assert ops[0].inputs[0].type is DType.INT32
+
+
+def test_model_to_text_and_back() -> None:
+    built = (
+        op("Opm>ZeroOut").input("to_zero: T").output("zeroed: T")
+        .attr("T: {float, int32} = DT_INT32").attr("preserve_index: int >= 0 = 0")
+        .attr("f: float = 1").attr("sh: list(shape) = [{dim {size: -1}}]").build()
+    )  # fmt: skip
+    text = opdefs_to_pbtxt([built])
+    assert "      f: 1\n" in text  # as TensorFlow prints floats
+    assert opdefs_from_pbtxt(text) == [built]
+
+
+@pytest.mark.parametrize(
+    "text", ["op { nme: 'x' }", "op {", "{ json: 1 }", "op { name: 'x' input_arg { type: DT_NOPE } }"]
+)
+def test_unreadable_text_is_a_document_error(text: str) -> None:
+    with pytest.raises(DocumentError, match="not TensorFlow text format"):
+        opdefs_from_pbtxt(text, "bad.pbtxt")

@@ -1,0 +1,86 @@
+"""The opmarket CLI as a user runs it: a real subprocess, exit codes, files, messages."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
+OPMARKET = shutil.which("opmarket", path=str(Path(sys.executable).parent))
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    assert OPMARKET, "the opmarket console script is not installed in this environment"
+    return subprocess.run([OPMARKET, *args], capture_output=True, text=True, cwd=cwd, check=False)
+
+
+def test_convert_spec_to_each_format_and_back(tmp_path: Path) -> None:
+    src = EXAMPLES / "seed-ops.json"
+    pbtxt = run("convert", str(src), "--to", "tf-pbtxt")
+    assert pbtxt.returncode == 0, pbtxt.stderr
+    assert 'name: "Opm>ZeroOut"' in pbtxt.stdout
+    (tmp_path / "ops.pbtxt").write_text(pbtxt.stdout)
+    out = tmp_path / "ops.json"
+    done = run("convert", str(tmp_path / "ops.pbtxt"), "--to", "json", "-o", str(out))
+    assert done.returncode == 0 and done.stdout == ""
+    canonical = json.loads(out.read_text())
+    assert canonical["format"] == "opmarket.opset"
+    assert len(canonical["ops"]) == 6
+    # Canonical JSON sorts ops by name; otherwise nothing changes on the way round.
+    back = json.loads(run("convert", str(out), "--to", "spec").stdout)["ops"]
+    direct = json.loads(run("convert", str(src), "--to", "spec").stdout)["ops"]
+    assert back == sorted(direct, key=lambda o: o["name"])
+
+
+def test_invalid_ops_list_every_problem_and_write_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    done = run("convert", str(EXAMPLES / "broken-ops.json"), "-o", str(out))
+    assert done.returncode == 1
+    assert not out.exists()
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1] == f"{len(lines) - 1} problem(s) found"
+    assert any('op Opm>Broken: Attr("T: {float8_e5m2, float}")' in line for line in lines)
+    assert any("op Opm>Typo" in line and "DT_FLAOT" in line for line in lines)
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "no such file"), ('{"x": 1}', "neither an opmarket op-set"),
+     ("{not json", "invalid JSON"), ("op { name: ", "not TensorFlow text format"),
+     ('{"format": "opmarket.opset", "format_version": 7, "ops": []}', "upgrade opmarket")],
+)  # fmt: skip
+def test_unreadable_input_is_exit_2_with_one_line(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "in.json"
+    if content is not None:
+        path.write_text(content)
+    done = run("convert", str(path))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert done.stderr.startswith("opmarket: error: ")
+
+
+def test_bad_usage_is_exit_2() -> None:
+    done = run("convert", str(EXAMPLES / "seed-ops.json"), "--to", "yaml")
+    assert done.returncode == 2 and "Invalid value for '--to'" in done.stderr
+
+
+def test_help_explains_formats_and_exit_codes() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert "Exit codes" in done.stdout and "spec-form JSON" in done.stdout
+    assert "--to" in run("convert", "--help").stdout
+
+
+def test_full_types_left_out_of_spec_form_are_noted(shared_testdata: Path) -> None:
+    done = run("convert", str(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"),
+               "--to", "spec")  # fmt: skip
+    assert done.returncode == 0
+    assert "note: op MapDataset: the full type of output 'handle'" in done.stderr
