@@ -37,6 +37,14 @@ def _dtype_name(value: Any) -> str:
     return "INVALID" if value in (None, 0) else f"unknown dtype enum ({value})"
 
 
+def _default_as(attr: AttrDef | None, kind: str) -> Any:
+    """The attr's default read as a ``kind`` value, as TensorFlow reads a proto field: a
+    missing attr, a missing default or a default of another kind reads as unset."""
+    if attr is None or attr.default is None or attr.type != kind:
+        return None
+    return attr.default
+
+
 def arg_signature(
     args: Sequence[ArgDef],
     old_attrs: Mapping[str, AttrDef],
@@ -51,8 +59,7 @@ def arg_signature(
             if arg.type_list_attr in old_attrs:
                 out.append(SigToken(arg.name, arg.type_list_attr, arg.is_ref, named))
             else:
-                new = new_attrs.get(arg.type_list_attr)
-                types = new.default if new is not None and new.default is not None else ()
+                types = _default_as(new_attrs.get(arg.type_list_attr), "list(type)") or ()
                 out.extend(SigToken(arg.name, _dtype_name(t), arg.is_ref, named) for t in types)
             continue
         num = 1
@@ -61,16 +68,13 @@ def arg_signature(
             if arg.number_attr in old_attrs:
                 prefix = f"{arg.number_attr} * "
             else:
-                new = new_attrs.get(arg.number_attr)
-                default = new.default if new is not None else None
-                num = default if isinstance(default, int) else 0
+                num = _default_as(new_attrs.get(arg.number_attr), "int") or 0
         if arg.type is not DType.INVALID:
             type_text = arg.type.spec_name
         elif arg.type_attr in old_attrs:
             type_text = arg.type_attr
         else:
-            new = new_attrs.get(arg.type_attr)
-            type_text = _dtype_name(new.default if new is not None else None)
+            type_text = _dtype_name(_default_as(new_attrs.get(arg.type_attr), "type"))
         out.extend(SigToken(arg.name, prefix + type_text, arg.is_ref, named) for _ in range(num))
     return out
 

@@ -44,7 +44,7 @@ def _check(change: OpChange, out: list[Finding]) -> None:
     if change.old is None or change.new is None:
         _run(_PRESENCE, change, out)
         return
-    if change.old != change.new:
+    if change.old != change.new or _float_defaults(change.old):
         _run(_PAIR, change, out)
     if (
         change.old_kernels is not None
@@ -52,6 +52,15 @@ def _check(change: OpChange, out: list[Finding]) -> None:
         and change.old_kernels != change.new_kernels
     ):
         _run(_KERNELS, change, out)
+
+
+_FLOATY = ("float", "tensor", "func")
+
+
+def _float_defaults(op: OpDef) -> bool:
+    # Python's == says 0.0 == -0.0; TensorFlow compares the bytes, so such ops are checked
+    # even when they compare equal.
+    return any(a.default is not None and a.base_type in _FLOATY for a in op.attrs)
 
 
 def _shape_key(op: OpDef) -> object:

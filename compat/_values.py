@@ -24,7 +24,7 @@ def _tensor_key(t: TensorValue) -> tuple[Any, ...]:
     dims = t.shape.dims if t.shape is not None else ()
     try:
         content: Any = t.to_numpy().tobytes()
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # values numpy cannot hold: compare as written
         content = (t.values, t.content)
     return (int(t.dtype), dims, content)
 
