@@ -15,7 +15,9 @@ BIN = Path(sys.executable).parent
 
 def step(title: str, *args: str, show: int = 25) -> subprocess.CompletedProcess[str]:
     print(f"\n\033[1m$ opmarket {' '.join(args)}\033[0m   # {title}")
-    proc = subprocess.run([str(BIN / "opmarket"), *args], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [str(BIN / "opmarket"), *args], capture_output=True, text=True, check=False
+    )
     lines = proc.stdout.splitlines()
     for line in lines[:show]:
         print("  " + line)
@@ -32,11 +34,30 @@ def main() -> int:
         work = Path(tmp)
         seed = work / "seed-ops.json"
         shutil.copy(EXAMPLES / "seed-ops.json", seed)
-        step("the seeds' ops in spec form, as TensorFlow text format", "convert", str(seed), "--to", "tf-pbtxt")
+        step(
+            "the seeds' ops in spec form, as TensorFlow text format",
+            "convert",
+            str(seed),
+            "--to",
+            "tf-pbtxt",
+        )
         canonical = work / "seed-ops.opset.json"
-        step("...as canonical op-set JSON, written whole to a file", "convert", str(seed), "-o", str(canonical))
+        step(
+            "...as canonical op-set JSON, written whole to a file",
+            "convert",
+            str(seed),
+            "-o",
+            str(canonical),
+        )
         print(f"  wrote {canonical.name}: {canonical.stat().st_size} bytes")
-        step("and back to spec form: nothing lost", "convert", str(canonical), "--to", "spec", show=12)
+        step(
+            "and back to spec form: nothing lost",
+            "convert",
+            str(canonical),
+            "--to",
+            "spec",
+            show=12,
+        )
         step("a document with mistakes: every problem, one line each, exit 1",
              "convert", str(EXAMPLES / "broken-ops.json"))  # fmt: skip
     print("\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command).")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Self
+from typing import Self, TypedDict, cast
 
 from opmarket.sdk._errors import InvalidOpDef, Problem
 from opmarket.sdk._opdef import Deprecation, OpDef
@@ -16,7 +16,17 @@ from opmarket.sdk._spec import (
 )
 from opmarket.sdk._validate import is_valid_op_name, opdef_problems
 
-__all__ = ["OpBuilder", "finalize_op", "op"]
+__all__ = ["OpBuilder", "OpFlags", "finalize_op", "op"]
+
+
+class OpFlags(TypedDict, total=False):
+    """The boolean OpDef fields, as keyword arguments of finalize_op."""
+
+    is_stateful: bool
+    is_commutative: bool
+    is_aggregate: bool
+    allows_uninitialized_input: bool
+    is_distributed_communication: bool
 
 
 def finalize_op(
@@ -183,7 +193,7 @@ class OpBuilder:
                 doc=self._doc or "",
                 deprecation=self._deprecation,
                 errors=self._errors,
-                **self._flags,
+                **cast(OpFlags, self._flags),
             )
             if opdef is None:
                 raise InvalidOpDef(Problem(p, op=self.name) for p in problems)

@@ -214,7 +214,13 @@ def kernel_to_json(k: KernelDef) -> dict[str, Any]:
 
 
 def _kernel_key(k: KernelDef) -> tuple[Any, ...]:
-    return (k.op, k.device, k.label, -k.priority, [(a, [int(t) for t in ts]) for a, ts in k.constraints])
+    return (
+        k.op,
+        k.device,
+        k.label,
+        -k.priority,
+        [(a, [int(t) for t in ts]) for a, ts in k.constraints],
+    )
 
 
 def opset_to_json_obj(
@@ -263,7 +269,9 @@ def _str(v: Any, where: str) -> str:
 
 
 def _int(v: Any, where: str) -> int:
-    _expect(isinstance(v, int) and not isinstance(v, bool), where, f"expected an integer, got {v!r}")
+    _expect(
+        isinstance(v, int) and not isinstance(v, bool), where, f"expected an integer, got {v!r}"
+    )
     return int(v)
 
 
@@ -351,7 +359,9 @@ def value_from_json(attr_type: str, v: Any, where: str = "value") -> Any:
     """Read the canonical JSON form of an ``attr_type`` value; raises ValueError if malformed."""
     if attr_type.startswith("list("):
         base = attr_type[5:-1]
-        return tuple(value_from_json(base, x, f"{where}[{i}]") for i, x in enumerate(_list(v, where)))
+        return tuple(
+            value_from_json(base, x, f"{where}[{i}]") for i, x in enumerate(_list(v, where))
+        )
     if attr_type == "string":
         return _str(v, where)
     if attr_type == "int":
@@ -449,12 +459,16 @@ def opdef_from_json(v: Any) -> OpDef:
             _int(dep["version"], "deprecation.version"),
             _str(dep.get("explanation", ""), "deprecation.explanation"),
         )
+
+    def items(key: str) -> list[tuple[str, Any]]:
+        return [(f"{key}[{i}]", x) for i, x in enumerate(_list(v.get(key, []), key))]
+
     return OpDef(
         name=name,
-        inputs=tuple(_arg(a, f"inputs[{i}]") for i, a in enumerate(_list(v.get("inputs", []), "inputs"))),
-        outputs=tuple(_arg(a, f"outputs[{i}]") for i, a in enumerate(_list(v.get("outputs", []), "outputs"))),
-        attrs=tuple(_attr(a, f"attrs[{i}]") for i, a in enumerate(_list(v.get("attrs", []), "attrs"))),
-        control_outputs=tuple(_str(c, "control_outputs") for c in _list(v.get("control_outputs", []), "control_outputs")),
+        inputs=tuple(_arg(x, where) for where, x in items("inputs")),
+        outputs=tuple(_arg(x, where) for where, x in items("outputs")),
+        attrs=tuple(_attr(x, where) for where, x in items("attrs")),
+        control_outputs=tuple(_str(x, where) for where, x in items("control_outputs")),
         deprecation=deprecation,
         summary=_str(v.get("summary", ""), "summary"),
         description=_str(v.get("description", ""), "description"),
@@ -474,7 +488,7 @@ def kernel_from_json(v: Any) -> KernelDef:
             (attr, tuple(_dtype(t, f"constraints.{attr}") for t in _list(cons[attr], attr)))
             for attr in sorted(cons)
         ),
-        host_memory=tuple(_str(h, "host_memory") for h in _list(v.get("host_memory", []), "host_memory")),
+        host_memory=tuple(_str(h, "host_memory") for h in _list(v.get("host_memory", []), "")),
         label=_str(v.get("label", ""), "label"),
         priority=_int(v.get("priority", 0), "priority"),
     )  # fmt: skip
@@ -514,5 +528,7 @@ def decode_document(obj: Mapping[str, Any], source: str) -> Document:
         try:
             doc.kernels.append(kernel_from_json(raw))
         except _Bad as exc:
-            doc.problems.append(Problem(exc.message, field=f"kernels[{i}].{exc.where}", source=source))
+            doc.problems.append(
+                Problem(exc.message, field=f"kernels[{i}].{exc.where}", source=source)
+            )
     return doc

@@ -40,7 +40,7 @@ OutputFormat = Literal["json", "tf-pbtxt", "spec"]
 
 
 def _problems_of(ops: Iterable[OpDef], source: str) -> list[Problem]:
-    out = []
+    out: list[Problem] = []
     for op in ops:
         out.extend(
             Problem(message, op=op.name, field=f"{kind} {name!r}" if kind != "op" else "",

@@ -7,7 +7,6 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-
 from opmarket.sdk._errors import UnknownDType
 
 __all__ = [
@@ -214,7 +213,11 @@ def _numpy_dtypes() -> dict[DType, np.dtype[Any]]:
         DType.QUINT16: np.uint16,
         DType.QINT32: np.int32,
     }
-    optional = (("int2", DType.INT2), ("uint2", DType.UINT2), ("float4_e2m1fn", DType.FLOAT4_E2M1FN))
+    optional = (
+        ("int2", DType.INT2),
+        ("uint2", DType.UINT2),
+        ("float4_e2m1fn", DType.FLOAT4_E2M1FN),
+    )
     for name, dt in optional:
         if hasattr(ml_dtypes, name):
             table[dt] = getattr(ml_dtypes, name)

@@ -35,8 +35,10 @@ class ArgDef:
     @property
     def spec(self) -> str:
         """The argument as a REGISTER_OP spec string, e.g. ``"values: N * T"``."""
-        body = self.type.spec_name if self.type is not DType.INVALID else (
-            self.type_attr or self.type_list_attr
+        body = (
+            self.type.spec_name
+            if self.type is not DType.INVALID
+            else (self.type_attr or self.type_list_attr)
         )
         if self.number_attr:
             body = f"{self.number_attr} * {body}"
@@ -155,7 +157,7 @@ class OpDef:
 
 
 def snake_case(name: str) -> str:
-    """TensorFlow's op-name to Python-name rule: ``ZeroOut`` -> ``zero_out``, ``Conv2D`` -> ``conv2d``.
+    """The Python name of an op, as TensorFlow makes it: ``ZeroOut`` -> ``zero_out``.
 
     An underscore goes before a capital that follows a lower-case letter, or that follows a
     capital and precedes a lower-case letter (``CTCLoss`` -> ``ctc_loss``).

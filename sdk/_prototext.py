@@ -10,7 +10,7 @@ are read with this re-implementation of that parser over our protobuf descriptor
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -46,7 +46,7 @@ def _is_repeated(field: FieldDescriptor) -> bool:
     flag = getattr(field, "is_repeated", None)
     if flag is not None:
         return bool(flag)
-    return bool(field.label == FieldDescriptor.LABEL_REPEATED)
+    return bool(cast(Any, field).label == FieldDescriptor.LABEL_REPEATED)
 
 
 def unescape_c(escaped: str) -> bytes | None:
@@ -168,7 +168,11 @@ def _numeric(sc: _Scanner, field: FieldDescriptor) -> Any:
         except ValueError:
             raise _Fail from None
         return value
-    pattern = _UNSIGNED if cpp in (FieldDescriptor.CPPTYPE_UINT32, FieldDescriptor.CPPTYPE_UINT64) else _SIGNED
+    pattern = (
+        _UNSIGNED
+        if cpp in (FieldDescriptor.CPPTYPE_UINT32, FieldDescriptor.CPPTYPE_UINT64)
+        else _SIGNED
+    )
     if not pattern.fullmatch(token):
         raise _Fail
     value_i = int(token)
@@ -192,6 +196,7 @@ def _scalar(sc: _Scanner, field: FieldDescriptor, colon: bool) -> Any:
             raise _Fail from None
     if cpp == FieldDescriptor.CPPTYPE_ENUM:
         token = sc.many(_ENUM)
+        assert field.enum_type is not None
         named = field.enum_type.values_by_name.get(token)
         if named is not None:
             return named.number
@@ -246,6 +251,7 @@ def _map_entry(sc: _Scanner, container: Any, entry: Descriptor) -> None:
         if ident == "key":
             key = _scalar(sc, entry.fields_by_name["key"], colon)
         elif ident == "value":
+            assert value_field.message_type is not None
             value = message_factory.GetMessageClass(value_field.message_type)()
             _submessage(sc, value)
 
@@ -278,6 +284,7 @@ def _fields(sc: _Scanner, msg: Any, desc: Descriptor, nested: bool, close: str) 
                     sc.skip_space_and_comments()
                 container = getattr(msg, ident)
                 if is_map:
+                    assert field.message_type is not None
                     _map_entry(sc, container, field.message_type)
                 elif field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
                     _submessage(sc, container.add())

@@ -152,9 +152,7 @@ def parse_attr_default(attr_type: str, text: str) -> tuple[bool, Any]:
     return True, value_from_proto(attr_type, proto)
 
 
-def parse_attr(
-    spec: str, op_name: str, attrs: list[MutableAttr], errors: list[str]
-) -> None:
+def parse_attr(spec: str, op_name: str, attrs: list[MutableAttr], errors: list[str]) -> None:
     """OpDefBuilder's FinalizeAttr: append the attr ``spec`` declares to ``attrs``."""
     attr = MutableAttr()
     attrs.append(attr)
@@ -427,9 +425,11 @@ def parse_doc(text: str, op: _OpUnderConstruction, errors: list[str]) -> None:
             cut = min(indents)
             description = [description[0]] + [d[cut:] if d else d for d in description[1:]]
         complete = "\n".join(description)
-        target: MutableArg | MutableAttr | None = next(
-            (a for a in op.inputs if a.name == name), None
-        ) or next((a for a in op.outputs if a.name == name), None) or op.find_attr(name)
+        target: MutableArg | MutableAttr | None = (
+            next((a for a in op.inputs if a.name == name), None)
+            or next((a for a in op.outputs if a.name == name), None)
+            or op.find_attr(name)
+        )
         if target is None:
             errors.append(f"Doc(): {name!r} names no input, output or attr of this op")
             return

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
-from opmarket.sdk._builder import finalize_op
+from opmarket.sdk._builder import OpFlags, finalize_op
 from opmarket.sdk._errors import DocumentError, Problem
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 
@@ -47,7 +47,9 @@ def looks_like_spec_document(obj: Any) -> bool:
 
 def _decode_op(raw: Any, index: int, source: str) -> tuple[OpDef | None, list[Problem]]:
     if not isinstance(raw, dict):
-        return None, [Problem(f"expected an object, got {raw!r}", field=f"ops[{index}]", source=source)]
+        return None, [
+            Problem(f"expected an object, got {raw!r}", field=f"ops[{index}]", source=source)
+        ]
     name = raw.get("name")
     label = name if isinstance(name, str) else f"#{index}"
     problems: list[Problem] = []
@@ -59,7 +61,7 @@ def _decode_op(raw: Any, index: int, source: str) -> tuple[OpDef | None, list[Pr
     if unknown:
         bad("", f"unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(SPEC_KEYS)}")
     if not isinstance(name, str) or not name:
-        bad("name", "every op needs a \"name\" string")
+        bad("name", 'every op needs a "name" string')
     lists: dict[str, list[str]] = {}
     for key in _LIST_KEYS:
         value = raw.get(key, [])
@@ -101,7 +103,7 @@ def _decode_op(raw: Any, index: int, source: str) -> tuple[OpDef | None, list[Pr
         control_outputs=lists["control_outputs"],
         doc=doc,
         deprecation=deprecation,
-        **flags,
+        **cast(OpFlags, flags),
     )
     problems.extend(Problem(e, op=label, source=source) for e in errors)
     return (opdef if not problems else None), problems
@@ -185,7 +187,7 @@ def op_to_spec(op: OpDef) -> tuple[dict[str, Any], list[str]]:
         control_outputs=out.get("control_outputs", ()),
         doc=doc,
         deprecation=op.deprecation,
-        **{field: getattr(op, field) for field in _FLAG_KEYS.values()},
+        **cast(OpFlags, {field: getattr(op, field) for field in _FLAG_KEYS.values()}),
     )
     if rebuilt != op:
         why = "; ".join(errors) if errors else _first_difference(op, rebuilt)
@@ -199,9 +201,10 @@ def _first_difference(op: OpDef, rebuilt: OpDef | None) -> str:
     for a, b in zip(op.attrs, rebuilt.attrs, strict=False):
         if a != b:
             return f"attr {a.name!r} comes back as {b.spec!r}"
-    for a, b in zip((*op.inputs, *op.outputs), (*rebuilt.inputs, *rebuilt.outputs), strict=False):
-        if a != b:
-            return f"argument {a.name!r} has fields spec strings cannot carry"
+    pairs = zip((*op.inputs, *op.outputs), (*rebuilt.inputs, *rebuilt.outputs), strict=False)
+    for arg, back in pairs:
+        if arg != back:
+            return f"argument {arg.name!r} has fields spec strings cannot carry"
     if (op.summary, op.description) != (rebuilt.summary, rebuilt.description):
         return "its documentation does not survive Doc()'s reading"
     return "a flag implied by its arguments differs (e.g. a resource input makes an op stateful)"

@@ -10,7 +10,6 @@ from functools import cache
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
 from opmarket.sdk._dtypes import DType
 
 __all__ = ["FULL_TYPE_IDS", "messages"]
@@ -191,7 +190,7 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
             f = msg.field.add(name=name, number=number, json_name=name)
             f.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
             if ftype in _T:
-                f.type = _T[ftype]  # type: ignore[assignment]  # enum ints are the field's values
+                f.type = _T[ftype]
             elif ftype.startswith("enum:"):
                 f.type = _F.TYPE_ENUM
                 f.type_name = ftype[len("enum:") :]

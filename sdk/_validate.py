@@ -31,7 +31,7 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def is_valid_op_name(name: str) -> bool:
-    """CamelCase with an optional ``Namespace>`` prefix (``Opm>ZeroOut``); ``_`` names are internal."""
+    """CamelCase, optionally after ``Namespace>`` prefixes; names starting ``_`` are internal."""
     return name.startswith("_") or _OP_NAME.fullmatch(name) is not None
 
 
@@ -106,7 +106,9 @@ def _check_attr(attr: AttrDef, names: set[str]) -> list[str]:
         if attr.type != "int" and not is_list:
             out.append(f"attr {attr.name!r} of type {attr.type} may not have a minimum")
         elif is_list and attr.minimum < 0:
-            out.append(f"attr {attr.name!r} is a list; its minimum must be >= 0, not {attr.minimum}")
+            out.append(
+                f"attr {attr.name!r} is a list; its minimum must be >= 0, not {attr.minimum}"
+            )
     elif attr.minimum != 0:
         out.append(f"attr {attr.name!r} has a minimum of {attr.minimum} without has_minimum")
     if attr.allowed_values is not None:
@@ -173,12 +175,14 @@ def opdef_problems(op: OpDef) -> list[tuple[str, str, str]]:
     ``attr``, ``input`` or ``output``, name the attr or argument concerned."""
     out: list[tuple[str, str, str]] = []
     if not is_valid_op_name(op.name):
-        out.append((
-            "op",
-            op.name,
-            f"invalid op name {op.name!r}: use CamelCase, optionally after a 'Namespace>' "
-            "prefix (e.g. 'Opm>ZeroOut')",
-        ))
+        out.append(
+            (
+                "op",
+                op.name,
+                f"invalid op name {op.name!r}: use CamelCase, optionally after a 'Namespace>' "
+                "prefix (e.g. 'Opm>ZeroOut')",
+            )
+        )
     names: set[str] = set()
     for attr in op.attrs:
         out.extend(("attr", attr.name, m) for m in _check_attr(attr, names))

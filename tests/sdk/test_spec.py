@@ -125,9 +125,15 @@ def test_input_and_output_forms(spec: str, expected: ArgDef) -> None:
 
 
 def test_list_length_attr_gets_implicit_minimum_of_one() -> None:
-    built = op("Op").input("x: N * T").input("y: TL").attr("N: int").attr("T: type").attr(
-        "TL: list(type)"
-    ).build()
+    built = (
+        op("Op")
+        .input("x: N * T")
+        .input("y: TL")
+        .attr("N: int")
+        .attr("T: type")
+        .attr("TL: list(type)")
+        .build()
+    )
     assert built.attr("N") == AttrDef("N", "int", has_minimum=True, minimum=1)
     assert built.attr("TL") == AttrDef("TL", "list(type)", has_minimum=True, minimum=1)
 

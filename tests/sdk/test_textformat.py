@@ -63,7 +63,8 @@ def test_model_to_text_and_back() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["op { nme: 'x' }", "op {", "{ json: 1 }", "op { name: 'x' input_arg { type: DT_NOPE } }"]
+    "text",
+    ["op { nme: 'x' }", "op {", "{ json: 1 }", "op { name: 'x' input_arg { type: DT_NOPE } }"],
 )
 def test_unreadable_text_is_a_document_error(text: str) -> None:
     with pytest.raises(DocumentError, match="not TensorFlow text format"):

@@ -1,0 +1,58 @@
+"""The distribution: the wheel holds every package under its import name and installs clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ["opmarket", "opmarket.sdk", "opmarket.registry", "opmarket.compat", "opmarket.web"]
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (found,) = out.glob("opmarket-*.whl")
+    return found
+
+
+@pytest.mark.slow
+def test_wheel_maps_every_folder_to_its_package(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for package in PACKAGES:
+        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    assert "opmarket/sdk/schema/opset.schema.json" in names
+    assert "opmarket/sdk/py.typed" in names
+    assert not any(n.startswith(("sdk/", "registry/", "compat/", "web/", "tests/")) for n in names)
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    code = "import importlib\n" + "".join(f"importlib.import_module({p!r})\n" for p in PACKAGES)
+    code += "from opmarket.sdk import op\nprint(op('ZeroOut').input('x: int32').build().name)\n"
+    done = subprocess.run(
+        [str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "ZeroOut"
+    cli = subprocess.run(
+        [str(env_dir / "bin" / "opmarket"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert "opmarket" in cli.stdout
