@@ -123,3 +123,8 @@ def write_output(text: str, output: Path | None) -> None:
 
 
 # Subcommands of the other packages are registered below.
+
+from opmarket.compat import _cli as compat_cli  # noqa: E402 (registered after the group)
+
+main.add_command(compat_cli.main, "compat")
+main.add_command(compat_cli.snapshot)

@@ -1,0 +1,106 @@
+"""Op-set sources: files in every format, wheels, installed distributions, an index."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from opmarket.compat import load_source, opset_from_dist, opset_from_wheel
+from opmarket.sdk import DocumentError, DType, OpSet, op, opdefs_to_pbtxt, opset_to_json
+
+Release = Callable[..., OpSet]
+Wheel = Callable[[OpSet], Path]
+
+
+def test_canonical_json_keeps_kernels_and_version(tmp_path: Path, release: Release) -> None:
+    path = tmp_path / "opset.json"
+    path.write_text(opset_to_json(release("1.4.0")), encoding="utf-8")
+    source = load_source(str(path))
+    assert source.version == "1.4.0"
+    assert source.kernels_known
+    assert [o.name for o in source.opset] == ["Opm>ZeroOut"]
+    assert len(source.opset.kernels) == 1
+
+
+def test_spec_form_json(tmp_path: Path) -> None:
+    path = tmp_path / "spec.json"
+    path.write_text('{"ops": [{"name": "ZeroOut", "inputs": ["to_zero: int32"], '
+                    '"outputs": ["zeroed: int32"]}]}', encoding="utf-8")  # fmt: skip
+    source = load_source(str(path))
+    assert source.opset["ZeroOut"].inputs[0].type is DType.INT32
+    assert not source.kernels_known
+
+
+def test_tf_history_file_as_a_release_is_its_latest_versions(tmp_path: Path) -> None:
+    v1 = op("Foo").output("y: float").build()
+    v2 = op("Foo").output("y: float").attr("a: int = 1").build()
+    path = tmp_path / "Foo.pbtxt"
+    path.write_text(opdefs_to_pbtxt([v1, v2]), encoding="utf-8")
+    assert load_source(str(path)).opset["Foo"] == v2
+
+
+def test_invalid_ops_are_kept_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "bad.pbtxt"
+    path.write_text('op { name: "Bad" input_arg { name: "x" type_attr: "T" } }', encoding="utf-8")
+    source = load_source(str(path))
+    assert "Bad" in source.opset
+    assert source.problems and "T" in source.problems[0].message
+
+
+def test_wheel_is_read_without_importing_the_plugin(release: Release, wheel: Wheel) -> None:
+    opset = opset_from_wheel(wheel(release("2.0.0")))
+    assert (opset.name, opset.version) == ("opm-zero", "2.0.0")
+    assert opset.kernels[0].constraint("T") == (DType.INT32, DType.FLOAT)
+    assert "opm_zero" not in sys.modules  # plugin.py raises if imported
+
+
+def test_broken_wheel_is_a_document_error(tmp_path: Path) -> None:
+    path = tmp_path / "opm_zero-1.0.0-py3-none-any.whl"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(DocumentError, match="not a zip archive"):
+        load_source(str(path))
+
+
+def test_installed_distribution(installed: Wheel, release: Release) -> None:
+    installed(release("1.1.0"))
+    source = load_source("opm-zero")
+    assert source.version == "1.1.0" and source.kernels_known
+    assert opset_from_dist("opm_zero").name == "opm-zero"
+    assert load_source("opm-zero==1.1.0").version == "1.1.0"
+    with pytest.raises(DocumentError, match=r"installed version is 1\.1\.0"):
+        load_source("opm-zero==1.0.0")
+
+
+def test_unknown_name_says_what_was_looked_for() -> None:
+    with pytest.raises(DocumentError, match="no installed distribution by that name"):
+        load_source("no-such-plugin-anywhere")
+    with pytest.raises(DocumentError, match="no such file"):
+        load_source("missing/opset.json")
+
+
+def test_index_fetches_the_pinned_release(
+    index: Callable[[OpSet, bool], str], release: Release
+) -> None:
+    index(release("1.0.0"), True)
+    url = index(release("1.1.0", extra_attr="mode: string = 'x'"), True)
+    source = load_source("opm-zero==1.0.0", index_url=url)
+    assert source.version == "1.0.0"
+    assert source.opset["Opm>ZeroOut"].attr("mode") is None
+    assert load_source("opm-zero==1.1.0", index_url=url).opset["Opm>ZeroOut"].attr("mode")
+    with pytest.raises(DocumentError, match=r"no wheel of opm-zero 9\.9"):
+        load_source("opm-zero==9.9", index_url=url)
+
+
+def test_index_rejects_a_wheel_whose_hash_does_not_match(
+    index: Callable[[OpSet, bool], str], release: Release
+) -> None:
+    url = index(release("1.0.0"), False)
+    with pytest.raises(DocumentError, match="sha256 does not match"):
+        load_source("opm-zero==1.0.0", index_url=url)
+
+
+def test_unreachable_index() -> None:
+    with pytest.raises(DocumentError, match="cannot connect"):
+        load_source("opm-zero==1.0.0", index_url="http://127.0.0.1:9/simple/")

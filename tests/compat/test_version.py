@@ -1,0 +1,61 @@
+"""The version policy."""
+
+from __future__ import annotations
+
+import pytest
+from opmarket.compat import InvalidVersionError, check_bump
+from opmarket.compat._version import required_bump
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "level", "ok", "suggested"),
+    [
+        ("1.2.3", "2.0.0", "major", True, "2.0.0"),
+        ("1.2.3", "1.3.0", "major", False, "2.0.0"),
+        ("1.2.3", "1.2.4", "minor", False, "1.3.0"),
+        ("1.2.3", "1.3.0", "minor", True, "1.3.0"),
+        ("1.2.3", "1.2.4", "none", True, "1.2.3"),
+        ("1.2.3", "1.2.3", "none", True, "1.2.3"),
+        ("1.2.3", "1.2.2", "none", False, "1.2.3"),
+        # Below 1.0 each level shifts down one.
+        ("0.3.1", "0.4.0", "major", True, "0.4.0"),
+        ("0.3.1", "0.3.2", "major", False, "0.4.0"),
+        ("0.3.1", "0.3.2", "minor", True, "0.3.2"),
+        ("0.3.1", "1.0.0", "major", True, "0.4.0"),
+        ("1.0", "2.0", "major", True, "2.0.0"),
+        ("1.0.0", "2.0.0rc1", "major", True, "2.0.0"),
+    ],
+)
+def test_check_bump(old: str, new: str, level: str, ok: bool, suggested: str) -> None:
+    verdict = check_bump(old, new, level)
+    assert verdict.ok is ok
+    assert verdict.suggested == suggested
+    assert old in verdict.message and new in verdict.message
+    if not ok:
+        assert suggested in verdict.message
+
+
+def test_too_small_message_says_why() -> None:
+    verdict = check_bump("1.2.3", "1.2.4", "major")
+    assert verdict.message == (
+        "1.2.3 -> 1.2.4 is a patch bump, too small: breaking changes need a major bump; "
+        "the smallest honest version is 2.0.0"
+    )
+    assert verdict.to_json()["required"] == "major"
+    assert verdict.to_json()["actual"] == "patch"
+
+
+def test_below_one_message_mentions_the_shift() -> None:
+    assert "below 1.0" in check_bump("0.1.0", "0.1.1", "major").message
+
+
+def test_required_bump() -> None:
+    assert required_bump(True, True) == "major"
+    assert required_bump(False, True) == "minor"
+    assert required_bump(False, False) == "none"
+
+
+def test_invalid_version_is_an_opmarket_value_error() -> None:
+    with pytest.raises(InvalidVersionError, match="'banana' is not a valid version"):
+        check_bump("banana", "1.0", "none")
+    assert issubclass(InvalidVersionError, ValueError)
