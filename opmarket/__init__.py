@@ -42,11 +42,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    import importlib  # noqa: PLC0415  # lazy by design: import opmarket stays light
+    import importlib  # lazy by design: import opmarket stays light
 
     if name == "ops":
         # One namespace object for the process; it follows registry swaps by itself.
-        from opmarket.registry._runtime import ops_namespace  # noqa: PLC0415  # lazy
+        from opmarket.registry._runtime import ops_namespace  # lazy
 
         ns = ops_namespace()
         globals()["ops"] = ns

@@ -1,11 +1,27 @@
-"""Run time: op and kernel registries, dispatch, generated wrappers, graphs, gradients."""
+"""Run time: op and kernel registries, dispatch, generated wrappers, graphs, gradients,
+resolvers, custom calls and conformance (see docs/runtime.md)."""
 
 from opmarket.registry._builtins import BUILTIN_OPS
+from opmarket.registry._conformance import (
+    ConformanceReport,
+    ConformanceResult,
+    check_conformance,
+)
+from opmarket.registry._custom_call import custom_call, register_custom_call_target
+from opmarket.registry._dispatch import DEVICE_PREFERENCE, current_device, device
 from opmarket.registry._errors import (
     AmbiguousOpName,
     InvalidGraph,
+    KernelError,
     KernelNotFound,
     RegistrationError,
+)
+from opmarket.registry._executor import infer_graph_shapes, run_graph
+from opmarket.registry._gradients import (
+    check_gradient,
+    compute_gradient,
+    gradients,
+    max_error,
 )
 from opmarket.registry._graph import (
     GRAPH_FORMAT,
@@ -22,24 +38,60 @@ from opmarket.registry._graph import (
     topological_order,
     validate_graph,
 )
+from opmarket.registry._plugins import PluginInfo
+from opmarket.registry._registry import Registry
+from opmarket.registry._resolver import OpResolver, selective_resolver
+from opmarket.registry._runtime import (
+    get_registry,
+    isolated_registry,
+    load_plugins,
+    new_registry,
+    plugins,
+    register,
+)
 
 __all__ = [
     "BUILTIN_OPS",
+    "DEVICE_PREFERENCE",
     "GRAPH_FORMAT",
     "PRODUCER_VERSION",
     "AmbiguousOpName",
+    "ConformanceReport",
+    "ConformanceResult",
     "Graph",
     "InvalidGraph",
+    "KernelError",
     "KernelNotFound",
     "Node",
+    "OpResolver",
+    "PluginInfo",
+    "Registry",
     "RegistrationError",
+    "check_conformance",
+    "check_gradient",
+    "compute_gradient",
+    "current_device",
+    "custom_call",
+    "device",
     "dumps_graph",
     "fill_defaults",
+    "get_registry",
+    "gradients",
     "graph_from_json",
     "graph_to_json",
+    "infer_graph_shapes",
+    "isolated_registry",
     "load_graph",
+    "load_plugins",
+    "max_error",
+    "new_registry",
     "parse_input",
+    "plugins",
+    "register",
+    "register_custom_call_target",
+    "run_graph",
     "save_graph",
+    "selective_resolver",
     "topological_order",
     "validate_graph",
 ]

@@ -385,18 +385,21 @@ class Dispatcher:
         return entry.run(bound, shapes)
 
     def call(self, inputs: Sequence[Any], attrs: Mapping[str, Any], *,
-             device: str | None = None, label: str = "") -> Any:
+             device: str | None = None, label: str = "",
+             kernel: KernelSpec | None = None) -> Any:
         """Run the op on ``inputs`` (one value or list per input argument) with ``attrs``
-        (inferred ones may be given; they must agree); returns what the wrapper returns."""
+        (inferred ones may be given; they must agree); returns what the wrapper returns.
+        ``kernel`` runs that kernel instead of the one dispatch would choose."""
         bound, full = self.bind(inputs, attrs)
         dev = device if device is not None else _device_scope.get()
         try:
-            key: Any = (tuple(sorted(full.items())), dev, label)
+            key: Any = (tuple(sorted(full.items())), dev, label, kernel)
             entry = self.graph_cache.get(key)
         except TypeError:
             key, entry = None, None
         if entry is None:
-            entry = self._entry(full, dev, label)
+            entry = _Entry(self, kernel, full) if kernel is not None else self._entry(
+                full, dev, label)
             if key is not None:
                 if len(self.graph_cache) >= _MAX_ENTRIES:
                     self.invalidate()

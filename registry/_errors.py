@@ -23,7 +23,7 @@ class KernelNotFound(NotFound):
     """No registered kernel matches an op's device and type attrs."""
 
 
-class AmbiguousOpName(OpmarketError, AttributeError):  # noqa: N818  # named like NotFound
+class AmbiguousOpName(OpmarketError, AttributeError):  # named like NotFound
     """A short op name that more than one registered op has; the message names them all."""
 
 

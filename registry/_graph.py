@@ -16,6 +16,7 @@ from opmarket.registry._builtins import BUILTIN_OPS
 from opmarket.registry._signature import args_dtypes, attrs_with_defaults
 from opmarket.sdk import (
     DocumentError,
+    DType,
     OpDef,
     OpSet,
     TensorShape,
@@ -366,18 +367,64 @@ def _coerce(value: Any, attr_type: str) -> Any:
 
 
 def fill_defaults(graph: Graph, ops: OpLookup) -> Graph:
-    """A copy of ``graph`` with every missing attr that has a default filled in and values
-    coerced to their declared types (TensorFlow's AddDefaultAttrsToGraphDef)."""
-    nodes: list[Node] = []
-    for node in graph:
+    """A copy of ``graph`` with values coerced to their declared types, the attrs that follow
+    from a node's inputs inferred where missing (type attrs from the producers' dtypes, list
+    lengths from the input count, as graph construction does) and every other missing attr
+    that has a default filled in (TensorFlow's AddDefaultAttrsToGraphDef)."""
+    filled: dict[str, Node] = {}
+    out_types: dict[str, list[DType] | None] = {}
+    order = topological_order(graph, strict=False)
+    order += [n.name for n in graph if n.name not in set(order)]
+    for name in order:
+        node = graph[name]
         opdef = _lookup(ops, node.op)
         if opdef is None:
-            nodes.append(node)
+            filled[name] = node
             continue
         attrs = {k: _coerce(v, a.type) if (a := opdef.attr(k)) else v
                  for k, v in node.attrs.items()}
-        nodes.append(replace(node, attrs=attrs_with_defaults(opdef, attrs)))
+        _infer_from_inputs(opdef, node, attrs, out_types)
+        attrs = attrs_with_defaults(opdef, attrs)
+        filled[name] = replace(node, attrs=attrs)
+        out_types[name] = args_dtypes(opdef.outputs, attrs)
+    nodes = [filled[n.name] if filled.get(n.name) is not None and graph.get(n.name) is n else n
+             for n in graph]
     return Graph(nodes, producer=graph.producer, min_consumer=graph.min_consumer)
+
+
+def _infer_from_inputs(op: OpDef, node: Node, attrs: dict[str, Any],
+                       out_types: Mapping[str, list[DType] | None]) -> None:
+    refs = node.data_inputs
+    sizes: list[int | None] = []
+    for arg in op.inputs:
+        if not arg.is_list:
+            sizes.append(1)
+            continue
+        known = attrs.get(arg.number_attr) if arg.number_attr else attrs.get(arg.type_list_attr)
+        sizes.append(known if isinstance(known, int) and not isinstance(known, bool) else
+                     len(known) if isinstance(known, tuple) else None)
+    unknown = [i for i, n in enumerate(sizes) if n is None]
+    if len(unknown) == 1:
+        sizes[unknown[0]] = len(refs) - sum(n for n in sizes if n is not None)
+    if any(n is None or n < 0 for n in sizes):
+        return
+    pos = 0
+    for arg, n in zip(op.inputs, sizes, strict=True):
+        assert n is not None
+        types = [_producer_type(r, out_types) for r in refs[pos:pos + n]]
+        pos += n
+        if arg.number_attr and arg.number_attr not in attrs:
+            attrs[arg.number_attr] = n
+        if arg.type_list_attr and arg.type_list_attr not in attrs and all(types):
+            attrs[arg.type_list_attr] = tuple(t for t in types if t is not None)
+        if arg.type_attr and arg.type_attr not in attrs and types and types[0] is not None:
+            attrs[arg.type_attr] = types[0]
+
+
+def _producer_type(ref: str, out_types: Mapping[str, list[DType] | None]) -> DType | None:
+    src, index = parse_input(ref)
+    types = out_types.get(src)
+    return types[index] if types is not None and 0 <= index < len(types) else None
 
 
 def validate_graph(graph: Graph, ops: OpLookup) -> list[str]:

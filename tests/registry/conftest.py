@@ -1,22 +1,101 @@
-"""Ops the run-time tests share: ZeroOut as the TensorFlow guide builds it up."""
+"""Ops the run-time tests share: ZeroOut as the TensorFlow guide builds it up, and a
+registry of their own for every test (plugin discovery off)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 import pytest
-from opmarket.sdk import OpDef, op
+from opmarket.registry import Registry, isolated_registry
+from opmarket.sdk import (
+    DType,
+    GradientOp,
+    InferenceContext,
+    InvalidArgument,
+    OpDef,
+    input_generator,
+    kernel,
+    op,
+    reference,
+    register_gradient,
+    shape_fn,
+)
+
+ZERO_OUT = (
+    op("Opm>ZeroOut")
+    .input("to_zero: T")
+    .output("zeroed: T")
+    .attr("T: {float, double, int32} = DT_INT32")
+    .attr("preserve_index: int >= 0 = 0")
+    .doc("Zeroes all but one element of a vector.\n\n"
+         "to_zero: the vector.\npreserve_index: the element that is kept.")
+    .build()
+)
+
+
+@kernel("Opm>ZeroOut", constraints={"T": [np.float32, np.float64, np.int32]})
+def zero_out_kernel(x: np.ndarray[Any, Any], *, preserve_index: int) -> np.ndarray[Any, Any]:
+    # The seed's checks: a vector, and an index in range.
+    if x.ndim != 1:
+        raise InvalidArgument("ZeroOut expects a 1-D vector.")
+    if preserve_index >= x.shape[0]:
+        raise InvalidArgument("preserve_index out of range")
+    out = np.zeros_like(x)
+    out[preserve_index] = x[preserve_index]
+    return out
+
+
+@shape_fn("Opm>ZeroOut")
+def zero_out_shape(c: InferenceContext) -> None:
+    c.set_output(0, c.with_rank(c.input(0), 1))
+
+
+@register_gradient("Opm>ZeroOut")
+def zero_out_grad(op: GradientOp, grad: np.ndarray[Any, Any]) -> list[Any]:
+    # Only the preserved entry reaches the output: a one-hot gradient.
+    (to_zero,) = op.inputs
+    index = op.get_attr("preserve_index")
+    out = np.zeros_like(to_zero)
+    out[index] = grad[index]
+    return [out]
+
+
+@reference("Opm>ZeroOut")
+def zero_out_reference(x: np.ndarray[Any, Any], preserve_index: int = 0) -> Any:
+    return np.where(np.arange(x.shape[0]) == preserve_index, x, np.zeros_like(x))
+
+
+@input_generator("Opm>ZeroOut")
+def zero_out_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any:
+    n = int(rng.integers(1, 10))
+    npdt = types["T"].numpy
+    assert npdt is not None
+    x = (rng.standard_normal(n) * 10).astype(npdt)
+    return [x], {"preserve_index": int(rng.integers(0, n))}
+
+
+ZERO_OUT_ALL = (ZERO_OUT, zero_out_kernel, zero_out_shape, zero_out_grad, zero_out_reference,
+                zero_out_inputs)
+
+
+@pytest.fixture(autouse=True)
+def registry() -> Iterator[Registry]:
+    """A registry with only the built-ins for each test; the global one comes back after."""
+    with isolated_registry() as reg:
+        yield reg
+
+
+@pytest.fixture
+def zero_out(registry: Registry) -> OpDef:
+    registry.register(*ZERO_OUT_ALL, source="tests")
+    return ZERO_OUT
 
 
 @pytest.fixture(scope="session")
 def zero_out_def() -> OpDef:
-    return (
-        op("Opm>ZeroOut")
-        .input("to_zero: T")
-        .output("zeroed: T")
-        .attr("T: {float, double, int32} = DT_INT32")
-        .attr("preserve_index: int >= 0 = 0")
-        .doc("Zeroes all but one element.\n\npreserve_index: the element that is kept.")
-        .build()
-    )
+    return ZERO_OUT
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,13 @@ def test_saved_attrs_are_readable(tmp_path: Path) -> None:
     assert data["versions"] == {"producer": 1, "min_consumer": 0}
 
 
+def test_inferred_attrs_are_filled_in(ops: dict[str, OpDef]) -> None:
+    g = Graph([Node("x", "Placeholder", attrs={"dtype": DType.FLOAT}),
+               Node("c", "Opm>Concat", ("x:0", "x:0", "^x"))])
+    assert fill_defaults(g, ops)["c"].attrs == {"N": 2, "T": DType.FLOAT}
+    assert validate_graph(g, ops) == []
+
+
 def test_defaults_are_filled_in(ops: dict[str, OpDef]) -> None:
     g = Graph([Node("x", "Placeholder", attrs={"dtype": DType.INT32}),
                Node("z", "Opm>ZeroOut", ("x:0",))])
@@ -109,8 +116,10 @@ def test_validates_against_an_opset(zero_out_def: OpDef) -> None:
          "node 'z' (Opm>ZeroOut): a data input follows a control input"),
         (Node("z", "Opm>ZeroOot", ("x:0",)),
          "node 'z': op 'Opm>ZeroOot' is not registered (did you mean 'Opm>ZeroOut'?)"),
-        (Node("z", "Opm>Concat", ("x:0",), {"T": DType.INT32}),
-         "node 'z' (Opm>Concat): missing attr 'N' of type int (it has no default)"),
+        (Node("z", "Placeholder"),
+         "node 'z' (Placeholder): missing attr 'dtype' of type type (it has no default)"),
+        (Node("z", "Opm>Concat", ("x:0", "x:0"), {"N": 3}),
+         "node 'z' (Opm>Concat): expects 3 input(s), got 2"),
         (Node("z z", "NoOp"), "node 'z z': invalid node name"),
     ],
 )
@@ -147,8 +156,8 @@ def test_opset_takes_precedence_over_builtins() -> None:
     mine = op("Identity").input("x: float").output("y: float").build()
     g = Graph([Node("c", "Const", attrs={"value": np.int32(1), "dtype": DType.INT32}),
                Node("i", "Identity", ("c:0",))])
-    assert validate_graph(g, {}) == ["node 'i' (Identity): missing attr 'T' of type type "
-                                     "(it has no default)"]
+    assert validate_graph(g, {}) == []
+    assert fill_defaults(g, {})["i"].attrs == {"T": DType.INT32}  # inferred from its input
     assert validate_graph(g, {"Identity": mine}) == [
         "node 'i' (Identity): input 0 ('c:0') is int32, expected float"
     ]

@@ -1,0 +1,180 @@
+"""Conformance: every kernel of an op against the op's numpy reference on generated inputs,
+per device and dtype (what plugin tests and the marketplace's validation run)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from opmarket.registry._dispatch import dtype_of
+from opmarket.registry._executor import _registry
+from opmarket.registry._registry import Registry
+from opmarket.sdk import DType, UnknownDType
+from opmarket.sdk._kernel import KernelSpec
+
+__all__ = ["ConformanceReport", "ConformanceResult", "check_conformance"]
+
+# (rtol, atol) by dtype; anything not listed must match exactly.
+_TOLERANCE: dict[DType, tuple[float, float]] = {
+    DType.HALF: (1e-3, 1e-3),
+    DType.BFLOAT16: (1e-2, 1e-2),
+    DType.FLOAT: (1e-5, 1e-6),
+    DType.DOUBLE: (1e-10, 1e-12),
+    DType.COMPLEX64: (1e-5, 1e-6),
+    DType.COMPLEX128: (1e-10, 1e-12),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConformanceResult:
+    """One kernel on one dtype binding: ``status`` is ``passed``, ``failed`` or ``skipped``."""
+
+    op: str
+    kernel: str
+    device: str
+    types: tuple[tuple[str, str], ...]
+    status: str
+    message: str = ""
+
+    def __str__(self) -> str:
+        types = ", ".join(f"{k}={v}" for k, v in self.types) or "-"
+        tail = f": {self.message}" if self.message else ""
+        return f"{self.status:7} {self.op} {self.device} {types} ({self.kernel}){tail}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConformanceReport:
+    """Every result; ``ok`` when none failed."""
+
+    results: tuple[ConformanceResult, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status != "failed" for r in self.results)
+
+    @property
+    def failures(self) -> tuple[ConformanceResult, ...]:
+        return tuple(r for r in self.results if r.status == "failed")
+
+    def __str__(self) -> str:
+        return "\n".join(str(r) for r in self.results) or "no kernels checked"
+
+    def raise_for_failures(self) -> None:
+        """AssertionError listing every failure (for tests)."""
+        if not self.ok:
+            raise AssertionError("conformance failed:\n" + "\n".join(
+                str(r) for r in self.failures))
+
+
+def _bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
+    op = registry.op_def(spec.op)
+    assert op is not None
+    names: list[str] = []
+    choices: list[tuple[DType, ...]] = []
+    for attr in op.attrs:
+        if attr.type != "type":
+            continue
+        allowed = spec.constraint(attr.name) or attr.allowed_values or (
+            (attr.default,) if attr.default is not None else (DType.FLOAT,))
+        names.append(attr.name)
+        choices.append(tuple(t for t in allowed if attr.allowed_values is None
+                             or t in attr.allowed_values))
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*choices)]
+
+
+def _compare(got: Any, want: Any) -> str | None:
+    got_items = got if isinstance(got, (tuple, list)) else (got,)
+    want_items = want if isinstance(want, (tuple, list)) else (want,)
+    if len(got_items) != len(want_items):
+        return f"{len(got_items)} outputs, reference has {len(want_items)}"
+    for i, (got_i, want_i) in enumerate(zip(got_items, want_items, strict=True)):
+        if isinstance(want_i, (tuple, list)):
+            problem = _compare(got_i, want_i)
+            if problem:
+                return f"output {i}: {problem}"
+            continue
+        g, w = np.asarray(got_i), np.asarray(want_i)
+        if g.shape != w.shape:
+            return f"output {i} has shape {g.shape}, reference {w.shape}"
+        if g.dtype.kind in "fc":
+            try:
+                rtol, atol = _TOLERANCE.get(dtype_of(g), (1e-5, 1e-6))
+            except UnknownDType:
+                rtol, atol = 1e-5, 1e-6
+            close = np.allclose(g.astype(np.complex128 if g.dtype.kind == "c" else np.float64),
+                                w.astype(np.complex128 if w.dtype.kind == "c" else np.float64),
+                                rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            close = bool(np.array_equal(g, w))
+        if not close:
+            diff = np.argwhere(np.asarray(g != w).reshape(g.shape) if g.shape else
+                               np.array([True]))
+            where = tuple(int(v) for v in diff[0]) if len(diff) else ()
+            return (f"output {i} differs from the reference at {where}: "
+                    f"{g[where] if g.shape else g} vs {w[where] if w.shape else w}")
+    return None
+
+
+def check_conformance(
+    ops: str | Sequence[str] | None = None,
+    *,
+    registry: Registry | None = None,
+    trials: int = 3,
+    seed: int = 0,
+    devices: Sequence[str] | None = None,
+) -> ConformanceReport:
+    """Run every kernel of ``ops`` (default: every op with a reference) against the op's
+    reference on inputs from its input generator, for each dtype binding the kernel
+    supports; ``trials`` inputs per binding, reproducible from ``seed``."""
+    reg = _registry(registry)
+    if ops is None:
+        names = [o.name for o in reg if reg.reference(o.name) is not None]
+    else:
+        names = [ops] if isinstance(ops, str) else list(ops)
+    results: list[ConformanceResult] = []
+    for name in names:
+        ref, gen = reg.reference(name), reg.input_generator(name)
+        kernels = [k for k in reg.kernels(name) if devices is None or k.device in devices]
+        for spec in kernels:
+            for types in _bindings(spec, reg):
+                shown = tuple((k, v.spec_name) for k, v in types.items())
+                if ref is None or gen is None:
+                    missing = "reference" if ref is None else "input generator"
+                    results.append(ConformanceResult(name, spec.name, spec.device, shown,
+                                                     "skipped", f"the op has no {missing}"))
+                    continue
+                results.append(_run(reg, spec, types, shown=shown, ref=ref.fn, gen=gen.fn,
+                                    trials=trials, seed=seed))
+    return ConformanceReport(tuple(results))
+
+
+def _run(reg: Registry, spec: KernelSpec, types: dict[str, DType], *,
+         shown: tuple[tuple[str, str], ...], ref: Any, gen: Any, trials: int,
+         seed: int) -> ConformanceResult:
+    dispatcher = reg.dispatcher(spec.op)
+    for trial in range(trials):
+        rng = np.random.default_rng([seed, trial])
+        try:
+            inputs, attrs = gen(rng, dict(types))
+        except Exception as exc:
+            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
+                                     f"input generator raised {exc!r}")
+        try:
+            want = ref(*inputs, **attrs)
+        except Exception as exc:
+            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
+                                     f"reference raised {exc!r} (trial {trial})")
+        try:
+            got = dispatcher.call(inputs, {**types, **attrs}, device=spec.device,
+                                  label=spec.label, kernel=spec)
+        except Exception as exc:
+            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
+                                     f"kernel raised {exc!r} (trial {trial})")
+        problem = _compare(got, want)
+        if problem is not None:
+            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
+                                     f"{problem} (trial {trial})")
+    return ConformanceResult(spec.op, spec.name, spec.device, shown, "passed")

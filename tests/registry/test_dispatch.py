@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+from opmarket.registry import (
+    KernelError,
+    KernelNotFound,
+    Registry,
+    current_device,
+    device,
+)
+from opmarket.sdk import InvalidArgument, Kernel, OpDef, kernel, op
+
+import opmarket
+
+
+def test_zero_out_runs(zero_out: OpDef) -> None:
+    out = opmarket.ops.zero_out(np.array([5, 4, 3], np.int32))
+    assert out.tolist() == [5, 0, 0]
+    assert out.dtype == np.int32
+    f = opmarket.ops.zero_out(np.array([1.5, 2.5], np.float32), preserve_index=1)
+    assert f.tolist() == [0.0, 2.5] and f.dtype == np.float32
+
+
+def test_signature_and_docstring(zero_out: OpDef) -> None:
+    f = opmarket.ops.zero_out
+    assert str(inspect.signature(f)) == "(to_zero, *, preserve_index=0)"
+    assert f.__name__ == "zero_out"
+    doc = f.__doc__ or ""
+    assert doc.startswith("Zeroes all but one element of a vector.")
+    assert "to_zero: A tensor of type T in {float, double, int32}. the vector." in doc
+    assert "preserve_index: int >= 0, default 0. the element that is kept." in doc
+
+
+def test_attrs_are_keyword_only(zero_out: OpDef) -> None:
+    with pytest.raises(TypeError):
+        opmarket.ops.zero_out(np.array([1], np.int32), 0)
+
+
+def test_python_values_take_an_allowed_type(zero_out: OpDef) -> None:
+    assert opmarket.ops.zero_out([5, 4]).dtype == np.int32  # the default T
+    assert opmarket.ops.zero_out([5.0, 4.0]).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda f: f(np.zeros(2, np.int64)),
+         "Opm>ZeroOut: attr 'T' may not be int64; allowed: float, double, int32"),
+        (lambda f: f(np.zeros(2, np.int32), preserve_index=-1),
+         "Opm>ZeroOut: attr 'preserve_index' is -1, below its minimum of 0"),
+        (lambda f: f(np.zeros((2, 2), np.int32)),
+         "Opm>ZeroOut: Shape must be rank 1 but is rank 2"),
+        (lambda f: f(np.zeros(2, np.int32), preserve_index=5), "preserve_index out of range"),
+        (lambda f: f(np.zeros(2, np.int32), preserve_index="1"),
+         "attr 'preserve_index': expected int, got '1'"),
+    ],
+)
+def test_checks(zero_out: OpDef, call: Any, message: str) -> None:
+    f = opmarket.ops.zero_out
+    f(np.zeros(2, np.int32))  # a cached entry must not let a bad call through
+    with pytest.raises(InvalidArgument) as info:
+        call(f)
+    assert message in str(info.value)
+
+
+def test_missing_kernel_lists_what_exists(zero_out: OpDef) -> None:
+    with device("GPU"), pytest.raises(KernelNotFound) as info:
+        opmarket.ops.zero_out(np.zeros(2, np.float32))
+    assert str(info.value) == (
+        "no kernel for Opm>ZeroOut on GPU with T=float\n"
+        "  registered kernels:\n"
+        "    CPU  T in {float, double, int32}  priority 0  "
+        "(tests.registry.conftest.zero_out_kernel)"
+    )
+
+
+def test_highest_priority_wins_and_device_scope(registry: Registry) -> None:
+    double = op("Opm>Double").input("x: T").output("y: T").attr("T: {float, int32}").build()
+    calls: list[str] = []
+
+    @kernel("Opm>Double")
+    def slow(x: Any) -> Any:
+        calls.append("slow")
+        return x * 2
+
+    @kernel("Opm>Double", priority=5, constraints={"T": [np.float32]})
+    def fast(x: Any) -> Any:
+        calls.append("fast")
+        return x + x
+
+    @kernel("Opm>Double", device="GPU")
+    def gpu(x: Any) -> Any:
+        calls.append("gpu")
+        return x * 2
+
+    registry.register(double, slow, source="a")
+    f = opmarket.ops.double
+    f(np.ones(2, np.float32))
+    registry.register(fast, gpu, source="b")  # new kernels drop cached choices
+    with device("CPU"):
+        assert current_device() == "CPU"
+        f(np.ones(2, np.float32))
+        f(np.ones(2, np.int32))
+    f(np.ones(2, np.float32))  # no scope: GPU is preferred when it has a kernel
+    assert current_device() is None
+    assert calls == ["slow", "fast", "slow", "gpu"]
+
+
+def test_lifecycle_kernel(registry: Registry) -> None:
+    events: list[str] = []
+    scale = op("Opm>Scale").input("x: float").output("y: float").attr("factor: float").build()
+
+    @kernel("Opm>Scale", options=b"opts")
+    class ScaleKernel(Kernel):
+        def __init__(self, attrs: Any, options: bytes = b"") -> None:
+            super().__init__(attrs, options)
+            events.append(f"init {attrs['factor']} {options!r}")
+
+        def prepare(self, x: Any) -> None:
+            events.append(f"prepare {x.shape}")
+
+        def compute(self, x: Any) -> Any:
+            return x * np.float32(self.attrs["factor"])
+
+        def close(self) -> None:
+            events.append("close")
+
+    registry.register(scale, ScaleKernel)
+    f = opmarket.ops.scale
+    x = np.ones(3, np.float32)
+    assert f(x, factor=2).tolist() == [2, 2, 2]
+    f(x, factor=2)
+    f(np.ones(4, np.float32), factor=2)
+    f(x, factor=3)
+    registry.register(op("Opm>Other").build())  # any change closes prepared kernels
+    assert events == ["init 2.0 b'opts'", "prepare (3,)", "prepare (4,)", "init 3.0 b'opts'",
+                      "prepare (3,)", "close", "close"]
+
+
+def test_outputs_are_checked(registry: Registry) -> None:
+    bad = op("Opm>Bad").input("x: float").output("y: float").build()
+
+    @kernel("Opm>Bad")
+    def wrong(x: Any) -> Any:
+        return x.astype(np.float64)
+
+    registry.register(bad, wrong)
+    with pytest.raises(KernelError, match="returned float64 for output 'y', declared float"):
+        opmarket.ops.bad(np.ones(2, np.float32))
+
+
+def test_list_inputs_and_several_outputs(registry: Registry) -> None:
+    split = (op("Opm>SumAndCount").input("xs: N * T").output("total: T").output("count: int32")
+             .attr("N: int >= 1").attr("T: {float, int32}").build())
+
+    @kernel("Opm>SumAndCount")
+    def impl(xs: list[Any]) -> Any:
+        return sum(xs[1:], xs[0]), np.int32(len(xs))
+
+    registry.register(split, impl)
+    total, count = opmarket.ops.sum_and_count([np.ones(2, np.int32)] * 3)
+    assert total.tolist() == [3, 3] and count == 3 and count.dtype == np.int32
+    with pytest.raises(InvalidArgument, match="input 'xs' makes T=float, but T is int32"):
+        opmarket.ops.sum_and_count([np.ones(2, np.int32), np.ones(2, np.float32)])
+    assert opmarket.ops.add_n([np.ones(2, np.float32)] * 2).tolist() == [2, 2]
+
+
+def test_type_attr_accepts_numpy_names_and_dtypes(registry: Registry) -> None:
+    fill = (op("Opm>Fill").output("y: dtype").attr("dtype: {float, int32}")
+            .attr("n: int = 2").build())
+
+    @kernel("Opm>Fill")
+    def impl(*, dtype: Any, n: int) -> Any:
+        return np.ones(n, dtype.numpy)
+
+    registry.register(fill, impl)
+    from opmarket.sdk import DType
+
+    for t in (np.int32, "int32", "DT_INT32", DType.INT32, np.dtype("int32")):
+        assert opmarket.ops.fill(dtype=t).dtype == np.int32
+    assert str(inspect.signature(opmarket.ops.fill)) == "(*, dtype, n=2)"
