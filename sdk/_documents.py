@@ -56,7 +56,18 @@ def parse_document(text: str, source: str = "<text>") -> Document:
     Raises DocumentError when the text is none of them; problems with the ops it holds are
     collected in ``Document.problems``.
     """
+    try:
+        return _parse_document(text, source)
+    except RecursionError:
+        raise DocumentError(source, "nested too deeply to read") from None
+
+
+def _parse_document(text: str, source: str) -> Document:
     stripped = text.lstrip()
+    if not stripped:
+        raise DocumentError(
+            source, "empty file: expected op-set JSON, spec-form JSON or TensorFlow text format"
+        )
     if stripped.startswith(("{", "[")):
         try:
             obj = json.loads(text)

@@ -315,6 +315,6 @@ def parse_proto_text(text: str, msg: Any) -> bool:
     msg.Clear()
     try:
         _fields(_Scanner(text), msg, msg.DESCRIPTOR, nested=False, close="")
-    except (_Fail, ValueError, TypeError):
+    except (_Fail, ValueError, TypeError, RecursionError):
         return False
     return True

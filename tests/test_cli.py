@@ -53,7 +53,9 @@ def test_invalid_ops_list_every_problem_and_write_nothing(tmp_path: Path) -> Non
     ("content", "message"),
     [(None, "no such file"), ('{"x": 1}', "neither an opmarket op-set"),
      ("{not json", "invalid JSON"), ("op { name: ", "not TensorFlow text format"),
-     ('{"format": "opmarket.opset", "format_version": 7, "ops": []}', "upgrade opmarket")],
+     ('{"format": "opmarket.opset", "format_version": 7, "ops": []}', "upgrade opmarket"),
+     ("", "empty file"), ("[" * 100_000, "nested too deeply"),
+     ("op { attr { default_value { tensor {" + " variant_val { tensors {" * 400, "nested")],
 )  # fmt: skip
 def test_unreadable_input_is_exit_2_with_one_line(
     tmp_path: Path, content: str | None, message: str
