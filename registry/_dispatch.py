@@ -94,8 +94,8 @@ def _coerce_attr(value: Any, attr_type: str) -> Any:
 class _Entry:
     """A prepared call: the chosen kernel with its attrs, for one cache key."""
 
-    __slots__ = ("attrs", "dispatcher", "fn", "instance", "kw", "odt", "out_dtypes", "shapes",
-                 "spec")
+    __slots__ = ("attrs", "dispatcher", "fn", "instance", "kw", "mode", "odt", "out_dtypes",
+                 "shapes", "spec")
 
     def __init__(self, dispatcher: Dispatcher, spec: KernelSpec, attrs: dict[str, Any]) -> None:
         self.dispatcher = dispatcher
@@ -112,6 +112,9 @@ class _Entry:
             names = spec.attr_names
             self.kw = {k: v for k, v in attrs.items() if not k.startswith("_")} if names is None \
                 else {k: attrs[k] for k in names if k in attrs}
+        # How the generated wrapper calls the kernel: 0 with **kw, 1 passing the wrapper's
+        # own attr arguments by name (they are what the kernel takes), 2 with inputs only.
+        self.mode = 0 if self.kw else 2
         outs = dispatcher.op_def.outputs
         self.out_dtypes = [arg_dtypes(a, attrs) for a in outs]
         single = len(outs) == 1 and not outs[0].is_list and self.out_dtypes[0]
@@ -368,6 +371,9 @@ class Dispatcher:
         bound, attrs = self.bind(inputs, given)
         dev = _device_scope.get()
         entry = self._entry(attrs, dev)
+        if entry.kw and entry.kw.keys() == given.keys() and all(
+                type(v) is type(entry.kw[k]) and v == entry.kw[k] for k, v in given.items()):
+            entry.mode = 1
         if self.op_def.inputs and all(not a.is_list for a in self.op_def.inputs) and all(
                 isinstance(x, np.ndarray) for x in inputs):
             key = (*(x.dtype for x in inputs), *given.values(), dev)
@@ -494,7 +500,16 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             f"    _s = {shape}",
             "    if _s != _e.shapes:",
             f"        return _e.run(({in_tuple}), _s)",
-            f"    _o = _e.fn({', '.join(ins)}, **_e.kw)",
+        ]
+        pass_attrs = ", ".join([*ins, *(f"{a.name}={py}" for a, py in attrs)])
+        lines += [
+            "    _m = _e.mode",
+            "    if _m == 1:",
+            f"        _o = _e.fn({pass_attrs})",
+            "    elif _m == 2:",
+            f"        _o = _e.fn({', '.join(ins)})",
+            "    else:",
+            f"        _o = _e.fn({', '.join(ins)}, **_e.kw)",
         ]
         if single_out:
             lines += [

@@ -1,0 +1,36 @@
+"""The public surface of opmarket.registry and of the opmarket facade, pinned."""
+
+from __future__ import annotations
+
+import opmarket.registry
+
+import opmarket
+
+
+def test_registry_exports() -> None:
+    assert opmarket.registry.__all__ == [
+        "BUILTIN_OPS", "DEVICE_PREFERENCE", "GRAPH_FORMAT", "PRODUCER_VERSION",
+        "AmbiguousOpName", "ConformanceReport", "ConformanceResult", "Graph", "InvalidGraph",
+        "KernelError", "KernelNotFound", "Node", "OpResolver", "PluginInfo", "Registry",
+        "RegistrationError", "check_conformance", "check_gradient", "compute_gradient",
+        "current_device", "custom_call", "device", "dumps_graph", "fill_defaults",
+        "get_registry", "gradients", "graph_from_json", "graph_to_json", "infer_graph_shapes",
+        "isolated_registry", "load_graph", "load_plugins", "max_error", "new_registry",
+        "parse_input", "plugins", "register", "register_custom_call_target", "run_graph",
+        "save_graph", "selective_resolver", "topological_order", "validate_graph",
+    ]  # fmt: skip
+    for name in opmarket.registry.__all__:
+        assert getattr(opmarket.registry, name) is not None
+
+
+def test_facade_exports() -> None:
+    assert opmarket.__all__ == [
+        "device", "hookimpl", "kernel", "load_plugins", "op", "ops", "register",
+    ]  # fmt: skip
+    from opmarket.sdk import hookimpl, kernel, op
+
+    assert (opmarket.op, opmarket.kernel, opmarket.hookimpl) == (op, kernel, hookimpl)
+    assert opmarket.register is opmarket.registry.register
+    assert opmarket.load_plugins is opmarket.registry.load_plugins
+    assert opmarket.device is opmarket.registry.device
+    assert "ops" in dir(opmarket)
