@@ -1,0 +1,201 @@
+"""compat-check and opmarket snapshot as users run them: real subprocesses, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from opmarket.sdk import DType, OpSet, opset_to_json
+
+Release = Callable[..., OpSet]
+Wheel = Callable[[OpSet], Path]
+BIN = Path(sys.executable).parent
+
+
+def run(
+    tool: str, *args: str | Path, cwd: Path | None = None, path: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a console script; ``path`` goes on PYTHONPATH (an 'installed' plugin, a module)."""
+    exe = shutil.which(tool, path=str(BIN))
+    assert exe, f"the {tool} console script is not installed in this environment"
+    env = dict(os.environ)
+    if path is not None:
+        env["PYTHONPATH"] = str(path)
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          check=False, env=env)  # fmt: skip
+
+
+def write(path: Path, opset: OpSet) -> Path:
+    path.write_text(opset_to_json(opset), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path: Path, release: Release) -> tuple[Path, Path, Path]:
+    """An old release, a compatible new one and a breaking new one, as op-set files."""
+    old = write(tmp_path / "old.json", release("1.0.0"))
+    ok = write(tmp_path / "ok.json", release("1.1.0", extra_attr="mode: string = 'x'"))
+    bad = write(tmp_path / "bad.json", release("2.0.0", extra_attr="mode: string"))
+    return old, ok, bad
+
+
+def test_compatible_release_exits_0_with_a_linter_like_report(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    old, ok, _ = pair
+    done = run("compat-check", old, ok)
+    assert done.returncode == 0, done.stderr
+    assert "Opm>ZeroOut: attr-added [info] new attr 'mode'" in done.stdout
+    assert "compatible; 1 ops compared, 0 breaking, 0 warning, 1 info" in done.stdout
+    assert "version: 1.0.0 -> 1.1.0: ok" in done.stdout
+
+
+def test_breaking_release_exits_1_and_says_how_to_fix(pair: tuple[Path, Path, Path]) -> None:
+    old, _, bad = pair
+    done = run("compat-check", old, bad)
+    assert done.returncode == 1
+    assert (
+        "Opm>ZeroOut: attr-added-without-default [breaking] attr 'mode' added without a default"
+        in done.stdout
+    )
+    assert "    fix: Give the new attr a default" in done.stdout
+    assert "NOT compatible" in done.stdout
+
+
+def test_json_report(pair: tuple[Path, Path, Path]) -> None:
+    old, _, bad = pair
+    done = run("compat-check", old, bad, "--format", "json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["compatible"] is False
+    assert report["version"]["ok"] is True and report["version"]["required"] == "major"
+    (finding,) = report["findings"]
+    assert {k: finding[k] for k in ("op", "rule", "severity")} == {
+        "op": "Opm>ZeroOut", "rule": "attr-added-without-default", "severity": "breaking",
+    }  # fmt: skip
+    assert finding["message"] and finding["hint"]
+
+
+def test_markdown_report(pair: tuple[Path, Path, Path]) -> None:
+    old, _, bad = pair
+    done = run("compat-check", old, bad, "--format", "markdown")
+    assert done.returncode == 1
+    assert done.stdout.startswith("### compat-check: breaking changes")
+    assert "| **breaking** | `Opm>ZeroOut` | `attr-added-without-default` |" in done.stdout
+
+
+def test_too_small_bump_exits_1_without_breaking_changes(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    old, ok, _ = pair
+    done = run("compat-check", old, ok, "--new-version", "1.0.1", "--format", "json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["compatible"] is True and report["ok"] is False
+    assert report["version"]["suggested"] == "1.1.0"
+
+
+def test_wheels_carry_versions_and_kernels(release: Release, wheel: Wheel) -> None:
+    old = wheel(release("1.0.0"))
+    new = wheel(release("1.0.1", kernel_types=(DType.FLOAT,)))
+    done = run("compat-check", old, new)
+    assert done.returncode == 1
+    assert "kernel-removed [breaking] no kernel any more for CPU with T=int32" in done.stdout
+    assert "1.0.0 -> 1.0.1 is a patch bump, too small" in done.stdout
+    assert "the smallest honest version is 2.0.0" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.json", "other.json"], "compat-check: error: missing.json: no such file"),
+        (["only-one.json"], "compat-check: error: expected OLD NEW, got 1 argument(s)"),
+        (["not-a-plugin", "x"],
+         "compat-check: error: not-a-plugin: no such file, and no installed distribution by "
+         "that name"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    done = run("compat-check", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == message
+    assert done.stdout == ""
+
+
+def test_unreadable_file_exits_2_naming_it(tmp_path: Path, pair: tuple[Path, Path, Path]) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "opmarket.opset", "format_version": 1, "ops": 3}')
+    done = run("compat-check", pair[0], broken)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"compat-check: error: {broken}: ")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bad_version_exits_2(pair: tuple[Path, Path, Path]) -> None:
+    done = run("compat-check", pair[0], pair[1], "--new-version", "banana")
+    assert done.returncode == 2
+    assert "'banana' is not a valid version" in done.stderr
+
+
+def test_opmarket_compat_is_the_same_command(pair: tuple[Path, Path, Path]) -> None:
+    done = run("opmarket", "compat", pair[0], pair[2], "--format", "json")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["compatible"] is False
+
+
+def test_history_workflow(tmp_path: Path, release: Release, wheel: Wheel,
+                          installed: Callable[[OpSet], Path]) -> None:  # fmt: skip
+    history = tmp_path / "history.json"
+    for version in ("1.0.0", "1.1.0"):
+        done = run("opmarket", "snapshot", wheel(release(version)), "--append", history)
+        assert done.returncode == 0, done.stderr
+        assert f"added release {version}" in done.stderr
+    installed(release("1.2.0"))
+    snap = tmp_path / "snap.json"
+    done = run("opmarket", "snapshot", "opm-zero", "-o", snap, path=tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(snap.read_text())["version"] == "1.2.0"
+    ok = run("compat-check", "--history", history, snap)
+    assert ok.returncode == 0, ok.stdout
+    bad = write(tmp_path / "bad.json", release("1.3.0", kernel_types=(DType.FLOAT,)))
+    broken = run("compat-check", "--history", history, bad, "--format", "json")
+    assert broken.returncode == 1
+    assert {f["rule"] for f in json.loads(broken.stdout)["findings"]} == {"kernel-removed"}
+
+
+def test_history_accepts_tensorflow_ops_history(shared_testdata: Path, tmp_path: Path) -> None:
+    folder = shared_testdata / "tf_ops_history_v2"
+    latest = tmp_path / "ops.pbtxt"
+    # Today's ops: the last version of each history file.
+    texts = [f.read_text(encoding="utf-8") for f in sorted(folder.glob("*.pbtxt"))]
+    last_ops = [t[t.rindex("\nop {") + 1 :] if "\nop {" in t else t for t in texts]
+    latest.write_text("".join(last_ops), encoding="utf-8")
+    done = run("compat-check", "--history", folder, latest, "--format", "json")
+    assert done.returncode == 1
+    breaking = [f for f in json.loads(done.stdout)["findings"] if f["severity"] == "breaking"]
+    assert [(f["op"], f["rule"]) for f in breaking] == [("Placeholder", "attr-default-changed")]
+
+
+def test_snapshot_of_a_module_with_ops(tmp_path: Path) -> None:
+    (tmp_path / "mymod.py").write_text(
+        "from opmarket.sdk import op\n"
+        "ZERO = op('Mine>ZeroOut').input('x: int32').output('y: int32')\n",
+        encoding="utf-8",
+    )
+    done = run("opmarket", "snapshot", "mymod", "--version", "0.1.0", cwd=tmp_path, path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["version"] == "0.1.0"
+    assert [o["name"] for o in data["ops"]] == ["Mine>ZeroOut"]
+
+
+def test_snapshot_of_nothing_exits_2(tmp_path: Path) -> None:
+    done = run("opmarket", "snapshot", "no_such_module_or_dist_x", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("opmarket snapshot: error: no_such_module_or_dist_x: ")
