@@ -374,7 +374,7 @@ class Dispatcher:
         if entry.kw and entry.kw.keys() == given.keys() and all(
                 type(v) is type(entry.kw[k]) and v == entry.kw[k] for k, v in given.items()):
             entry.mode = 1
-        if self.op_def.inputs and all(not a.is_list for a in self.op_def.inputs) and all(
+        if all(not a.is_list for a in self.op_def.inputs) and all(
                 isinstance(x, np.ndarray) for x in inputs):
             key = (*(x.dtype for x in inputs), *given.values(), dev)
             try:
@@ -485,7 +485,7 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             params.append(f"{py}=_d{i}")
     in_tuple = "".join(f"{x}, " for x in ins)
     attr_dict = "{" + ", ".join(f"{a.name!r}: {py}" for a, py in attrs) + "}"
-    simple = bool(op.inputs) and not any(a.is_list for a in op.inputs)
+    simple = not any(a.is_list for a in op.inputs)
     lines = [f"def {op.python_name}({', '.join(params)}):"]
     if simple:
         key = "".join(f"{x}.dtype, " for x in ins) + "".join(f"{py}, " for _, py in attrs)
@@ -509,7 +509,7 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             "    elif _m == 2:",
             f"        _o = _e.fn({', '.join(ins)})",
             "    else:",
-            f"        _o = _e.fn({', '.join(ins)}, **_e.kw)",
+            f"        _o = _e.fn({''.join(f'{x}, ' for x in ins)}**_e.kw)",
         ]
         if single_out:
             lines += [
