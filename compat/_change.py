@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from opmarket.sdk import ArgDef, AttrDef, DType, KernelDef, OpDef
@@ -88,7 +87,17 @@ def _inferred_attrs(op: OpDef) -> set[str]:
 
 
 class OpChange:
-    """An op as two releases define it; ``old`` or ``new`` is None when it is missing."""
+    """An op as two releases define it; ``old`` or ``new`` is None when it is missing.
+
+    When both are present, the attr maps and TensorFlow's arg signatures are computed up
+    front: nearly every rule needs them, and plain attributes are cheaper than lazy ones.
+    """
+
+    __slots__ = (
+        "_inferred", "common_attrs", "inputs_match", "new", "new_attrs", "new_inputs",
+        "new_kernels", "new_outputs", "old", "old_attrs", "old_inputs", "old_kernels",
+        "old_outputs", "outputs_match", "outputs_match_unnamed", "renamed_to",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -103,6 +112,31 @@ class OpChange:
         self.old_kernels = old_kernels
         self.new_kernels = new_kernels
         self.renamed_to: str | None = None  # set by the engine when a removed op looks renamed
+        self._inferred: tuple[set[str], set[str]] | None = None
+        self.old_attrs: dict[str, AttrDef] = {a.name: a for a in old.attrs} if old else {}
+        self.new_attrs: dict[str, AttrDef] = {a.name: a for a in new.attrs} if new else {}
+        #: (old, new) for every attr of the old op that the new one still has, in old order.
+        self.common_attrs: list[tuple[AttrDef, AttrDef]] = []
+        self.old_inputs: list[SigToken] = []
+        self.new_inputs: list[SigToken] = []
+        self.old_outputs: list[SigToken] = []
+        self.new_outputs: list[SigToken] = []
+        self.inputs_match = self.outputs_match = self.outputs_match_unnamed = True
+        if old is None or new is None:
+            return
+        olds, news = self.old_attrs, self.new_attrs
+        self.common_attrs = [(a, news[a.name]) for a in old.attrs if a.name in news]
+        self.old_inputs = arg_signature(old.inputs, olds, news, False)
+        self.new_inputs = arg_signature(new.inputs, olds, news, False)
+        self.old_outputs = arg_signature(old.outputs, olds, news, True)
+        self.new_outputs = arg_signature(new.outputs, olds, news, True)
+        self.inputs_match = [t.type for t in self.old_inputs] == [t.type for t in self.new_inputs]
+        self.outputs_match_unnamed = [t.type for t in self.old_outputs] == [
+            t.type for t in self.new_outputs
+        ]
+        self.outputs_match = self.outputs_match_unnamed and [
+            t.arg for t in self.old_outputs
+        ] == [t.arg for t in self.new_outputs]
 
     @property
     def name(self) -> str:
@@ -115,55 +149,9 @@ class OpChange:
         assert self.old is not None and self.new is not None
         return self.old, self.new
 
-    @cached_property
-    def old_attrs(self) -> dict[str, AttrDef]:
-        return {a.name: a for a in self.old.attrs} if self.old is not None else {}
-
-    @cached_property
-    def new_attrs(self) -> dict[str, AttrDef]:
-        return {a.name: a for a in self.new.attrs} if self.new is not None else {}
-
-    @cached_property
-    def common_attrs(self) -> list[tuple[AttrDef, AttrDef]]:
-        """(old, new) for every attr of the old op that the new one still has, in old order."""
-        new = self.new_attrs
-        return [(a, new[a.name]) for a in self.old.attrs if a.name in new] if self.old else []
-
-    def _sig(self, args: Sequence[ArgDef], named: bool) -> list[SigToken]:
-        return arg_signature(args, self.old_attrs, self.new_attrs, named)
-
-    @cached_property
-    def old_inputs(self) -> list[SigToken]:
-        return self._sig(self.pair[0].inputs, False)
-
-    @cached_property
-    def new_inputs(self) -> list[SigToken]:
-        return self._sig(self.pair[1].inputs, False)
-
-    @cached_property
-    def old_outputs(self) -> list[SigToken]:
-        return self._sig(self.pair[0].outputs, True)
-
-    @cached_property
-    def new_outputs(self) -> list[SigToken]:
-        return self._sig(self.pair[1].outputs, True)
-
-    @cached_property
-    def inputs_match(self) -> bool:
-        return [t.type for t in self.old_inputs] == [t.type for t in self.new_inputs]
-
-    @cached_property
-    def outputs_match(self) -> bool:
-        return [t.text for t in self.old_outputs] == [t.text for t in self.new_outputs]
-
-    @cached_property
-    def outputs_match_unnamed(self) -> bool:
-        return [t.type for t in self.old_outputs] == [t.type for t in self.new_outputs]
-
-    @cached_property
-    def old_inferred(self) -> set[str]:
-        return _inferred_attrs(self.pair[0])
-
-    @cached_property
-    def new_inferred(self) -> set[str]:
-        return _inferred_attrs(self.pair[1])
+    def inferred(self) -> tuple[set[str], set[str]]:
+        """The attrs each release's Python wrapper infers from its inputs (old, new)."""
+        if self._inferred is None:
+            old, new = self.pair
+            self._inferred = _inferred_attrs(old), _inferred_attrs(new)
+        return self._inferred

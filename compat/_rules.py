@@ -238,16 +238,20 @@ def _output_lost_ref(c: OpChange) -> Iterator[str]:
 
 def _python_signature(c: OpChange) -> Iterator[str]:
     old, new = c.pair
-    fn = new.python_name + "()"
+    fn = new.python_name + "()" if old.inputs != new.inputs else ""
     for o, n in zip(old.inputs, new.inputs, strict=False):
         if o.name != n.name:
             yield f"{fn}: input '{o.name}' is now called '{n.name}'; keyword callers break"
     for n in new.inputs[len(old.inputs):]:
         yield f"{fn}: new input '{n.name}' is a required argument that existing calls lack"
+    if old.inputs == new.inputs and c.old_attrs.keys() <= c.new_attrs.keys():
+        return  # the same inputs infer the same attrs
+    old_inferred, new_inferred = c.inferred()
+    fn = new.python_name + "()"
     for name, new_attr in c.new_attrs.items():
         if name not in c.old_attrs:
             continue
-        was_kw, is_kw = name not in c.old_inferred, name not in c.new_inferred
+        was_kw, is_kw = name not in old_inferred, name not in new_inferred
         if was_kw and not is_kw:
             yield f"{fn}: '{name}' is now inferred from the inputs; calls that pass {name}= fail"
         elif is_kw and not was_kw and new_attr.default is None:
