@@ -22,7 +22,7 @@ from opmarket.sdk import (
     as_dtype,
 )
 
-__all__ = ["decode_attr", "encode_attr", "normalize_attr", "tensor_value"]
+__all__ = ["coerce_attr", "decode_attr", "encode_attr", "normalize_attr", "tensor_value"]
 
 _JsonValue = Any
 
@@ -54,6 +54,40 @@ def normalize_attr(value: Any) -> Any:
         except UnknownDType:
             return value
     return value
+
+
+def coerce_attr(value: Any, attr_type: str, *, strict: bool = False) -> Any:
+    """``value`` read as an ``attr_type`` value, leniently as Python callers write them:
+    numpy dtypes and dtype names for ``type``, ints for ``float``, tuples for ``shape``,
+    arrays and numbers for ``tensor``, lists for ``list(...)``. A dtype name that names no
+    dtype raises UnknownDType when ``strict``, else stays a string for the validator."""
+    base = attr_type[5:-1] if attr_type.startswith("list(") else attr_type
+    if base == "tensor" and base == attr_type and not isinstance(value, TensorValue):
+        try:
+            return tensor_value(value)
+        except (UnknownDType, ValueError, TypeError):
+            if strict:
+                raise
+            return value
+    value = normalize_attr(value)
+
+    def one(v: Any) -> Any:
+        if base == "type" and isinstance(v, str):
+            try:
+                return as_dtype(v)
+            except UnknownDType:
+                if strict:
+                    raise
+                return v
+        if base == "float" and isinstance(v, int) and not isinstance(v, bool):
+            return float(v)
+        if base == "shape" and isinstance(v, tuple):
+            return TensorShape(tuple(-1 if d is None else int(d) for d in v))
+        return v
+
+    if base != attr_type and isinstance(value, tuple):
+        return tuple(one(v) for v in value)
+    return one(value)
 
 
 def encode_attr(value: Any) -> _JsonValue:

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from opmarket.registry._attrjson import normalize_attr, tensor_value
+from opmarket.registry._attrjson import coerce_attr
 from opmarket.registry._errors import KernelError, KernelNotFound
 from opmarket.registry._signature import arg_dtypes, inferred_attrs
 from opmarket.sdk import (
@@ -25,7 +25,6 @@ from opmarket.sdk import (
     DType,
     InvalidArgument,
     OpDef,
-    TensorShape,
     as_dtype,
     check_attr_value,
 )
@@ -68,27 +67,6 @@ def dtype_of(array: Any) -> DType:
     if found is None:
         found = _np_to_dtype[npdt] = as_dtype(npdt)
     return found
-
-
-def _coerce_attr(value: Any, attr_type: str) -> Any:
-    base = attr_type[5:-1] if attr_type.startswith("list(") else attr_type
-    if base == "tensor" and not isinstance(value, (list, tuple)):
-        return tensor_value(value) if not hasattr(value, "dtype") or isinstance(
-            value, np.ndarray | np.generic) else value
-    value = normalize_attr(value)
-
-    def one(v: Any) -> Any:
-        if base == "type" and not isinstance(v, DType) and isinstance(v, str | type | np.dtype):
-            return as_dtype(v)
-        if base == "float" and isinstance(v, int) and not isinstance(v, bool):
-            return float(v)
-        if base == "shape" and isinstance(v, tuple):
-            return TensorShape(tuple(-1 if d is None else int(d) for d in v))
-        return v
-
-    if base != attr_type and isinstance(value, tuple):
-        return tuple(one(v) for v in value)
-    return one(value)
 
 
 class _Entry:
@@ -230,7 +208,7 @@ class Dispatcher:
                     continue
                 raise InvalidArgument(f"{op.name} has no attr {key!r}")
             try:
-                attrs[key] = _coerce_attr(value, a.type)
+                attrs[key] = coerce_attr(value, a.type, strict=True)
             except (ValueError, TypeError) as exc:
                 raise InvalidArgument(f"{op.name}: attr {key!r}: {exc}") from None
         bound: list[Any] = []

@@ -10,8 +10,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-from opmarket.registry._attrjson import decode_attr, encode_attr, normalize_attr, tensor_value
+from opmarket.registry._attrjson import (
+    coerce_attr,
+    decode_attr,
+    encode_attr,
+    normalize_attr,
+    tensor_value,
+)
 from opmarket.registry._builtins import BUILTIN_OPS
 from opmarket.registry._signature import args_dtypes, attrs_with_defaults
 from opmarket.sdk import (
@@ -21,7 +26,6 @@ from opmarket.sdk import (
     OpSet,
     TensorShape,
     UnknownDType,
-    as_dtype,
     check_attr_value,
     snake_case,
 )
@@ -344,28 +348,6 @@ def _lookup(ops: OpLookup, name: str) -> OpDef | None:
     return found if found is not None else BUILTIN_OPS.get(name)
 
 
-def _coerce(value: Any, attr_type: str) -> Any:
-    """Read leniently what a Python builder may pass: dtype names and numpy dtypes for
-    ``type``, ints for ``float``, lists for ``list(...)``."""
-    base = attr_type[5:-1] if attr_type.startswith("list(") else attr_type
-    if base == "tensor" and isinstance(value, np.ndarray | np.generic | int | float | complex):
-        return tensor_value(value)
-    value = normalize_attr(value)
-    items = value if isinstance(value, tuple) and base != attr_type else None
-
-    def one(v: Any) -> Any:
-        if base == "type" and isinstance(v, str):
-            try:
-                return as_dtype(v)
-            except UnknownDType:
-                return v
-        if base == "float" and isinstance(v, int) and not isinstance(v, bool):
-            return float(v)
-        return v
-
-    return tuple(one(v) for v in items) if items is not None else one(value)
-
-
 def fill_defaults(graph: Graph, ops: OpLookup) -> Graph:
     """A copy of ``graph`` with values coerced to their declared types, the attrs that follow
     from a node's inputs inferred where missing (type attrs from the producers' dtypes, list
@@ -381,7 +363,7 @@ def fill_defaults(graph: Graph, ops: OpLookup) -> Graph:
         if opdef is None:
             filled[name] = node
             continue
-        attrs = {k: _coerce(v, a.type) if (a := opdef.attr(k)) else v
+        attrs = {k: coerce_attr(v, a.type) if (a := opdef.attr(k)) else v
                  for k, v in node.attrs.items()}
         _infer_from_inputs(opdef, node, attrs, out_types)
         attrs = attrs_with_defaults(opdef, attrs)

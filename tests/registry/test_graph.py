@@ -225,3 +225,20 @@ def test_topological_order() -> None:
     g.add_node(Node("a2", "Identity", ("a2:0",)))
     with pytest.raises(ValueError, match="cycle"):
         topological_order(g)
+
+
+def test_python_values_are_read_as_their_attr_types() -> None:
+    g = Graph([
+        Node("c", "Const", attrs={"value": 1.5, "dtype": "float64"}),
+        Node("p", "Placeholder", attrs={"dtype": np.int8, "shape": (2, None)}),
+        Node("q", "Placeholder", attrs={"dtype": "nonsense"}),
+        Node("k", "Const", attrs={"value": "text", "dtype": DType.STRING}),
+    ])
+    filled = fill_defaults(g, {})
+    assert filled["c"].attrs["value"].to_numpy() == np.float64(1.5)
+    assert filled["c"].attrs["dtype"] is DType.DOUBLE
+    assert filled["p"].attrs == {"dtype": DType.INT8, "shape": TensorShape((2, -1))}
+    assert validate_graph(g, {}) == [
+        "node 'q' (Placeholder): attr 'dtype': expected type, got 'nonsense'",
+        "node 'k' (Const): attr 'value': expected tensor, got 'text'",
+    ]
