@@ -17,6 +17,13 @@ _PAIR = tuple(r for r in RULES if r.scope is Scope.PAIR)
 _KERNELS = tuple(r for r in RULES if r.scope is Scope.KERNELS)
 
 
+#: What an older release of a history is checked for (TensorFlow's OpDefCompatible rules).
+_EVERY_RELEASE = frozenset(
+    r.id for r in RULES
+    if r.severity is Severity.BREAKING and r.scope in (Scope.PAIR, Scope.PRESENCE)
+) - {"attr-default-changed", "attr-default-removed"}  # fmt: skip
+
+
 def _run(rules: Sequence[Rule], change: OpChange, out: list[Finding]) -> None:
     for rule in rules:
         assert rule.check is not None
@@ -134,8 +141,10 @@ def compare_history(
 ) -> list[Finding]:
     """NEW against every recorded release, as TensorFlow checks ops against ops_history.
 
-    The latest release gets the full comparison; older ones add only their breaking
-    findings (once each), marked with the release they concern.
+    The latest release gets the full comparison. Older ones add, once each and marked with
+    the release they concern, what TensorFlow's op_compatibility_lib checks against every
+    version: OpDefCompatible and removed ops. Defaults are compared with the latest release
+    only (so a default changed long ago, like Placeholder's shape, is not reported forever).
     """
     if not releases:
         return []
@@ -145,7 +154,7 @@ def compare_history(
     for label, opset in reversed(older):
         for f in compare_opsets(opset, new, new_kernels_known=new_kernels_known):
             key = (f.op, f.rule, f.message)
-            if f.severity is Severity.BREAKING and key not in seen:
+            if f.rule in _EVERY_RELEASE and key not in seen:
                 seen.add(key)
                 out.append(
                     Finding(f.op, f.rule, f.severity, f.message, release=label)
