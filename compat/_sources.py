@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from opmarket.compat._history import FORMAT as HISTORY_FORMAT
+from opmarket.compat._history import read_history
 from opmarket.sdk import (
     DocumentError,
     InvalidOpDef,
@@ -55,7 +57,6 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "opmarket"
 MANIFEST = "opmarket.opset.json"
-HISTORY_FORMAT = "opmarket.history"
 
 
 @dataclass(frozen=True)
@@ -89,21 +90,14 @@ def _merge(opsets: Iterable[OpSet], name: str, version: str) -> OpSet:
     return OpSet(tuple(latest_versions(ops)), tuple(kernels), name=name, version=version)
 
 
-def _history_latest(text: str, label: str) -> Source | None:
+def _history_latest(text: str, path: Path, label: str) -> Source | None:
     """The latest release of an opmarket history file, or None if ``text`` is not one."""
-    if not text.lstrip().startswith("{"):
+    if not text.lstrip().startswith("{") or f'"{HISTORY_FORMAT}"' not in text:
         return None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or obj.get("format") != HISTORY_FORMAT:
-        return None
-    releases = obj.get("releases")
-    if not isinstance(releases, list) or not releases:
+    releases = read_history(path)
+    if not releases:
         raise DocumentError(label, "history has no releases")
-    opset = opset_from_json(json.dumps(releases[-1]), source=f"{label} (latest release)")
-    return Source(label, opset, kernels_known=True)
+    return Source(label, releases[-1][1], kernels_known=True)
 
 
 def _from_file(path: Path, label: str) -> Source:
@@ -115,7 +109,7 @@ def _from_file(path: Path, label: str) -> Source:
         raise DocumentError(label, "not UTF-8 text") from None
     except OSError as exc:
         raise DocumentError(label, exc.strerror or str(exc)) from None
-    latest = _history_latest(text, label)
+    latest = _history_latest(text, path, label)
     if latest is not None:
         return latest
     doc = read_document(path)

@@ -104,3 +104,13 @@ def test_index_rejects_a_wheel_whose_hash_does_not_match(
 def test_unreachable_index() -> None:
     with pytest.raises(DocumentError, match="cannot connect"):
         load_source("opm-zero==1.0.0", index_url="http://127.0.0.1:9/simple/")
+
+
+def test_history_file_as_old_is_its_latest_release(tmp_path: Path, release: Release) -> None:
+    from opmarket.compat import add_release
+
+    path = tmp_path / "history.json"
+    add_release(path, release("1.0.0"))
+    add_release(path, release("1.1.0", extra_attr="a: int = 1"))
+    source = load_source(str(path))
+    assert source.version == "1.1.0" and source.kernels_known
