@@ -63,7 +63,7 @@ def _actual(old: Version, new: Version) -> str:
     (o_major, o_minor, _), (n_major, n_minor, _) = _release(old), _release(new)
     if n_major > o_major:
         return "major"
-    if n_minor > o_minor or n_major < o_major:
+    if n_minor > o_minor:
         return "minor"
     return "patch"
 
@@ -103,10 +103,12 @@ def check_bump(old: str, new: str, level: str) -> VersionVerdict:
     if actual == "backwards":
         message = f"{old} -> {new}: the version went backwards; use {suggested} or later"
     elif ok:
-        message = f"{old} -> {new}: ok ({why}; this is a {actual} bump)"
+        bump = "the same version" if actual == "none" else f"a {actual} bump"
+        message = f"{old} -> {new}: ok ({why}; this is {bump})"
     else:
+        bump = "the same version" if actual == "none" else f"a {actual} bump"
         message = (
-            f"{old} -> {new} is a {actual} bump, too small: {why}; "
+            f"{old} -> {new} is {bump}, too small: {why}; "
             f"the smallest honest version is {suggested}"
         )
     return VersionVerdict(old, new, required, actual, ok, suggested, message)

@@ -59,3 +59,9 @@ def test_invalid_version_is_an_opmarket_value_error() -> None:
     with pytest.raises(InvalidVersionError, match="'banana' is not a valid version"):
         check_bump("banana", "1.0", "none")
     assert issubclass(InvalidVersionError, ValueError)
+
+
+def test_same_version_with_changes_is_too_small() -> None:
+    verdict = check_bump("1.0.0", "1.0.0", "minor")
+    assert not verdict.ok
+    assert verdict.message.startswith("1.0.0 -> 1.0.0 is the same version, too small")
