@@ -44,13 +44,14 @@ def plugins_disabled() -> bool:
     return os.environ.get("OPMARKET_DISABLE_PLUGINS", "").strip().lower() in ("1", "true", "yes")
 
 
-def discover() -> list[EntryPoint]:
-    """The entry points to load, after ``OPMARKET_DISABLE_PLUGINS`` and ``OPMARKET_PLUGINS``."""
-    if plugins_disabled():
+def discover(names: list[str] | None = None) -> list[EntryPoint]:
+    """The entry points to load, after ``OPMARKET_DISABLE_PLUGINS`` and ``OPMARKET_PLUGINS``
+    (``names``, when given, chooses the entry points instead of the environment)."""
+    if names is None and plugins_disabled():
         return []
     eps = list(entry_points(group=_hookspecs.PROJECT))
-    only = os.environ.get("OPMARKET_PLUGINS", "").strip()
-    if only:
+    only = ",".join(names) if names is not None else os.environ.get("OPMARKET_PLUGINS", "")
+    if only.strip():
         wanted = {n.strip() for n in only.split(",") if n.strip()}
         eps = [ep for ep in eps if ep.name in wanted]
     return sorted(eps, key=lambda ep: ep.name)
