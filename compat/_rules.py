@@ -217,7 +217,10 @@ def _output_renamed(c: OpChange) -> Iterator[str]:
     if not c.outputs_match and c.outputs_match_unnamed:
         for o, n in zip(c.old_outputs, c.new_outputs, strict=True):
             if o.arg != n.arg:
-                yield f"output '{o.arg}' renamed to '{n.arg}'"
+                yield (
+                    f"output '{o.arg}' renamed to '{n.arg}'; TensorFlow sees "
+                    f"'{_sig_text(c.old_outputs)}' vs. '{_sig_text(c.new_outputs)}'"
+                )
                 return
 
 

@@ -128,3 +128,17 @@ def test_history_against_every_release_like_ops_history(
             # Going back to the first version undoes additions: TensorFlow rejects that.
             back = [f for f in compare_ops(latest, versions[0]) if f.severity is Severity.BREAKING]
             assert back, name
+
+
+def test_signature_messages_quote_tensorflows_signatures(shared_testdata: Path) -> None:
+    # TensorFlow's "Input signature mismatch 'a' vs. 'b'" strings, reproduced token for token.
+    checked = 0
+    for case in _cases(shared_testdata):
+        error = case["error_substring"] or ""
+        m = re.search(r"(?:Input|Output) signature mismatch ('.*' vs\. '.*')", error)
+        if m is None:
+            continue
+        messages = [f.message for f in compare_ops(_build(case["old"]), _build(case["new"]))]
+        assert any(f"TensorFlow sees {m.group(1)}" in msg for msg in messages), messages
+        checked += 1
+    assert checked >= 10
