@@ -1,15 +1,24 @@
 """Snapshots: the canonical op-set of one release, taken from a wheel, a distribution or a
-module, for plugin repos to commit and compat-check to compare against."""
+module, for plugin repos to commit and compat-check to compare against.
+
+A distribution or wheel is read from its manifest (``opmarket.opset.json``) without importing
+it. A module is imported and asked, as the run-time registry asks a plugin: its ``register``
+hook (or, failing that, the OpSet, OpDef, op builder, KernelDef and declared kernel objects
+it defines) goes through :class:`opmarket.registry.Registry`, which validates kernels against
+their ops. This is how a plugin's manifest is made.
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from opmarket.compat._sources import MANIFEST, latest_versions, opset_from_dist, opset_from_wheel
+from opmarket.registry import Registry
 from opmarket.sdk import (
     DocumentError,
     KernelDef,
@@ -17,85 +26,113 @@ from opmarket.sdk import (
     OpDef,
     OpmarketError,
     OpSet,
+    hookimpl,
     opset_from_json,
 )
 
-from opmarket import registry
-
 __all__ = ["opset_from_module", "take_snapshot"]
 
+_HOOK_MARK = f"{hookimpl.project_name}_impl"  # what pluggy's HookimplMarker sets
 
-def _registry_snapshot(module: ModuleType, items: list[Any]) -> OpSet | None:
-    """Ops and kernels as the run-time registry sees the module's declarations, when the
-    registry offers that (it validates kernels against their ops)."""
 
-    registry_cls = getattr(registry, "Registry", None)
-    if registry_cls is None or not items:
+def _hook_items(module: ModuleType) -> list[Any] | None:
+    """What the module's ``register`` hook registers, or None if it has no such hook."""
+    hook = getattr(module, "register", None)
+    if hook is None or not hasattr(hook, _HOOK_MARK):
         return None
-    reg = registry_cls()
-    try:
-        reg.register(*items, source=module.__name__)
-    except OpmarketError as exc:
-        raise DocumentError(module.__name__, str(exc).splitlines()[0]) from None
-    snap = reg.snapshot()
-    return snap if isinstance(snap, OpSet) else None
+    items: list[Any] = []
+    hook(register=lambda *args: items.extend(args))
+    return items
 
 
-def opset_from_module(name: str) -> OpSet:
-    """The op-set a module provides: the opmarket.opset.json beside it, else the OpSet,
-    OpDef, OpBuilder and KernelDef objects (and declared kernels) it defines at top level."""
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        raise DocumentError(name, f"not an installed distribution, wheel or importable module "
-                                  f"({exc})") from None  # fmt: skip
-    for folder in getattr(module, "__path__", ()) or (
-        [str(Path(module.__file__).parent)] if module.__file__ else []
-    ):
-        manifest = Path(folder, MANIFEST)
-        if manifest.is_file():
-            return opset_from_json(manifest.read_text(encoding="utf-8"), source=str(manifest))
+def _module_items(module: ModuleType) -> tuple[list[Any], list[KernelDef]]:
+    """Top-level declarations of a module without a hook: ops, then declared kernels."""
+    items: list[Any] = []
     ops: list[OpDef] = []
-    kernels: list[KernelDef] = []
-    declared: list[Any] = []
+    kernel_defs: list[KernelDef] = []
     for value in vars(module).values():
         if isinstance(value, OpSet):
             ops.extend(value.ops)
-            kernels.extend(value.kernels)
+            kernel_defs.extend(value.kernels)
         elif isinstance(value, OpDef):
             ops.append(value)
         elif isinstance(value, OpBuilder):
             ops.append(value.build())
         elif isinstance(value, KernelDef):
-            kernels.append(value)
+            kernel_defs.append(value)
         elif getattr(value, "__opmarket_declarations__", None):
-            declared.append(value)
-    if not ops:
-        raise DocumentError(name, "the module defines no ops and ships no " + MANIFEST)
-    if declared:
-        from_registry = _registry_snapshot(module, [*latest_versions(ops), *declared])
-        if from_registry is not None:
-            kernels.extend(from_registry.kernels)
-    return OpSet(tuple(sorted(latest_versions(ops), key=lambda o: o.name)), tuple(kernels))
+            items.append(value)
+    return [*latest_versions(ops), *items], kernel_defs
+
+
+def _distribution_of(module: str) -> tuple[str, str]:
+    """(name, version) of the installed distribution that provides ``module``, if any."""
+    top = module.partition(".")[0]
+    for dist_name in importlib.metadata.packages_distributions().get(top, []):
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return dist.metadata["Name"], dist.version
+    return "", ""
+
+
+def opset_from_module(name: str) -> OpSet:
+    """The op-set a module provides, as the registry sees it (see the module docstring); the
+    opmarket.opset.json beside it when it declares nothing."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise DocumentError(name, f"cannot import it: {exc}") from None
+    items = _hook_items(module)
+    kernel_defs: list[KernelDef] = []
+    if items is None:
+        items, kernel_defs = _module_items(module)
+    dist_name, version = _distribution_of(name)
+    if items or kernel_defs:
+        registry = Registry()
+        try:
+            registry.register(*items, source=name)
+        except (OpmarketError, TypeError, ValueError) as exc:
+            raise DocumentError(name, str(exc).splitlines()[0]) from None
+        snap = registry.snapshot(source=name)
+        if len(snap):
+            return OpSet(snap.ops, (*snap.kernels, *kernel_defs), name=dist_name,
+                         version=version)  # fmt: skip
+    folder = Path(module.__file__).parent if module.__file__ else None
+    if folder is not None and (folder / MANIFEST).is_file():
+        text = (folder / MANIFEST).read_text(encoding="utf-8")
+        return opset_from_json(text, source=str(folder / MANIFEST))
+    raise DocumentError(name, f"the module registers no ops and ships no {MANIFEST}")
+
+
+def _is_module(target: str) -> bool:
+    if "-" in target or "==" in target:
+        return False
+    try:
+        return importlib.util.find_spec(target) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def take_snapshot(target: str, *, version: str | None = None) -> OpSet:
-    """The op-set of ``target``: a wheel file, an installed distribution or a module."""
+    """The op-set of ``target``: a wheel file, an importable module, or an installed
+    distribution (``opmarket_atan`` is the module; ``opmarket-atan`` the distribution)."""
     path = Path(target)
     if path.suffix == ".whl":
         if not path.is_file():
             raise DocumentError(target, "no such file")
         opset = opset_from_wheel(path)
+    elif _is_module(target):
+        opset = opset_from_module(target)
     else:
         try:
-            opset = opset_from_dist(target)
-        except DocumentError as dist_error:
-            try:
-                importlib.metadata.distribution(target)
-            except importlib.metadata.PackageNotFoundError:
-                opset = opset_from_module(target)
-            else:
-                raise dist_error from None
+            importlib.metadata.distribution(target)
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            raise DocumentError(
+                target, "not a wheel, an importable module or an installed distribution"
+            ) from None
+        opset = opset_from_dist(target)
     if version:
         opset = OpSet(opset.ops, opset.kernels, name=opset.name, version=version)
     return opset

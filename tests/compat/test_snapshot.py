@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from opmarket.compat import take_snapshot
-from opmarket.sdk import DocumentError, OpSet
+from opmarket.sdk import DocumentError, DType, OpSet
 
 Release = Callable[..., OpSet]
 
@@ -56,7 +56,44 @@ def test_wheel_and_distribution(release: Release, wheel: Callable[[OpSet], Path]
 
 def test_module_without_ops(module_dir: Path) -> None:
     (module_dir / "snapmod_empty.py").write_text("X = 1\n", encoding="utf-8")
-    with pytest.raises(DocumentError, match="defines no ops"):
+    with pytest.raises(DocumentError, match=r"registers no ops and ships no opmarket\.opset"):
         take_snapshot("snapmod_empty")
-    with pytest.raises(DocumentError, match="not an installed distribution, wheel or importable"):
+    with pytest.raises(DocumentError, match="not a wheel, an importable module or an installed"):
         take_snapshot("snapmod_missing")
+
+
+def test_module_with_a_register_hook_is_seen_as_the_registry_sees_it(module_dir: Path) -> None:
+    (module_dir / "snapmod_hook.py").write_text(
+        "import numpy as np\n"
+        "from opmarket.sdk import hookimpl, kernel, op\n"
+        "TWICE = op('Snap>Twice').input('x: T').output('y: T').attr('T: {float, int32}')"
+        ".build()\n"
+        "@kernel('Snap>Twice', constraints={'T': ['float']})\n"
+        "def twice(x):\n"
+        "    return 2 * x\n"
+        "NOT_REGISTERED = op('Snap>Other').build()\n"
+        "@hookimpl\n"
+        "def register(register):\n"
+        "    register(TWICE, twice)\n",
+        encoding="utf-8",
+    )
+    opset = take_snapshot("snapmod_hook")
+    assert [o.name for o in opset] == ["Snap>Twice"]
+    (k,) = opset.kernels
+    assert (k.op, k.device, k.constraint("T")) == ("Snap>Twice", "CPU", (DType.FLOAT,))
+
+
+def test_a_kernel_for_a_type_the_op_forbids_is_refused(module_dir: Path) -> None:
+    (module_dir / "snapmod_bad.py").write_text(
+        "from opmarket.sdk import hookimpl, kernel, op\n"
+        "OP = op('Snap>Bad').input('x: T').output('y: T').attr('T: {float}').build()\n"
+        "@kernel('Snap>Bad', constraints={'T': ['int32']})\n"
+        "def k(x):\n"
+        "    return x\n"
+        "@hookimpl\n"
+        "def register(register):\n"
+        "    register(OP, k)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DocumentError, match="snapmod_bad"):
+        take_snapshot("snapmod_bad")
