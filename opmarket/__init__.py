@@ -14,6 +14,7 @@ __all__ = [
     "device",
     "hookimpl",
     "kernel",
+    "load_library",
     "load_plugins",
     "op",
     "ops",
@@ -23,6 +24,7 @@ __all__ = [
 if TYPE_CHECKING:
     from opmarket.registry._dispatch import device
     from opmarket.registry._namespace import OpsNamespace
+    from opmarket.registry._native import load_library
     from opmarket.registry._runtime import load_plugins, register
     from opmarket.sdk import op
     from opmarket.sdk._hookspecs import hookimpl
@@ -35,6 +37,7 @@ _LAZY = {
     "device": ("opmarket.registry._dispatch", "device"),
     "hookimpl": ("opmarket.sdk._hookspecs", "hookimpl"),
     "kernel": ("opmarket.sdk._kernel", "kernel"),
+    "load_library": ("opmarket.registry._native", "load_library"),
     "load_plugins": ("opmarket.registry._runtime", "load_plugins"),
     "op": ("opmarket.sdk._builder", "op"),
     "register": ("opmarket.registry._runtime", "register"),

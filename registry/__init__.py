@@ -14,6 +14,7 @@ from opmarket.registry._errors import (
     InvalidGraph,
     KernelError,
     KernelNotFound,
+    LibraryError,
     RegistrationError,
 )
 from opmarket.registry._executor import infer_graph_shapes, run_graph
@@ -38,6 +39,7 @@ from opmarket.registry._graph import (
     topological_order,
     validate_graph,
 )
+from opmarket.registry._native import OpLibrary, load_library
 from opmarket.registry._plugins import PluginInfo
 from opmarket.registry._registry import Registry
 from opmarket.registry._resolver import OpResolver, selective_resolver
@@ -62,7 +64,9 @@ __all__ = [
     "InvalidGraph",
     "KernelError",
     "KernelNotFound",
+    "LibraryError",
     "Node",
+    "OpLibrary",
     "OpResolver",
     "PluginInfo",
     "Registry",
@@ -82,6 +86,7 @@ __all__ = [
     "infer_graph_shapes",
     "isolated_registry",
     "load_graph",
+    "load_library",
     "load_plugins",
     "max_error",
     "new_registry",

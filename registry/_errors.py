@@ -11,6 +11,7 @@ __all__ = [
     "InvalidGraph",
     "KernelError",
     "KernelNotFound",
+    "LibraryError",
     "RegistrationError",
 ]
 
@@ -37,3 +38,7 @@ class InvalidGraph(InvalidArgument):
 
 class KernelError(OpmarketError, RuntimeError):
     """A kernel that broke its contract: outputs of the wrong number, dtype or shape."""
+
+
+class LibraryError(OpmarketError, ImportError):
+    """A native library that cannot be loaded or declares nothing; the message names its path."""

@@ -35,6 +35,7 @@ from opmarket.sdk._gradients import (
 )
 from opmarket.sdk._hookspecs import hookimpl
 from opmarket.sdk._kernel import DEVICES, Kernel, KernelSpec, kernel
+from opmarket.sdk._native import get_include, library_declarations
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef, snake_case
 from opmarket.sdk._opset import KernelDef, OpSet
 from opmarket.sdk._reference import (
@@ -62,6 +63,7 @@ from opmarket.sdk._shape_inference import (
     unknown_shape,
 )
 from opmarket.sdk._textformat import opdefs_from_pbtxt, opdefs_to_pbtxt
+from opmarket.sdk._threads import intra_op_threads, set_intra_op_threads
 from opmarket.sdk._validate import check_attr_value, is_valid_op_name, validate_opdef
 from opmarket.sdk._values import (
     FullType,
@@ -116,12 +118,15 @@ __all__ = [
     "custom_call_target",
     "finalize_op",
     "format_shape",
+    "get_include",
     "hookimpl",
     "infer_error",
     "infer_ok",
     "input_generator",
+    "intra_op_threads",
     "is_valid_op_name",
     "kernel",
+    "library_declarations",
     "merge_all_inputs",
     "not_differentiable",
     "op",
@@ -137,6 +142,7 @@ __all__ = [
     "register_gradient",
     "render_document",
     "scalar_shape",
+    "set_intra_op_threads",
     "shape_fn",
     "snake_case",
     "unchanged",

@@ -11,13 +11,14 @@ def test_registry_exports() -> None:
     assert opmarket.registry.__all__ == [
         "BUILTIN_OPS", "DEVICE_PREFERENCE", "GRAPH_FORMAT", "PRODUCER_VERSION",
         "AmbiguousOpName", "ConformanceReport", "ConformanceResult", "Graph", "InvalidGraph",
-        "KernelError", "KernelNotFound", "Node", "OpResolver", "PluginInfo", "Registry",
+        "KernelError", "KernelNotFound", "LibraryError", "Node", "OpLibrary", "OpResolver",
+        "PluginInfo", "Registry",
         "RegistrationError", "check_conformance", "check_gradient", "compute_gradient",
         "current_device", "custom_call", "device", "dumps_graph", "fill_defaults",
         "get_registry", "gradients", "graph_from_json", "graph_to_json", "infer_graph_shapes",
-        "isolated_registry", "load_graph", "load_plugins", "max_error", "new_registry",
-        "parse_input", "plugins", "register", "register_custom_call_target", "run_graph",
-        "save_graph", "selective_resolver", "topological_order", "validate_graph",
+        "isolated_registry", "load_graph", "load_library", "load_plugins", "max_error",
+        "new_registry", "parse_input", "plugins", "register", "register_custom_call_target",
+        "run_graph", "save_graph", "selective_resolver", "topological_order", "validate_graph",
     ]  # fmt: skip
     for name in opmarket.registry.__all__:
         assert getattr(opmarket.registry, name) is not None
@@ -25,7 +26,7 @@ def test_registry_exports() -> None:
 
 def test_facade_exports() -> None:
     assert opmarket.__all__ == [
-        "device", "hookimpl", "kernel", "load_plugins", "op", "ops", "register",
+        "device", "hookimpl", "kernel", "load_library", "load_plugins", "op", "ops", "register",
     ]  # fmt: skip
     from opmarket.sdk import hookimpl, kernel, op
 
@@ -33,4 +34,5 @@ def test_facade_exports() -> None:
     assert opmarket.register is opmarket.registry.register
     assert opmarket.load_plugins is opmarket.registry.load_plugins
     assert opmarket.device is opmarket.registry.device
+    assert opmarket.load_library is opmarket.registry.load_library
     assert "ops" in dir(opmarket)

@@ -1,0 +1,66 @@
+"""The intra-op threads setting: how many threads a native kernel's ``shard`` uses.
+
+TensorFlow's ``intra_op_parallelism_threads``. It starts from ``OPMARKET_INTRA_OP_THREADS``
+(a positive integer) or, without it, the CPUs this process may run on, and changes with
+:func:`set_intra_op_threads`. The value lives in one C int that native libraries built with
+``opmarket/kernel.h`` read directly, so a change applies to their next ``shard``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from opmarket.sdk._errors import InvalidArgument
+
+__all__ = ["ENV_VAR", "intra_op_threads", "set_intra_op_threads"]
+
+#: The environment variable read when this module is first imported.
+ENV_VAR = "OPMARKET_INTRA_OP_THREADS"
+
+
+def _default() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check(n: object, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidArgument(f"{what} must be a positive number of threads, got {n!r}")
+    return n
+
+
+def _initial() -> int:
+    text = os.environ.get(ENV_VAR, "").strip()
+    if not text:
+        return _default()
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise InvalidArgument(f"{ENV_VAR}={text!r} must be a positive number of threads")
+    return value
+
+
+_setting = ctypes.c_int(_initial())
+
+
+def intra_op_threads() -> int:
+    """The number of threads native kernels shard their work over (the caller included)."""
+    return _setting.value
+
+
+def set_intra_op_threads(n: int | None) -> int:
+    """Set the intra-op threads (None: back to the environment's or the CPU count); returns
+    the previous value, so that ``set_intra_op_threads(old)`` restores it."""
+    old = _setting.value
+    _setting.value = _initial() if n is None else _check(n, "intra-op threads")
+    return old
+
+
+def _setting_address() -> int:
+    """Where native libraries read the setting (opmarket/kernel.h, at import)."""
+    return ctypes.addressof(_setting)
