@@ -1,0 +1,164 @@
+"""The web suite's fixtures: test plugin wheels (built once per run) and a real
+``opmarket serve`` on 127.0.0.1, stopped at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .plugins import build_plugin, handmade_wheel
+
+BIN = Path(sys.executable).parent
+OPMARKET = str(BIN / "opmarket")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without pip's or opmarket's settings from outside the test."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "OPMARKET_", "UV_", "TWINE_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Wheels:
+    double_1_0: Path
+    double_1_1: Path
+    double_breaking: Path  # 1.2.0 drops int32: breaking, needs 2.0.0
+    double_for_bob: Path  # 1.5.0
+    wrong: Path  # a kernel that disagrees with its reference
+    bomb: Path
+    traversal: Path
+    symlink: Path
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    d = tmp_path_factory.mktemp("wheels")
+    odd = d / "handmade"
+    odd.mkdir()
+    (odd / "bomb").mkdir()
+    (odd / "traversal").mkdir()
+    (odd / "symlink").mkdir()
+    return Wheels(
+        double_1_0=build_plugin(d, "opm-double", "1.0.0", op_name="Test>Double"),
+        double_1_1=build_plugin(d, "opm-double", "1.1.0", op_name="Test>Double"),
+        double_breaking=build_plugin(d, "opm-double", "1.2.0", op_name="Test>Double",
+                                     types=("float",)),
+        double_for_bob=build_plugin(d, "opm-double", "1.5.0", op_name="Test>Double"),
+        wrong=build_plugin(d, "opm-wrong", "1.0.0", op_name="Test>Wrong", factor=2,
+                           kernel_factor=3),
+        bomb=handmade_wheel(odd / "bomb", "opm-bomb", "1.0.0",
+                            {"opm_bomb/zeros.bin": b"\0" * (64 * 1024 * 1024)}),
+        traversal=handmade_wheel(odd / "traversal", "opm-evil", "1.0.0",
+                                 {"../../evil.py": b"print('escaped')\n"}),
+        symlink=handmade_wheel(odd / "symlink", "opm-link", "1.0.0", {},
+                               symlink="/etc/passwd"),
+    )  # fmt: skip
+
+
+@dataclass
+class Market:
+    """A running ``opmarket serve`` and what the tests need to talk to it."""
+
+    url: str
+    data: Path
+    proc: subprocess.Popen[bytes]
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str],
+                                                                             bytes]:
+        request = urllib.request.Request(self.url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+    def json(self, path: str) -> Any:
+        status, _, body = self.get(path)
+        assert status == 200, (path, status, body)
+        return json.loads(body)
+
+    def blobs(self) -> set[str]:
+        return {p.name for p in (self.data / "files").rglob("*") if p.is_file()}
+
+    def wait_for(self, project: str, filename: str, timeout: float = 90) -> dict[str, Any]:
+        """The file's catalog entry once validation decided (validated or rejected)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, _, body = self.get(f"/api/packages/{project}")
+            if status == 200:
+                for f in json.loads(body)["files"]:
+                    if f["filename"] == filename and f["status"] != "pending":
+                        return dict(f)
+            time.sleep(0.2)
+        raise AssertionError(f"{filename} was not validated within {timeout} s")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([OPMARKET, *args, "--data", str(self.data)], capture_output=True,
+                              text=True, env=clean_env(), check=False)
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"opmarket serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/simple/", timeout=2):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    raise AssertionError("opmarket serve did not come up")
+
+
+@pytest.fixture(scope="session")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
+    data = tmp_path_factory.mktemp("market")
+    port = free_port()
+    for name in ("alice", "bob"):
+        subprocess.run([OPMARKET, "users", "add", name, "--data", str(data)], check=True,
+                       capture_output=True, env=clean_env())
+    log = open(data / "server.log", "wb")  # noqa: SIM115  # closed in the finalizer
+    proc = subprocess.Popen(
+        [OPMARKET, "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data),
+         "--validation-workers", "2"],
+        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+    )  # fmt: skip
+    market = Market(f"http://127.0.0.1:{port}", data, proc)
+    try:
+        _wait_up(market.url, proc)
+        for name in ("alice", "bob"):
+            done = market.cli("tokens", "create", name)
+            assert done.returncode == 0, done.stderr
+            market.tokens[name] = done.stdout.strip().splitlines()[-1]
+        yield market
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -1,0 +1,135 @@
+"""Small real plugin packages for the web tests: a pyproject, a module with an ``opmarket``
+entry point and its ``opmarket.opset.json``, built into a wheel with ``python -m build``."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from opmarket.registry import new_registry
+from opmarket.sdk import opset_to_json
+
+_MODULE = '''\
+"""A test plugin: {op} scales its input by {factor}."""
+
+import numpy as np
+from opmarket.sdk import hookimpl, input_generator, kernel, op, reference
+
+OP = (op("{op}").input("x: T").output("y: T").attr("T: {{{types}}}")
+      .doc("Multiplies x by {factor}.").build())
+
+
+@kernel("{op}", constraints={{"T": {type_list}}})
+def scale(x):
+    return x * {kernel_factor}
+
+
+@reference("{op}")
+def scale_reference(x):
+    return x * {factor}
+
+
+@input_generator("{op}")
+def scale_inputs(rng, types):
+    dtype = types["T"].numpy
+    return [rng.integers(-10, 10, size=(3, 4)).astype(dtype)], {{}}
+
+
+@hookimpl
+def register(register):
+    register(OP, scale, scale_reference, scale_inputs)
+'''
+
+_PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{dist}"
+version = "{version}"
+description = "A test plugin for opmarket's marketplace"
+requires-python = ">=3.11"
+dependencies = ["opmarket"]
+
+[project.entry-points.opmarket]
+{package} = "{package}"
+
+[tool.setuptools]
+packages = ["{package}"]
+
+[tool.setuptools.package-data]
+{package} = ["opmarket.opset.json"]
+'''
+
+
+def plugin_source(op_name: str, factor: int, kernel_factor: int | None = None,
+                  types: tuple[str, ...] = ("float", "int32")) -> str:
+    return _MODULE.format(op=op_name, factor=factor, types=", ".join(types),
+                          type_list=list(types),
+                          kernel_factor=factor if kernel_factor is None else kernel_factor)
+
+
+def manifest_for(module_file: Path, dist: str, version: str) -> str:
+    """The canonical op-set the module registers: what its manifest must say."""
+    spec = importlib.util.spec_from_file_location(f"_manifest_{dist}", module_file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    items: list[Any] = []
+    module.register(register=lambda *a: items.extend(a))
+    reg = new_registry()
+    reg.register(*items, source="manifest")
+    return opset_to_json(reg.snapshot(name=dist, version=version, source="manifest"))
+
+
+def build_plugin(
+    workdir: Path, dist: str, version: str, *, op_name: str, factor: int = 2,
+    kernel_factor: int | None = None, source: str | None = None,
+    types: tuple[str, ...] = ("float", "int32"),
+) -> Path:
+    """Write the package under ``workdir`` and build its wheel; the wheel's path."""
+    package = dist.replace("-", "_")
+    root = workdir / f"{dist}-{version}"
+    (root / package).mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        _PYPROJECT.format(dist=dist, version=version, package=package))
+    module = root / package / "__init__.py"
+    module.write_text(source or plugin_source(op_name, factor, kernel_factor, types))
+    (root / package / "opmarket.opset.json").write_text(
+        manifest_for(module, dist, version))
+    out = workdir / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+         str(root)], check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = out.glob(f"{package}-{version}-*.whl")
+    return wheel
+
+
+def handmade_wheel(path: Path, dist: str, version: str, extra: dict[str, bytes],
+                   *, symlink: str = "") -> Path:
+    """A wheel written with zipfile, for archives no build tool would make (bombs,
+    traversal, links): valid dist-info plus ``extra`` members."""
+    import zipfile
+
+    package = dist.replace("-", "_")
+    wheel = path / f"{package}-{version}-py3-none-any.whl"
+    info = f"{package}-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"{package}/__init__.py", "")
+        for name, data in extra.items():
+            zf.writestr(name, data)
+        if symlink:
+            link = zipfile.ZipInfo(f"{package}/link")
+            link.external_attr = (0o120777 << 16)
+            zf.writestr(link, symlink)
+        zf.writestr(f"{info}/METADATA",
+                    f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel

@@ -1,0 +1,141 @@
+"""Uploads through /legacy/ with real twine: tokens, ownership, Warehouse's checks, and
+that a refused upload leaves nothing behind."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from opmarket.web._demo import upload_wheel
+
+from .conftest import BIN, Market, Wheels, clean_env
+
+
+def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "twine"), "upload", "--non-interactive", "--disable-progress-bar",
+         "--verbose", "--repository-url", f"{market.url}/legacy/", "-u", "__token__",
+         "-p", token, str(wheel)],
+        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def uploaded(market: Market, wheels: Wheels) -> Market:
+    """alice's opm-double 1.0.0 uploaded with twine and validated."""
+    done = twine(market, market.tokens["alice"], wheels.double_1_0)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = market.wait_for("opm-double", wheels.double_1_0.name)
+    assert entry["status"] == "validated", entry["log"]
+    return market
+
+
+@pytest.mark.slow
+def test_twine_upload_with_a_token_is_validated_and_listed(uploaded: Market,
+                                                           wheels: Wheels) -> None:
+    status, headers, body = uploaded.get("/simple/opm-double/")
+    assert status == 200
+    assert wheels.double_1_0.name in body.decode()
+    package = uploaded.json("/api/packages/opm-double")
+    assert package["owner"] == "alice"
+    assert package["ops"] == ["Test>Double"]
+    steps = {s["name"]: s["status"] for s in package["files"][0]["steps"]}
+    assert steps["conformance"] == "passed" and steps["install"] == "passed"
+
+
+@pytest.mark.slow
+def test_identical_reupload_answers_200(uploaded: Market, wheels: Wheels) -> None:
+    done = twine(uploaded, uploaded.tokens["alice"], wheels.double_1_0)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_other_contents_under_an_existing_filename_is_400(uploaded: Market, wheels: Wheels,
+                                                         tmp_path: Path) -> None:
+    changed = tmp_path / wheels.double_1_0.name
+    shutil.copyfile(wheels.double_1_0, changed)
+    with zipfile.ZipFile(changed, "a") as zf:
+        zf.writestr("opm_double/extra.txt", "different bytes")
+    before = uploaded.blobs()
+    done = twine(uploaded, uploaded.tokens["alice"], changed)
+    assert done.returncode != 0
+    assert "400" in done.stdout + done.stderr
+    # twine shows the status line only; the body says why (what --skip-existing reads).
+    status, body = upload_wheel(uploaded.url, uploaded.tokens["alice"], changed)
+    assert status == 400 and "File already exists" in body
+    assert uploaded.blobs() == before
+
+
+@pytest.mark.slow
+def test_a_wrong_token_is_refused_and_nothing_is_stored(market: Market, wheels: Wheels) -> None:
+    before = market.blobs()
+    done = twine(market, "opm-not-a-real-token", wheels.double_1_1)
+    assert done.returncode != 0 and "403" in done.stdout + done.stderr
+    assert market.blobs() == before
+    status, _, _ = market.get("/api/packages/opm-double")
+    files = [f["filename"] for f in market.json("/api/packages/opm-double")["files"]] \
+        if status == 200 else []
+    assert wheels.double_1_1.name not in files
+
+
+@pytest.mark.slow
+def test_another_users_project_is_403_and_nothing_is_stored(uploaded: Market,
+                                                            wheels: Wheels) -> None:
+    before = uploaded.blobs()
+    done = twine(uploaded, uploaded.tokens["bob"], wheels.double_for_bob)
+    assert done.returncode != 0 and "403" in done.stdout + done.stderr
+    assert "belongs to another user" in done.stdout + done.stderr
+    assert uploaded.blobs() == before
+    files = [f["filename"] for f in uploaded.json("/api/packages/opm-double")["files"]]
+    assert wheels.double_for_bob.name not in files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("which", "why"), [
+    ("bomb", "zip bomb"),
+    ("traversal", "path traversal"),
+    ("symlink", "symbolic link"),
+])
+def test_unsafe_archives_are_refused_and_nothing_is_stored(
+        market: Market, wheels: Wheels, which: str, why: str) -> None:
+    wheel = getattr(wheels, which)
+    before = market.blobs()
+    done = twine(market, market.tokens["bob"], wheel)
+    assert done.returncode != 0 and "400" in done.stdout + done.stderr
+    assert why in done.stdout + done.stderr
+    assert market.blobs() == before
+    name = wheel.name.split("-")[0].replace("_", "-")
+    status, _, _ = market.get(f"/api/packages/{name}")
+    assert status == 404
+
+
+@pytest.mark.slow
+def test_a_kernel_that_disagrees_with_its_reference_is_rejected(market: Market,
+                                                               wheels: Wheels) -> None:
+    done = twine(market, market.tokens["bob"], wheels.wrong)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = market.wait_for("opm-wrong", wheels.wrong.name)
+    assert entry["status"] == "rejected"
+    assert "differs from the reference" in entry["log"]
+    assert market.get("/simple/opm-wrong/")[0] == 404
+    assert market.get(entry["url"])[0] == 404  # a rejected wheel is never served
+    assert "opm-wrong" not in market.get("/simple/")[2].decode()
+
+
+@pytest.mark.slow
+def test_compat_and_version_policy_against_the_previous_release(uploaded: Market,
+                                                                wheels: Wheels) -> None:
+    for wheel in (wheels.double_1_1, wheels.double_breaking):
+        done = twine(uploaded, uploaded.tokens["alice"], wheel)
+        assert done.returncode == 0, done.stdout + done.stderr
+    ok = uploaded.wait_for("opm-double", wheels.double_1_1.name)
+    assert ok["status"] == "validated", ok["log"]
+    assert ok["compat"]["compatible"] is True
+    breaking = uploaded.wait_for("opm-double", wheels.double_breaking.name)
+    assert breaking["status"] == "rejected"
+    assert breaking["compat"]["compatible"] is False
+    assert "[failed] version policy" in breaking["log"]
+    assert "2.0.0" in breaking["log"]  # the smallest honest version

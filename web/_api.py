@@ -1,0 +1,52 @@
+"""The catalog as JSON (``/api/...``), documented by the OpenAPI schema at /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from opmarket.web._catalog import (
+    OpDetail,
+    PackageDetail,
+    PackageSummary,
+    get_op,
+    get_package,
+    search_packages,
+)
+from opmarket.web._errors import HTTPProblem
+from opmarket.web._state import SessionDep
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["catalog"])
+
+_ERRORS = {404: {"description": "Not found: `{\"error\": {\"status\", \"code\", \"message\"}}`"}}
+
+
+@router.get("/packages", summary="Search packages")
+def packages(
+    session: SessionDep,
+    q: Annotated[str, Query(description="part of a package or op name")] = "",
+    device: Annotated[str, Query(description="CPU or GPU: has kernels for it")] = "",
+    dtype: Annotated[str, Query(description="e.g. float, int32: has kernels for it")] = "",
+    status: Annotated[str, Query(description="pending, validated or rejected")] = "",
+) -> list[PackageSummary]:
+    return search_packages(session, q, device, dtype, status)
+
+
+@router.get("/packages/{name}", summary="One package: versions, files, ops, validation",
+            responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI's loose responses type
+def package(name: str, session: SessionDep) -> PackageDetail:
+    found = get_package(session, name)
+    if found is None:
+        raise HTTPProblem(404, "not-found", f"no package {name!r}")
+    return found
+
+
+@router.get("/ops/{name}", summary="Which packages provide an op, kernels per device and dtype",
+            responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI's loose responses type
+def op(name: str, session: SessionDep) -> OpDetail:
+    found = get_op(session, name)
+    if found is None:
+        raise HTTPProblem(404, "not-found", f"no op {name!r}")
+    return found

@@ -1,0 +1,75 @@
+"""The app factory: one settings object in, a FastAPI app with every router out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from opmarket.web import _api, _files, _pages, _simple, _upload
+from opmarket.web._db import Database
+from opmarket.web._errors import install_error_handlers
+from opmarket.web._jobs import JobQueue, Worker
+from opmarket.web._settings import Settings
+from opmarket.web._state import AppState
+from opmarket.web._storage import storage_from_url
+from opmarket.web._validation import validation_handler
+
+from opmarket import __version__
+
+__all__ = ["app_from_environment", "create_app", "open_state"]
+
+log = logging.getLogger("opmarket.web")
+
+
+def open_state(settings: Settings) -> AppState:
+    """Database (migrated), store and queue for ``settings``."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.database)
+    return AppState(settings=settings, db=db, storage=storage_from_url(settings.storage),
+                    queue=JobQueue(db))
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The marketplace for ``settings`` (default: read from the environment)."""
+    settings = settings or Settings()
+    state = open_state(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        worker: Worker | None = None
+        if settings.validation_workers:
+            state.queue.requeue_stale(timedelta(seconds=settings.validation_timeout_s * 3))
+            worker = Worker(state.queue, {"validate": validation_handler(state)},
+                            threads=settings.validation_workers)
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+            state.db.dispose()
+
+    app = FastAPI(
+        title="opmarket", version=__version__, lifespan=lifespan,
+        description="A pip-compatible index of validated op/kernel plugin wheels: the simple "
+        "repository API (PEP 503/691/700/658/714/592), uploads at /legacy/ (twine, uv "
+        "publish), and the catalog as JSON. Errors are "
+        '`{"error": {"status": int, "code": str, "message": str}}`.',
+    )  # fmt: skip
+    app.state.opmarket = state
+    install_error_handlers(app)
+    for module in (_simple, _files, _upload, _api, _pages):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=Path(__file__).with_name("static")),
+              name="static")
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """For ``uvicorn --factory opmarket.web:app_from_environment`` (settings from OPMARKET_*)."""
+    return create_app(Settings())

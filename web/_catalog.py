@@ -1,0 +1,216 @@
+"""What the catalog shows, as typed data: the HTML pages and the JSON API read the same."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from opmarket.web._models import File, KernelEntry, OpEntry, Project, Release
+from opmarket.web._simple import file_url
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session, selectinload
+
+__all__ = [
+    "FileInfo",
+    "KernelInfo",
+    "OpDetail",
+    "OpInfo",
+    "PackageDetail",
+    "PackageSummary",
+    "Provider",
+    "get_op",
+    "get_package",
+    "search_packages",
+]
+
+
+class KernelInfo(BaseModel):
+    op: str
+    device: str
+    dtypes: str
+    status: str  # passed, failed, skipped, "gpu: not run"
+    message: str = ""
+
+
+class OpInfo(BaseModel):
+    name: str
+    signature: str
+    summary: str = ""
+
+
+class FileInfo(BaseModel):
+    filename: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    uploaded: datetime
+    status: str  # pending, validated, rejected
+    yanked: bool
+    yanked_reason: str
+    devices: list[str]  # badges: the devices it has kernels for
+    log: str
+    steps: list[dict[str, Any]]
+    compat: dict[str, Any] | None
+
+
+class PackageSummary(BaseModel):
+    name: str
+    normalized: str
+    summary: str
+    latest: str
+    status: str
+    ops: list[str]
+    devices: list[str]
+
+
+class PackageDetail(PackageSummary):
+    owner: str
+    versions: list[str]
+    files: list[FileInfo]
+    op_details: list[OpInfo]
+    kernels: list[KernelInfo]
+
+
+class Provider(BaseModel):
+    package: str
+    normalized: str
+    version: str
+    filename: str
+    status: str
+    signature: str
+    kernels: list[KernelInfo]
+
+
+class OpDetail(BaseModel):
+    name: str
+    summary: str
+    providers: list[Provider]
+
+
+def _vkey(v: str) -> tuple[int, Version | str]:
+    try:
+        return (1, Version(v))
+    except InvalidVersion:
+        return (0, v)
+
+
+def _latest_file(files: list[File]) -> File | None:
+    """The newest validated file, else the newest file."""
+    if not files:
+        return None
+    ordered = sorted(files, key=lambda f: (_vkey(f.release.version), f.uploaded))
+    validated = [f for f in ordered if f.status == "validated"]
+    return (validated or ordered)[-1]
+
+
+def _project_files(project: Project) -> list[File]:
+    return [f for r in project.releases for f in r.files]
+
+
+def _summary(project: Project) -> PackageSummary:
+    files = _project_files(project)
+    latest = _latest_file(files)
+    return PackageSummary(
+        name=project.name, normalized=project.normalized, summary=project.summary,
+        latest=latest.release.version if latest else "",
+        status=latest.status if latest else "pending",
+        ops=sorted({o.op for o in latest.ops}) if latest else [],
+        devices=sorted({k.device for k in latest.kernels}) if latest else [],
+    )  # fmt: skip
+
+
+def _projects_query() -> Any:
+    return select(Project).options(
+        selectinload(Project.releases).selectinload(Release.files).selectinload(File.ops),
+        selectinload(Project.releases).selectinload(Release.files).selectinload(File.kernels),
+    )
+
+
+def search_packages(session: Session, q: str = "", device: str = "", dtype: str = "",
+                    status: str = "") -> list[PackageSummary]:
+    """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
+    whose latest file has ``status``; every filter is optional."""
+    query = _projects_query().order_by(Project.normalized)
+    if q:
+        like = f"%{q.strip()}%"
+        has_op = select(Release.project_id).join(File).join(OpEntry).where(OpEntry.op.ilike(like))
+        query = query.where(or_(Project.name.ilike(like), Project.normalized.ilike(like),
+                                Project.summary.ilike(like), Project.id.in_(has_op)))
+    if device or dtype:
+        kq = select(Release.project_id).join(File).join(KernelEntry)
+        if device:
+            kq = kq.where(KernelEntry.device == device.upper())
+        if dtype:
+            kq = kq.where(KernelEntry.dtypes.like(f"%={dtype.lower()}%"))
+        query = query.where(Project.id.in_(kq))
+    out = [_summary(p) for p in session.scalars(query).unique()]
+    return [p for p in out if not status or p.status == status]
+
+
+def _file_info(f: File) -> FileInfo:
+    result = f.result or {}
+    steps = result.get("steps", [])
+    compat = result.get("compat")
+    return FileInfo(
+        filename=f.filename, version=f.release.version, url=file_url(f.sha256, f.filename),
+        sha256=f.sha256, size=f.size, uploaded=f.uploaded, status=f.status, yanked=f.yanked,
+        yanked_reason=f.yanked_reason, devices=sorted({k.device for k in f.kernels}),
+        log=f.log, steps=steps if isinstance(steps, list) else [],
+        compat=compat if isinstance(compat, dict) else None,
+    )  # fmt: skip
+
+
+def _kernel(k: KernelEntry) -> KernelInfo:
+    return KernelInfo(op=k.op, device=k.device, dtypes=k.dtypes, status=k.status,
+                      message=k.message)
+
+
+def get_package(session: Session, name: str) -> PackageDetail | None:
+    normalized = str(canonicalize_name(name))
+    project = session.scalars(
+        _projects_query().where(Project.normalized == normalized)).unique().first()
+    if project is None:
+        return None
+    files = sorted(_project_files(project), key=lambda f: (_vkey(f.release.version),
+                                                           f.filename), reverse=True)
+    latest = _latest_file(files)
+    return PackageDetail(
+        **_summary(project).model_dump(), owner=project.owner.name,
+        versions=sorted({r.version for r in project.releases}, key=_vkey, reverse=True),
+        files=[_file_info(f) for f in files],
+        op_details=[OpInfo(name=o.op, signature=o.signature, summary=o.summary)
+                    for o in sorted(latest.ops, key=lambda o: o.op)] if latest else [],
+        kernels=[_kernel(k) for k in latest.kernels] if latest else [],
+    )  # fmt: skip
+
+
+def get_op(session: Session, name: str) -> OpDetail | None:
+    rows = session.scalars(
+        select(OpEntry).where(OpEntry.op == name)
+        .options(selectinload(OpEntry.file).selectinload(File.kernels),
+                 selectinload(OpEntry.file).selectinload(File.release)
+                 .selectinload(Release.project))
+    ).all()  # fmt: skip
+    if not rows:
+        return None
+    by_file: dict[int, OpEntry] = {r.file_id: r for r in rows}
+    providers = []
+    kernels: dict[int, list[KernelInfo]] = defaultdict(list)
+    for entry in by_file.values():
+        for k in entry.file.kernels:
+            if k.op == name:
+                kernels[entry.file_id].append(_kernel(k))
+    for entry in sorted(by_file.values(), key=lambda e: (e.file.release.project.normalized,
+                                                         _vkey(e.file.release.version))):
+        f = entry.file
+        providers.append(Provider(
+            package=f.release.project.name, normalized=f.release.project.normalized,
+            version=f.release.version, filename=f.filename, status=f.status,
+            signature=entry.signature, kernels=kernels[f.id],
+        ))  # fmt: skip
+    return OpDetail(name=name, summary=rows[0].summary, providers=providers)

@@ -1,0 +1,169 @@
+"""``opmarket serve``, ``opmarket users``, ``opmarket tokens`` and ``opmarket validate``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from opmarket._cli import EXIT_PROBLEM, UsageError
+
+__all__ = ["serve", "tokens", "users", "validate"]
+
+_data_option = click.option(
+    "--data", "data", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="The marketplace's data folder (database and files) [env OPMARKET_DATA_DIR; "
+    "default ./opmarket-data].",
+)  # fmt: skip
+
+
+def _settings(**overrides: Any) -> Any:
+    from opmarket.web._settings import Settings
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _state(data: Path | None) -> Any:
+    from opmarket.web._app import open_state
+
+    return open_state(_settings(data_dir=data))
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to listen on [default 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port [default 8000].")
+@_data_option
+@click.option("--workers", type=int, default=None, help="uvicorn worker processes [default 1].")
+@click.option("--validation-workers", type=int, default=None,
+              help="Validation threads per process (0: validate nothing here) [default 1].")
+@click.option("--demo", is_flag=True,
+              help="Build the first-party plugins, upload them through /legacy/, wait for their "
+              "validation, then serve.")
+def serve(  # noqa: PLR0917  (click passes every option as an argument)
+    host: str | None, port: int | None, data: Path | None, workers: int | None,
+          validation_workers: int | None, demo: bool) -> None:
+    """Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog
+    at / and its JSON API at /api/ (OpenAPI at /docs).
+
+    \b
+    Examples:
+      opmarket serve --data ./market
+      opmarket serve --demo
+    """
+    import uvicorn
+
+    settings = _settings(host=host, port=port, data_dir=data, workers=workers,
+                         validation_workers=validation_workers)
+    if demo:
+        from opmarket.web._demo import run_demo
+
+        run_demo(settings)
+        return
+    click.echo(f"opmarket: serving {settings.data_dir} on http://{settings.host}:{settings.port}/",
+               err=True)
+    if settings.workers > 1:
+        # Each worker process reads the same settings back from the environment.
+        for key, value in settings.model_dump(exclude_defaults=True).items():
+            os.environ[f"OPMARKET_{key.upper()}"] = str(value)
+        _state(settings.data_dir)  # migrate once, before the workers start
+        uvicorn.run("opmarket.web:app_from_environment", factory=True, host=settings.host,
+                    port=settings.port, workers=settings.workers, log_level="warning")
+        return
+    from opmarket.web._app import create_app
+
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                log_level="warning")
+
+
+@click.group()
+def users() -> None:
+    """Marketplace users (who may upload)."""
+
+
+@users.command("add")
+@click.argument("name")
+@_data_option
+def users_add(name: str, data: Path | None) -> None:
+    """Add the user NAME."""
+    from opmarket.web._auth import add_user
+
+    state = _state(data)
+    try:
+        with state.db.transaction() as session:
+            add_user(session, name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"added user {name}")
+
+
+@click.group()
+def tokens() -> None:
+    """API tokens for uploads (twine: user __token__, password the token)."""
+
+
+@tokens.command("create")
+@click.argument("name")
+@click.option("--project", default=None, help="Limit the token to this project.")
+@_data_option
+def tokens_create(name: str, project: str | None, data: Path | None) -> None:
+    """Create an API token for user NAME; it is printed once, as the last line."""
+    from opmarket.web._auth import create_token
+
+    state = _state(data)
+    try:
+        with state.db.transaction() as session:
+            secret = create_token(session, name, project)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    scope = f" for project {project}" if project else " for all of its projects"
+    click.echo(f"token for {name}{scope} (shown once; only its hash is stored):", err=True)
+    click.echo(secret)
+
+
+@click.command()
+@click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--previous", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The previous release (a wheel or an op-set file) to check compatibility "
+              "and the version bump against, as the index does with its last validated one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
+    """Validate WHEEL as the marketplace does on upload: archive checks, install in
+    isolation, discover the plugin, snapshot, conformance, compat and version policy.
+
+    Exit code 0 when it would be listed (validated), 1 when rejected, 2 when unreadable.
+    """
+    from opmarket.web._pipeline import Previous, validate_wheel
+    from opmarket.web._validation import limits_from
+
+    if not wheel.is_file():
+        raise UsageError(f"{wheel}: no such file")
+    prior = None
+    if previous is not None:
+        prior = Previous(str(previous), _opset_text(previous))
+    limits, wheel_limits = limits_from(_settings())
+    verdict = validate_wheel(wheel, previous=prior, limits=limits, wheel_limits=wheel_limits)
+    if as_json:
+        click.echo(json.dumps(verdict.to_json(), indent=2))
+    else:
+        click.echo(verdict.log_text(), nl=False)
+    if verdict.status != "validated":
+        sys.exit(EXIT_PROBLEM)
+
+
+def _opset_text(path: Path) -> str:
+    from opmarket.compat import load_source
+    from opmarket.sdk import OpmarketError, opset_to_json
+
+    try:
+        return opset_to_json(load_source(str(path)).opset)
+    except OpmarketError as exc:
+        raise UsageError(f"--previous {path}: {exc}") from None

@@ -1,0 +1,135 @@
+"""``opmarket serve --demo``: build the first-party plugins, upload them through /legacy/ as
+twine would, wait for their validation, and keep serving."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import click
+from opmarket.web._settings import Settings
+
+from opmarket._cli import UsageError
+
+__all__ = ["find_plugins", "run_demo", "upload_wheel"]
+
+
+def find_plugins() -> list[Path]:
+    """The first-party plugin projects: ``plugins/*/pyproject.toml`` of the checkout (or of
+    ``OPMARKET_DEMO_PLUGINS``)."""
+    override = os.environ.get("OPMARKET_DEMO_PLUGINS")
+    root = Path(override) if override else Path(__file__).resolve().parent.parent / "plugins"
+    return sorted(p.parent for p in root.glob("*/pyproject.toml"))
+
+
+def upload_wheel(base_url: str, token: str, wheel: Path) -> tuple[int, str]:
+    """POST ``wheel`` to ``base_url/legacy/`` as twine does; (status, body)."""
+    data = wheel.read_bytes()
+    parts = wheel.name.split("-")
+    fields = {":action": "file_upload", "protocol_version": "1", "name": parts[0],
+              "version": parts[1], "filetype": "bdist_wheel", "pyversion": "py3",
+              "metadata_version": "2.1", "sha256_digest": hashlib.sha256(data).hexdigest()}
+    boundary = uuid.uuid4().hex
+    body = b"".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ) + (f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
+         f'filename="{wheel.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+         ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    auth = base64.b64encode(f"__token__:{token}".encode()).decode()
+    request = urllib.request.Request(
+        f"{base_url}/legacy/", data=body, method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                 "Authorization": f"Basic {auth}"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _build(projects: list[Path], out: Path) -> list[Path]:
+    wheels = []
+    for i, project in enumerate(projects, 1):
+        click.echo(f"[{i}/{len(projects)}] building {project.name}", err=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+             str(project)], capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise UsageError(f"building {project} failed: {done.stderr.strip()[-500:]}")
+        wheels.append(max(out.glob("*.whl"), key=lambda p: p.stat().st_mtime))
+    return wheels
+
+
+def _status(base_url: str, name: str) -> str:
+    try:
+        with urllib.request.urlopen(f"{base_url}/api/packages/{name}", timeout=30) as r:
+            return str(json.load(r)["status"])
+    except (urllib.error.URLError, KeyError, ValueError):
+        return "pending"
+
+
+def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
+    from opmarket.web._app import open_state
+    from opmarket.web._auth import add_user, create_token
+
+    state = open_state(settings)
+    # A previous demo made the user already: fine.
+    with state.db.transaction() as session, contextlib.suppress(ValueError):
+        add_user(session, "demo")
+    with state.db.transaction() as session:
+        token = create_token(session, "demo")
+    for wheel in wheels:
+        status, body = upload_wheel(base_url, token, wheel)
+        click.echo(f"uploaded {wheel.name}: HTTP {status}", err=True)
+        if status != 200:
+            click.echo(f"  {body}", err=True)
+    names = {w.name.split("-")[0].replace("_", "-").lower() for w in wheels}
+    pending = set(names)
+    while pending:
+        for name in sorted(pending):
+            verdict = _status(base_url, name)
+            if verdict != "pending":
+                click.echo(f"{name}: {verdict}", err=True)
+                pending.discard(name)
+        time.sleep(0.5)
+    click.echo(f"demo ready: open {base_url}/", err=True)
+
+
+def run_demo(settings: Settings) -> None:
+    import uvicorn
+    from opmarket.web._app import create_app
+
+    projects = find_plugins()
+    if not projects:
+        raise UsageError("no first-party plugins found (plugins/*/pyproject.toml); the demo "
+                         "needs them")
+    out = settings.data_dir / "demo-dist"
+    out.mkdir(parents=True, exist_ok=True)
+    wheels = _build(projects, out)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host,
+                                           port=settings.port, log_level="warning"))
+    base_url = f"http://{settings.host}:{settings.port}"
+
+    def publish_when_up() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.1)
+        _publish(settings, base_url, wheels)
+
+    threading.Thread(target=publish_when_up, daemon=True).start()
+    server.run()

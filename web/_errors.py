@@ -1,0 +1,60 @@
+"""One JSON error shape for every failure: ``{"error": {"status", "code", "message"}}``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+__all__ = ["HTTPProblem", "error_response", "install_error_handlers"]
+
+log = logging.getLogger("opmarket.web")
+
+
+class HTTPProblem(Exception):
+    """An error answer: HTTP ``status``, a stable ``code`` and a message for people."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
+
+
+def error_response(status: int, code: str, message: str,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"status": status, "code": code, "message": message}},
+                        status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def problem(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPProblem)
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    async def http(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+        return error_response(exc.status_code, code, str(exc.detail),
+                              dict(exc.headers or {}))
+
+    async def invalid(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+            for e in exc.errors()
+        )
+        return error_response(422, "invalid-request", where or "invalid request")
+
+    async def crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal-error",
+                              f"internal error ({type(exc).__name__}); the server is still up")
+
+    app.add_exception_handler(HTTPProblem, problem)
+    app.add_exception_handler(StarletteHTTPException, http)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, crash)

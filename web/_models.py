@@ -1,0 +1,171 @@
+"""The catalog's tables (SQLAlchemy 2, typed); the schema itself is made by migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "Base",
+    "File",
+    "Job",
+    "KernelEntry",
+    "OpEntry",
+    "Project",
+    "Release",
+    "Token",
+    "User",
+    "utcnow",
+]
+
+#: Validation states of a file; only ``validated`` files are listed and served.
+STATUSES = ("pending", "validated", "rejected")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Token(Base):
+    """An API token; only the SHA-256 of its secret is kept."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    project: Mapped[str | None] = mapped_column(String(200), default=None)  # normalized
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_used: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+
+    user: Mapped[User] = relationship()
+
+
+class Project(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))  # as first uploaded
+    normalized: Mapped[str] = mapped_column(String(200), unique=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    # Bumped on every change that the index shows (cache key of its pages).
+    serial: Mapped[int] = mapped_column(Integer, default=0)
+
+    owner: Mapped[User] = relationship()
+    releases: Mapped[list[Release]] = relationship(back_populates="project")
+
+
+class Release(Base):
+    __tablename__ = "releases"
+    __table_args__ = (UniqueConstraint("project_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    version: Mapped[str] = mapped_column(String(100))  # normalized (PEP 440)
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    project: Mapped[Project] = relationship(back_populates="releases")
+    files: Mapped[list[File]] = relationship(back_populates="release")
+
+
+class File(Base):
+    """One uploaded wheel. Filenames are unique forever: a file is never replaced."""
+
+    __tablename__ = "files"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"))
+    filename: Mapped[str] = mapped_column(String(300), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(BigInteger)
+    requires_python: Mapped[str] = mapped_column(String(200), default="")
+    metadata_sha256: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text, default="")
+    uploaded: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    uploader_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    yanked: Mapped[bool] = mapped_column(Boolean, default=False)
+    yanked_reason: Mapped[str] = mapped_column(Text, default="")
+    validated: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+    log: Mapped[str] = mapped_column(Text, default="")
+    # The validation's outcome as data: steps, op-set (canonical JSON), compat report.
+    result: Mapped[dict[str, object] | None] = mapped_column(JSON, default=None)
+    opset: Mapped[str] = mapped_column(Text, default="")
+
+    release: Mapped[Release] = relationship(back_populates="files")
+    uploader: Mapped[User] = relationship()
+    ops: Mapped[list[OpEntry]] = relationship(back_populates="file")
+    kernels: Mapped[list[KernelEntry]] = relationship(back_populates="file")
+
+
+class OpEntry(Base):
+    """An op a validated (or rejected) file provides, for search and the op pages."""
+
+    __tablename__ = "op_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("files.id"), index=True)
+    op: Mapped[str] = mapped_column(String(200), index=True)
+    signature: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text, default="")
+
+    file: Mapped[File] = relationship(back_populates="ops")
+
+
+class KernelEntry(Base):
+    """One kernel on one dtype binding, and what conformance said about it."""
+
+    __tablename__ = "kernel_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("files.id"), index=True)
+    op: Mapped[str] = mapped_column(String(200), index=True)
+    device: Mapped[str] = mapped_column(String(20))
+    dtypes: Mapped[str] = mapped_column(String(200))  # "T=float" or "" when fixed
+    status: Mapped[str] = mapped_column(String(40))  # passed, failed, skipped, gpu: not run
+    message: Mapped[str] = mapped_column(Text, default="")
+
+    file: Mapped[File] = relationship(back_populates="kernels")
+
+
+class Job(Base):
+    """A unit of background work, claimed by one worker at a time (see _jobs)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[dict[str, object]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str] = mapped_column(String(100), default="")
+    created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+    finished: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+    error: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,59 @@
+"""The catalog's HTML pages (Jinja2, autoescaped, no JavaScript)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from opmarket.web._catalog import get_op, get_package, search_packages
+from opmarket.web._state import SessionDep
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+_env = Environment(
+    loader=FileSystemLoader(Path(__file__).with_name("templates")),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True, lstrip_blocks=True,
+)  # fmt: skip
+
+DEVICES = ("CPU", "GPU")
+DTYPES = ("float", "double", "half", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
+          "bool", "complex64", "complex128")
+STATUSES = ("validated", "pending", "rejected")
+
+
+def _render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_env.get_template(name).render(**context), status_code=code)
+
+
+@router.get("/")
+def home(
+    session: SessionDep,
+    q: Annotated[str, Query()] = "",
+    device: Annotated[str, Query()] = "",
+    dtype: Annotated[str, Query()] = "",
+    status: Annotated[str, Query()] = "",
+) -> HTMLResponse:
+    packages = search_packages(session, q, device, dtype, status)
+    return _render("home.html", packages=packages, q=q, device=device, dtype=dtype,
+                   status=status, devices=DEVICES, dtypes=DTYPES, statuses=STATUSES)
+
+
+@router.get("/project/{name}/")
+def package(name: str, session: SessionDep) -> HTMLResponse:
+    found = get_package(session, name)
+    if found is None:
+        return _render("missing.html", 404, what=f"package {name}")
+    return _render("package.html", p=found)
+
+
+@router.get("/op/{name}/")
+def op(name: str, session: SessionDep, request: Request) -> HTMLResponse:
+    found = get_op(session, name)
+    if found is None:
+        return _render("missing.html", 404, what=f"op {name}")
+    return _render("op.html", op=found)

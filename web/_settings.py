@@ -1,0 +1,62 @@
+"""The server's settings: one typed object, from flags and ``OPMARKET_*`` variables, read once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Everything the marketplace reads from its environment.
+
+    Flags of ``opmarket serve`` win over ``OPMARKET_*`` environment variables, which win
+    over these defaults. The defaults are embedded: SQLite and a content-addressed file
+    store under ``data_dir``; ``database_url`` and ``storage_url`` point elsewhere (a
+    PostgreSQL URL; an S3-compatible store once it has a driver) without code changes.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="OPMARKET_", frozen=True, extra="forbid")
+
+    data_dir: Path = Path("opmarket-data")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = Field(default=1, ge=1, description="uvicorn worker processes")
+    database_url: str = Field(default="", description="default: SQLite in data_dir")
+    storage_url: str = Field(default="", description="default: file store in data_dir/files")
+
+    # Uploads, checked as Warehouse checks them.
+    max_upload_bytes: int = 100 * MiB
+    max_unpacked_bytes: int = 1024 * MiB
+    max_zip_entries: int = 20_000
+    max_compression_ratio: int = 200
+
+    # Validation: jobs in the database, run by worker threads of each server process.
+    validation_workers: int = Field(default=1, ge=0,
+                                    description="0: this process validates nothing")
+    validation_timeout_s: float = 300.0
+    validation_memory_mb: int = 4096
+    validation_max_pids: int = 256
+    validation_max_output_bytes: int = 4 * MiB
+    sandbox_user: str = Field(default="nobody", description="who validation runs as, when root")
+    gpu_available: bool = False
+
+    @property
+    def database(self) -> str:
+        """The SQLAlchemy URL of the catalog."""
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'opmarket.sqlite3'}"
+
+    @property
+    def storage(self) -> str:
+        """The URL of the file store."""
+        return self.storage_url or (self.data_dir.resolve() / "files").as_uri()
+
+    @property
+    def tmp_dir(self) -> Path:
+        """Scratch space for uploads in flight (same file system as the local store)."""
+        return self.data_dir.resolve() / "tmp"

@@ -1,0 +1,131 @@
+"""The simple repository API as pip, uv and twine use it: PEP 503 HTML and PEP 691 JSON,
+API version 1.1 (PEP 700), PEP 658/714 core metadata, PEP 592 yanking. Only validated files
+are listed; pages are rendered once per change of their project (its serial)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from fastapi import APIRouter, Request, Response
+from opmarket.web._errors import HTTPProblem
+from opmarket.web._models import File, Project, Release
+from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
+from opmarket.web._state import StateDep
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from sqlalchemy import func, select
+
+__all__ = ["API_VERSION", "file_url", "router"]
+
+API_VERSION = "1.1"
+router = APIRouter(tags=["simple"])
+
+
+def file_url(sha256: str, filename: str) -> str:
+    return f"/files/{sha256}/{filename}"
+
+
+def _when(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _version_key(v: str) -> tuple[int, Version | str]:
+    try:
+        return (1, Version(v))
+    except InvalidVersion:
+        return (0, v)
+
+
+def _answer(body: bytes, content_type: str) -> Response:
+    media = f"{content_type}; charset=utf-8" if content_type == HTML else content_type
+    return Response(body, media_type=media,
+                    headers={"Vary": "Accept", "Cache-Control": "max-age=60"})
+
+
+def _chosen(request: Request) -> str:
+    chosen = negotiate(request.headers.get("accept"), request.query_params.get("format"))
+    if chosen is None:
+        raise HTTPProblem(406, "not-acceptable",
+                          "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"})
+    return chosen
+
+
+@router.get("/simple/", summary="The index of projects (PEP 503 / 691)")
+def index(request: Request, state: StateDep) -> Response:
+    chosen = _chosen(request)
+    listed = (select(Project.name, Project.normalized).join(Release).join(File)
+              .where(File.status == "validated").distinct().order_by(Project.normalized))
+    with state.db.engine.connect() as conn:
+        key = tuple(conn.execute(select(func.count(Project.id),
+                                        func.coalesce(func.sum(Project.serial), 0))).one())
+        cached = state.index_cache.get("index")
+        if cached is None or cached[0] != key:
+            rows = conn.execute(listed).all()
+            doc = {"meta": {"api-version": API_VERSION},
+                   "projects": [{"name": r.name} for r in rows]}
+            links = "".join(f'<a href="/simple/{html.escape(r.normalized)}/">'
+                            f"{html.escape(r.name)}</a><br>\n" for r in rows)
+            page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
+                    f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
+                    f"{links}</body></html>\n")
+            cached = (key, page.encode(), json.dumps(doc).encode())
+            state.index_cache["index"] = cached
+    return _answer(cached[2] if chosen == JSON_V1 else cached[1], chosen)
+
+
+@router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
+def project_page(project: str, request: Request, state: StateDep) -> Response:
+    chosen = _chosen(request)
+    normalized = str(canonicalize_name(project))
+    with state.db.engine.connect() as conn:
+        row = conn.execute(select(Project.id, Project.serial)
+                           .where(Project.normalized == normalized)).first()
+        cached = state.simple_cache.get(normalized)
+        if row is None:
+            raise HTTPProblem(404, "not-found", f"no project {normalized!r}")
+        if cached is None or cached[0] != row.serial:
+            with state.db.session() as session:
+                files = session.execute(
+                    select(File, Release.version).join(Release)
+                    .where(Release.project_id == row.id, File.status == "validated")
+                    .order_by(File.filename)
+                ).tuples().all()  # fmt: skip
+            if not files:
+                raise HTTPProblem(404, "not-found", f"no validated files for {normalized!r}")
+            cached = (row.serial, *_render(normalized, files))
+            state.simple_cache[normalized] = cached
+    return _answer(cached[2] if chosen == JSON_V1 else cached[1], chosen)
+
+
+def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
+    entries: list[dict[str, object]] = []
+    links: list[str] = []
+    versions: set[str] = set()
+    for f, version in rows:
+        versions.add(version)
+        url = file_url(f.sha256, f.filename)
+        entry: dict[str, object] = {
+            "filename": f.filename, "url": url, "hashes": {"sha256": f.sha256},
+            "requires-python": f.requires_python or None,
+            "core-metadata": {"sha256": f.metadata_sha256},
+            "yanked": (f.yanked_reason or True) if f.yanked else False,
+            "size": f.size, "upload-time": _when(f.uploaded),
+        }  # fmt: skip
+        entries.append(entry)
+        attrs = [f'href="{html.escape(url)}#sha256={f.sha256}"']
+        if f.requires_python:
+            attrs.append(f'data-requires-python="{html.escape(f.requires_python)}"')
+        attrs.append(f'data-core-metadata="sha256={f.metadata_sha256}"')
+        attrs.append(f'data-dist-info-metadata="sha256={f.metadata_sha256}"')
+        if f.yanked:
+            attrs.append(f'data-yanked="{html.escape(f.yanked_reason)}"')
+        links.append(f"<a {' '.join(attrs)}>{html.escape(f.filename)}</a><br>\n")
+    doc = {"meta": {"api-version": API_VERSION}, "name": name,
+           "versions": sorted(versions, key=_version_key), "files": entries}
+    page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
+            f'content="{API_VERSION}"><title>Links for {html.escape(name)}</title></head>\n'
+            f"<body>\n<h1>Links for {html.escape(name)}</h1>\n{''.join(links)}</body></html>\n")
+    return page.encode(), json.dumps(doc).encode()

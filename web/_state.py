@@ -1,0 +1,42 @@
+"""What request handlers share: settings, database, store, job queue; as dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from opmarket.web._db import Database
+from opmarket.web._jobs import JobQueue
+from opmarket.web._settings import Settings
+from opmarket.web._storage import Storage
+from sqlalchemy.orm import Session
+
+__all__ = ["AppState", "SessionDep", "StateDep", "app_state"]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    db: Database
+    storage: Storage
+    queue: JobQueue
+    # Rendered /simple/ pages by project, keyed by the project's serial.
+    simple_cache: dict[str, tuple[int, bytes, bytes]] = field(default_factory=dict)
+    index_cache: dict[str, Any] = field(default_factory=dict)
+
+
+def app_state(request: Request) -> AppState:
+    state = request.app.state.opmarket
+    assert isinstance(state, AppState)
+    return state
+
+
+def db_session(state: Annotated[AppState, Depends(app_state)]) -> Iterator[Session]:
+    with state.db.session() as session:
+        yield session
+
+
+StateDep = Annotated[AppState, Depends(app_state)]
+SessionDep = Annotated[Session, Depends(db_session)]

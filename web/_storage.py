@@ -1,0 +1,133 @@
+"""Where files live: a storage interface and its content-addressed local implementation.
+
+Blobs are named by the SHA-256 of their bytes, so a blob is written once and never changes.
+``storage_from_url`` picks the implementation from the settings' ``storage_url``; an
+S3-compatible store is another class with the same four methods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlparse
+
+__all__ = ["LocalFileStore", "Storage", "StorageError", "storage_from_url"]
+
+_CHUNK = 256 * 1024
+
+
+class StorageError(RuntimeError):
+    """A blob is missing or the store cannot be written."""
+
+
+class Storage(Protocol):
+    """A content-addressed blob store; keys are SHA-256 hex digests."""
+
+    def put_file(self, path: Path, digest: str) -> None:
+        """Store the file at ``path`` whose SHA-256 is ``digest`` (the file may be moved)."""
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store ``data``; its key."""
+
+    def size(self, digest: str) -> int:
+        """The blob's size in bytes; StorageError when missing."""
+
+    def read(self, digest: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The bytes ``[start, end)`` of the blob, in chunks."""
+
+    def local_path(self, digest: str) -> Path | None:
+        """A path to read the blob from directly, when the store is local."""
+
+    def delete(self, digest: str) -> None:
+        """Remove the blob (only for blobs no committed row names)."""
+
+
+def _check_key(digest: str) -> str:
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise StorageError(f"not a sha256 key: {digest!r}")
+    return digest
+
+
+class LocalFileStore:
+    """Blobs under ``root/ab/cd/abcd...``, written to a temporary name then renamed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, digest: str) -> Path:
+        _check_key(digest)
+        return self.root / digest[:2] / digest[2:4] / digest
+
+    def put_file(self, path: Path, digest: str) -> None:
+        target = self._path(digest)
+        if target.exists():
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+        try:
+            shutil.copyfile(path, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def put_bytes(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        target = self._path(digest)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(target)
+            finally:
+                tmp.unlink(missing_ok=True)
+        return digest
+
+    def size(self, digest: str) -> int:
+        try:
+            return self._path(digest).stat().st_size
+        except FileNotFoundError:
+            raise StorageError(f"no blob {digest}") from None
+
+    def read(self, digest: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        path = self._path(digest)
+        if not path.is_file():
+            raise StorageError(f"no blob {digest}")
+        return self._chunks(path, start, end)
+
+    @staticmethod
+    def _chunks(path: Path, start: int, end: int | None) -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            f.seek(start)
+            left = None if end is None else end - start
+            while left is None or left > 0:
+                chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+                if not chunk:
+                    return
+                if left is not None:
+                    left -= len(chunk)
+                yield chunk
+
+    def local_path(self, digest: str) -> Path | None:
+        return self._path(digest)
+
+    def delete(self, digest: str) -> None:
+        self._path(digest).unlink(missing_ok=True)
+
+
+def storage_from_url(url: str) -> Storage:
+    """The store a ``storage_url`` names: ``file:///path`` today."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return LocalFileStore(Path(unquote(parsed.path)))
+    raise StorageError(
+        f"storage URL {url!r}: only file:// stores are implemented (an S3-compatible store "
+        "plugs in behind the same interface)"
+    )

@@ -1,0 +1,55 @@
+"""``/legacy/``: the upload form that twine and ``uv publish`` send (never a redirect)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from opmarket.web._auth import UploaderDep
+from opmarket.web._errors import HTTPProblem
+from opmarket.web._publish import Form, accept_upload
+from opmarket.web._state import StateDep
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["upload"])
+
+
+def _field(form: Any, name: str) -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+@router.post("/legacy/", summary="Upload a wheel (twine, uv publish)")
+@router.post("/legacy", include_in_schema=False)
+async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONResponse:
+    limit = state.settings.max_upload_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit + 1024 * 1024:
+        raise HTTPProblem(413, "too-large", f"the upload is larger than the limit of {limit} "
+                          "bytes")
+    try:
+        async with request.form(max_files=1, max_fields=500) as form:
+            content = form.get("content")
+            if not isinstance(content, UploadFile) or not content.filename:
+                raise HTTPProblem(400, "no-file", "the form has no file in 'content'")
+            fields = Form(
+                action=_field(form, ":action"), protocol_version=_field(form, "protocol_version"),
+                name=_field(form, "name"), version=_field(form, "version"),
+                filetype=_field(form, "filetype"), filename=content.filename,
+                sha256=_field(form, "sha256_digest"), md5=_field(form, "md5_digest"),
+                blake2_256=_field(form, "blake2_256_digest"),
+            )  # fmt: skip
+            accepted = await run_in_threadpool(accept_upload, state, who, fields, content.file)
+    except HTTPProblem:
+        raise
+    except ValueError as exc:  # a malformed multipart body
+        raise HTTPProblem(400, "bad-form", f"unreadable upload form: {exc}") from None
+    body = {"filename": accepted.filename, "sha256": accepted.sha256,
+            "project": accepted.project, "status": accepted.status,
+            "message": "uploaded; validation queued" if accepted.new
+            else "identical file already uploaded"}
+    return JSONResponse(body, status_code=200)

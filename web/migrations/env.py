@@ -1,0 +1,16 @@
+"""Alembic environment: runs on the connection that ``opmarket.web._db.migrate`` hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+from opmarket.web._models import Base
+from sqlalchemy.engine import Connection
+
+connection: Connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=True,  # SQLite alters tables by copying them
+)
+with context.begin_transaction():
+    context.run_migrations()
