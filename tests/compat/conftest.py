@@ -83,7 +83,7 @@ def index(tmp_path: Path) -> Iterator[Callable[[OpSet, bool], str]]:
     links: list[str] = []
     handler = functools.partial(_Quiet, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
 
     def publish(opset: OpSet, good_hash: bool = True) -> str:
