@@ -1,24 +1,36 @@
-"""Plugin discovery: entry points in the group ``opmarket``, loaded once, each isolated.
+"""Plugin discovery and loading: entry points in the group ``opmarket``, each isolated.
 
-``OPMARKET_DISABLE_PLUGINS=1`` turns discovery off; ``OPMARKET_PLUGINS=a,b`` loads only the
-named entry points. A plugin that fails to import or register is recorded with its
-distribution, version and error, and the others still load.
+``OPMARKET_DISABLE_PLUGINS=1`` turns discovery off; ``OPMARKET_PLUGINS=a,b`` keeps only the
+named entry points. Finding plugins imports nothing (``_discovery``); loading imports each
+plugin, registers it with pluggy and runs its ``register`` hook. A plugin that fails to
+import or register is recorded with its distribution, version and error, and the others
+still load.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
+from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._registry import Registry, flatten
-from opmarket.sdk import OpDef, _hookspecs
+from opmarket.sdk import KernelDef, OpDef, _hookspecs
+from opmarket.sdk._kernel import KernelSpec
 
-__all__ = ["PluginInfo", "discover", "load_into"]
+__all__ = [
+    "PluginInfo",
+    "collect",
+    "discover",
+    "load_into",
+    "plugin_manager",
+    "plugins_disabled",
+    "selected",
+]
 
 
 @dataclass(slots=True)
@@ -29,9 +41,10 @@ class PluginInfo:
     distribution: str = ""
     version: str = ""
     module: str = ""
-    status: str = "pending"  # loaded, failed, skipped
+    status: str = "pending"  # loaded, failed
     error: str = ""
     ops: tuple[str, ...] = ()
+    kernels: tuple[KernelDef, ...] = ()
     items: list[Any] = field(default_factory=list, repr=False)
 
     @property
@@ -44,17 +57,22 @@ def plugins_disabled() -> bool:
     return os.environ.get("OPMARKET_DISABLE_PLUGINS", "").strip().lower() in ("1", "true", "yes")
 
 
-def discover(names: list[str] | None = None) -> list[EntryPoint]:
+def selected(names: Sequence[str] | None = None) -> set[str] | None:
+    """The entry point names to keep: ``names``, else ``OPMARKET_PLUGINS``; None for all."""
+    only = ",".join(names) if names is not None else os.environ.get("OPMARKET_PLUGINS", "")
+    if names is None and not only.strip():
+        return None
+    return {n.strip() for n in only.split(",") if n.strip()}
+
+
+def discover(names: Sequence[str] | None = None) -> list[EntryPointRecord]:
     """The entry points to load, after ``OPMARKET_DISABLE_PLUGINS`` and ``OPMARKET_PLUGINS``
     (``names``, when given, chooses the entry points instead of the environment)."""
     if names is None and plugins_disabled():
         return []
-    eps = list(entry_points(group=_hookspecs.PROJECT))
-    only = ",".join(names) if names is not None else os.environ.get("OPMARKET_PLUGINS", "")
-    if only.strip():
-        wanted = {n.strip() for n in only.split(",") if n.strip()}
-        eps = [ep for ep in eps if ep.name in wanted]
-    return sorted(eps, key=lambda ep: ep.name)
+    wanted = selected(names)
+    entries = [e for e in scan().entries if wanted is None or e.name in wanted]
+    return sorted(entries, key=lambda e: e.name)
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -63,28 +81,40 @@ def plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def _collect(hook: Callable[..., Any]) -> list[Any]:
+def _call(hook: Callable[..., Any]) -> list[Any]:
     items: list[Any] = []
     hook(register=lambda *args: items.extend(args))
     return items
 
 
-def load_into(registry: Registry, eps: list[EntryPoint]) -> list[PluginInfo]:
+def _import(entry: EntryPointRecord) -> Any:
+    obj = importlib.import_module(entry.module)
+    for part in filter(None, entry.attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def collect(pm: pluggy.PluginManager, plugin: Any, name: str) -> list[Any]:
+    """Register ``plugin`` with pluggy as ``name`` and return what its ``register`` hook
+    hands over, flattened to declarations."""
+    pm.register(plugin, name=name)
+    items: list[Any] = []
+    for impl in pm.hook.register.get_hookimpls():
+        if impl.plugin_name == name:
+            items.extend(flatten(_call(impl.function)))
+    return items
+
+
+def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[PluginInfo]:
     """Import each plugin, collect what it registers, register ops first (so kernels may
     name another plugin's op), then the rest; a failing plugin is rolled back."""
     pm = plugin_manager()
     infos: list[PluginInfo] = []
-    for ep in eps:
-        dist = ep.dist
-        info = PluginInfo(ep.name, dist.metadata["Name"] if dist else "",
-                          dist.version if dist else "", ep.value)
+    for entry in entries:
+        info = PluginInfo(entry.name, entry.distribution, entry.version, entry.value)
         infos.append(info)
         try:
-            module = ep.load()
-            pm.register(module, name=ep.name)
-            impls = [i for i in pm.hook.register.get_hookimpls() if i.plugin_name == ep.name]
-            for impl in impls:
-                info.items.extend(flatten(_collect(impl.function)))
+            info.items = collect(pm, _import(entry), entry.name)
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
     for info in infos:
@@ -103,6 +133,7 @@ def load_into(registry: Registry, eps: list[EntryPoint]) -> list[PluginInfo]:
                               source=info.source)
             info.status = "loaded"
             info.ops = tuple(sorted(i.name for i in info.items if isinstance(i, OpDef)))
+            info.kernels = tuple(_kernel_def(i) for i in info.items if isinstance(i, KernelSpec))
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
             registry.unregister_source(info.source)
@@ -111,6 +142,10 @@ def load_into(registry: Registry, eps: list[EntryPoint]) -> list[PluginInfo]:
     return infos
 
 
+def _kernel_def(k: KernelSpec) -> KernelDef:
+    return KernelDef(op=k.op, device=k.device, constraints=k.constraints,
+                     host_memory=k.host_memory, label=k.label, priority=k.priority)
+
+
 def _describe(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return text
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

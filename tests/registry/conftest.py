@@ -3,7 +3,10 @@ registry of their own for every test (plugin discovery off)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,3 +107,63 @@ def add_def() -> OpDef:
         op("Opm>Concat").input("values: N * T").output("output: T")
         .attr("N: int >= 1").attr("T: type").build()
     )
+
+
+# --- plugin distributions built with real pip, once per test session ----------------------
+
+TEST_PLUGINS = {
+    # distribution, version, entry point name, module source
+    "opmarket_broken_plugin": (
+        "opmarket-broken-plugin", "0.3.0", "broken",
+        "raise ImportError('the broken plugin cannot start: libbroken.so is missing')\n",
+    ),
+    "opmarket_other_atan": (
+        "opmarket-other-atan", "2.0.0", "other_atan",
+        "from opmarket.sdk import hookimpl, op\n\n"
+        "ATAN = op('Opm>Atan').input('x: float').output('y: float').build()\n\n\n"
+        "@hookimpl\ndef register(register):\n    register(ATAN)\n",
+    ),
+    "opmarket_fresh_plugin": (
+        "opmarket-fresh-plugin", "1.0.0", "fresh",
+        "from opmarket.sdk import hookimpl, op\n\n"
+        "FRESH = op('Test>Fresh').input('x: float').output('y: float').build()\n\n\n"
+        "@hookimpl\ndef register(register):\n    register(FRESH)\n",
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def test_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Wheels of the TEST_PLUGINS by distribution name, built by pip in one call."""
+    root = tmp_path_factory.mktemp("test-plugins")
+    sources = []
+    for module, (dist, version, entry, code) in TEST_PLUGINS.items():
+        src = root / dist
+        (src / module).mkdir(parents=True)
+        (src / module / "__init__.py").write_text(code)
+        (src / "pyproject.toml").write_text(
+            '[build-system]\nrequires = ["setuptools>=69"]\n'
+            'build-backend = "setuptools.build_meta"\n\n'
+            f'[project]\nname = "{dist}"\nversion = "{version}"\ndependencies = ["opmarket"]\n\n'
+            f'[project.entry-points.opmarket]\n{entry} = "{module}"\n'
+        )
+        sources.append(str(src))
+    out = root / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--disable-pip-version-check", "-w", str(out),
+                    *sources], check=True, capture_output=True)
+    wheels = {w.name.split("-")[0].replace("_", "-"): w for w in out.glob("*.whl")}
+    assert set(wheels) == {d for d, *_ in TEST_PLUGINS.values()}, wheels
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def beside_site(test_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the broken plugin and the one whose Opm>Atan differs, installed
+    there by pip; put it on PYTHONPATH to have them beside the first-party plugins."""
+    site = tmp_path_factory.mktemp("beside-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--disable-pip-version-check", "--target", str(site),
+                    str(test_wheels["opmarket-broken-plugin"]),
+                    str(test_wheels["opmarket-other-atan"])], check=True, capture_output=True)
+    return site

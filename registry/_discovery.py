@@ -1,0 +1,251 @@
+"""Finding plugins fast: a scan of the installed distributions' entry points, cached on disk.
+
+importlib.metadata re-reads every distribution on each ``entry_points()`` call, which costs
+tens of milliseconds among thousands of installed distributions, in every process. This
+scan lists the ``*.dist-info`` / ``*.egg-info`` folders of the ``sys.path`` directories,
+reads only ``entry_points.txt`` (and a plugin's METADATA header), imports nothing, and keeps
+the result in a cache file that is reused while no scanned directory changed.
+
+Staleness: installing, upgrading or uninstalling a distribution adds or removes a folder in
+its directory, which changes the directory's modification time; the cache records every
+scanned directory's time (and each plugin's ``entry_points.txt`` time) and is used only
+when they are all unchanged. A directory modified within the last ``RACY_NS`` when it was
+scanned is not cached, so that a change later in the same clock tick cannot hide behind an
+unchanged time (git's racy-index rule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from opmarket.sdk._hookspecs import PROJECT
+
+__all__ = ["CACHE_FORMAT", "RACY_NS", "EntryPointRecord", "Scan", "cache_dir", "scan"]
+
+#: Bumped whenever what the cache file holds changes.
+CACHE_FORMAT = 1
+#: Directory times this close to the scan are not trusted (filesystem time granularity).
+RACY_NS = 2_000_000_000
+
+_SECTION = re.compile(r"^\s*\[\s*" + re.escape(PROJECT) + r"\s*\]\s*$", re.MULTILINE)
+_NORMALIZE = re.compile(r"[-_.]+")
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPointRecord:
+    """One entry point of the group ``opmarket``: enough to load it or find its manifest."""
+
+    name: str
+    value: str  # "module" or "module:attr"
+    distribution: str  # as its METADATA spells it
+    version: str
+    metadata_dir: str  # the .dist-info / .egg-info folder
+
+    @property
+    def module(self) -> str:
+        return self.value.partition(":")[0].strip()
+
+    @property
+    def attr(self) -> str:
+        return self.value.partition(":")[2].strip()
+
+    def to_json(self) -> list[str]:
+        return [self.name, self.value, self.distribution, self.version, self.metadata_dir]
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The entry points found, how many distributions were looked at, and whether the
+    answer came from the cache."""
+
+    entries: tuple[EntryPointRecord, ...]
+    distributions: int
+    from_cache: bool
+
+
+def cache_dir() -> Path:
+    """``$OPMARKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/opmarket``, else ``~/.cache/opmarket``."""
+    explicit = os.environ.get("OPMARKET_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache", "opmarket")
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _search_path(paths: Sequence[str] | None) -> list[str]:
+    # As importlib.metadata's path finder: "" is the current directory.
+    return [p or os.getcwd() for p in (sys.path if paths is None else paths)
+            if isinstance(p, str)]
+
+
+def _normalize(name: str) -> str:
+    return _NORMALIZE.sub("_", name).lower()
+
+
+def _parse_entry_points(text: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of the ``opmarket`` section (importlib.metadata's grammar:
+    ``name = value``, ``#`` and ``;`` comments)."""
+    out: list[tuple[str, str]] = []
+    inside = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            inside = line[1:-1].strip() == PROJECT
+            continue
+        if inside:
+            name, sep, value = line.partition("=")
+            if sep and name.strip():
+                # Extras (``module [extra]``) do not change what is loaded.
+                out.append((name.strip(), value.split("[")[0].strip()))
+    return out
+
+
+def _read_header(folder: str) -> tuple[str, str]:
+    """Name and Version from a METADATA (or PKG-INFO) header; empty where unreadable."""
+    name = version = ""
+    for file in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, file), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if not line.strip():
+                        break
+                    key, _, value = line.partition(":")
+                    if key == "Name" and not name:
+                        name = value.strip()
+                    elif key == "Version" and not version:
+                        version = value.strip()
+                    if name and version:
+                        break
+        except OSError:
+            continue
+        break
+    return name, version
+
+
+def _from_folder_name(folder: str) -> tuple[str, str]:
+    stem = os.path.basename(folder).rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    return name, version.partition("-")[0]
+
+
+def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int]:
+    records: list[EntryPointRecord] = []
+    seen: set[str] = set()
+    count = 0
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                names = [e.name for e in it if e.name.endswith((".dist-info", ".egg-info"))]
+        except OSError:  # missing, a file (zip), unreadable: nothing of ours there
+            continue
+        for folder_name in sorted(names):
+            count += 1
+            folder = os.path.join(d, folder_name)
+            key = _normalize(_from_folder_name(folder)[0])
+            if key in seen:  # shadowed by an earlier directory, as importlib.metadata does
+                continue
+            seen.add(key)
+            try:
+                with open(os.path.join(folder, "entry_points.txt"), encoding="utf-8",
+                          errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if not _SECTION.search(text):
+                continue
+            pairs = _parse_entry_points(text)
+            if not pairs:
+                continue
+            dist, version = _read_header(folder)
+            if not dist:
+                dist, version = _from_folder_name(folder)
+            records.extend(EntryPointRecord(n, v, dist, version, folder) for n, v in pairs)
+    return records, count
+
+
+def _cache_file(dirs: Sequence[str]) -> Path:
+    digest = hashlib.sha256("\0".join([sys.version, *dirs]).encode()).hexdigest()[:20]
+    return cache_dir() / f"entry-points-{digest}.json"
+
+
+def _stamps(dirs: Sequence[str], records: Iterable[EntryPointRecord]) -> list[list[object]]:
+    stamps: list[list[object]] = [[d, _mtime(d)] for d in dirs]
+    stamps.extend([r.metadata_dir, _mtime(os.path.join(r.metadata_dir, "entry_points.txt"))]
+                  for r in {r.metadata_dir: r for r in records}.values())
+    return stamps
+
+
+def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
+    try:
+        data = json.loads(file.read_bytes())
+        if data.get("format") != CACHE_FORMAT or data.get("dirs") != list(dirs):
+            return None
+        dirs_set = set(data["dirs"])
+        for path, stamp in data["stamps"]:
+            if path in dirs_set:
+                if _mtime(path) != stamp:
+                    return None
+            elif _mtime(os.path.join(path, "entry_points.txt")) != stamp:
+                return None
+        entries = tuple(EntryPointRecord(*e) for e in data["entries"])
+        return Scan(entries, int(data["distributions"]), from_cache=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store_cache(file: Path, dirs: Sequence[str], result: Scan,
+                 stamps: list[list[object]]) -> None:
+    data = {
+        "format": CACHE_FORMAT,
+        "dirs": list(dirs),
+        "stamps": stamps,
+        "distributions": result.distributions,
+        "entries": [e.to_json() for e in result.entries],
+    }
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".entry-points-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, file)  # readers see the old file or the new one, never half of one
+    except OSError:
+        pass  # an unwritable cache only makes the next scan slower
+
+
+def scan(paths: Sequence[str] | None = None, *, use_cache: bool = True) -> Scan:
+    """The entry points of group ``opmarket`` of the distributions on ``paths`` (default
+    ``sys.path``), from the cache when nothing changed since it was written."""
+    dirs = _search_path(paths)
+    file = _cache_file(dirs)
+    if use_cache:
+        cached = _load_cache(file, dirs)
+        if cached is not None:
+            return cached
+    started = time.time_ns()
+    before = _stamps(dirs, ())
+    records, count = _scan_dirs(dirs)
+    result = Scan(tuple(records), count, from_cache=False)
+    stamps = _stamps(dirs, records)
+    racy = any(isinstance(t, int) and t >= started - RACY_NS for _, t in stamps)
+    changed = stamps[: len(before)] != before  # something moved while we looked
+    if use_cache and not racy and not changed:
+        _store_cache(file, dirs, result, stamps)
+    return result
