@@ -83,7 +83,10 @@ class KernelSpec:
     @property
     def name(self) -> str:
         """The implementation's qualified name, for messages."""
-        return f"{getattr(self.impl, '__module__', '?')}.{getattr(self.impl, '__qualname__', '?')}"
+        impl = self.impl
+        # A compiled function's __qualname__ may name its binding's internals: use its name.
+        name = impl.__name__ if inspect.isbuiltin(impl) else getattr(impl, "__qualname__", "?")
+        return f"{getattr(impl, '__module__', '?')}.{name}"
 
     def constraint(self, attr: str) -> tuple[DType, ...] | None:
         return next((types for name, types in self.constraints if name == attr), None)
