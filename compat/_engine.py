@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from opmarket.compat._change import OpChange
 from opmarket.compat._report import Finding
 from opmarket.compat._rules import RULES, Rule, Scope, Severity
 from opmarket.sdk import KernelDef, OpDef, OpSet
 
-__all__ = ["compare_ops", "compare_opsets", "compare_history"]
+__all__ = ["compare_history", "compare_ops", "compare_opsets"]
 
 _PRESENCE = tuple(r for r in RULES if r.scope is Scope.PRESENCE)
 _PAIR = tuple(r for r in RULES if r.scope is Scope.PAIR)
@@ -160,7 +160,3 @@ def compare_history(
                     Finding(f.op, f.rule, f.severity, f.message, release=label)
                 )
     return out
-
-
-def breaking(findings: Iterable[Finding]) -> list[Finding]:
-    return [f for f in findings if f.severity is Severity.BREAKING]

@@ -14,7 +14,10 @@ from pathlib import Path
 from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "add_release", "read_history", "write_history"]
+__all__ = [
+    "FORMAT", "FORMAT_VERSION", "add_release", "read_history", "releases_from_versions",
+    "write_history",
+]
 
 FORMAT = "opmarket.history"
 FORMAT_VERSION = 1
