@@ -135,3 +135,8 @@ main.add_command(serve)
 main.add_command(users)
 main.add_command(tokens)
 main.add_command(validate)
+
+from opmarket.registry import _cli as registry_cli  # noqa: E402  # after main
+
+main.add_command(registry_cli.plugins)
+main.add_command(registry_cli.ops)

@@ -1,0 +1,283 @@
+"""``opmarket plugins`` and ``opmarket ops``: what is installed, from the entry points and
+the plugins' manifests.
+
+``opmarket ops`` never imports plugin code: it reads each plugin's ``opmarket.opset.json``.
+``opmarket plugins`` loads the plugins (unless ``--no-load``) to report which load and why
+the others fail. Exit codes: 0 fine, 1 a plugin failed to load (``plugins``), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+from opmarket.registry._discovery import EntryPointRecord
+from opmarket.registry._manifest import MANIFEST, read_manifest
+from opmarket.registry._plugins import discover, plugins_disabled
+from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, as_dtype
+
+__all__ = ["ops", "plugins"]
+
+EXIT_PROBLEM = 1
+EXIT_USAGE = 2
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class _UsageError(click.ClickException):
+    """Bad usage: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"opmarket: error: {self.format_message()}", err=True)
+
+
+# --- what is installed ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PluginRow:
+    """One plugin as ``opmarket plugins`` shows it."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    status: str  # loaded, failed, not loaded
+    ops: list[str] = field(default_factory=list)
+    kernels: dict[str, int] = field(default_factory=dict)  # device -> count
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "module": self.module, "status": self.status, "ops": self.ops,
+                "kernels": self.kernels, "errors": self.errors}
+
+
+def _by_device(kernels: Sequence[KernelDef]) -> dict[str, int]:
+    return dict(sorted(Counter(k.device for k in kernels).items()))
+
+
+def plugin_rows(*, load: bool = True) -> list[PluginRow]:
+    """Every discovered plugin: its manifest's ops and kernels, and (when ``load``) whether
+    it loads, with what it registered."""
+    entries = discover()
+    rows: list[PluginRow] = []
+    for entry in entries:
+        row = PluginRow(entry.name, entry.distribution, entry.version, entry.value,
+                        "not loaded")
+        try:
+            manifest = read_manifest(entry)
+            row.ops = sorted(o.name for o in manifest.ops)
+            row.kernels = _by_device(manifest.kernels)
+        except OpmarketError as exc:
+            row.errors.append(str(exc).splitlines()[0])
+        rows.append(row)
+    if not load:
+        return rows
+    from opmarket.registry._runtime import load_plugins
+
+    infos = {info.name: info for info in load_plugins()}
+    for row in rows:
+        info = infos.get(row.name)
+        if info is None:
+            continue
+        row.status = info.status
+        if info.error:
+            row.errors.insert(0, info.error)
+        if info.status == "loaded":
+            if row.ops and row.ops != list(info.ops):
+                row.errors.append(f"{MANIFEST} lists {row.ops}, the plugin registers "
+                                  f"{list(info.ops)}; regenerate the manifest")
+            row.ops, row.kernels = list(info.ops), _by_device(info.kernels)
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One op of one plugin, as ``opmarket ops`` shows it."""
+
+    op: OpDef
+    entry: EntryPointRecord
+    kernels: tuple[KernelDef, ...]
+
+    @property
+    def signature(self) -> str:
+        return signature(self.op)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": self.op.name,
+            "plugin": self.entry.name,
+            "distribution": self.entry.distribution,
+            "version": self.entry.version,
+            "signature": self.signature,
+            "kernels": [_kernel_json(k) for k in self.kernels],
+        }
+
+
+def signature(op: OpDef) -> str:
+    """``(to_zero: T) -> (zeroed: T); T: {float, int32} = DT_INT32``: args and attrs as
+    REGISTER_OP spec strings."""
+    ins = ", ".join(a.spec for a in op.inputs)
+    outs = ", ".join(a.spec for a in op.outputs)
+    attrs = "; ".join(a.spec for a in op.attrs)
+    return f"({ins}) -> ({outs})" + (f"; {attrs}" if attrs else "")
+
+
+def _kernel_json(k: KernelDef) -> dict[str, Any]:
+    return {"device": k.device,
+            "constraints": {n: [t.spec_name for t in ts] for n, ts in k.constraints},
+            "label": k.label, "priority": k.priority}
+
+
+def describe_kernel(k: KernelDef) -> str:
+    """``CPU(T: float, double)``; a label and a priority when they are set."""
+    parts = [f"{n}: {', '.join(t.spec_name for t in ts)}" for n, ts in k.constraints]
+    if k.label:
+        parts.append(f"label {k.label}")
+    if k.priority:
+        parts.append(f"priority {k.priority}")
+    return f"{k.device}({'; '.join(parts)})" if parts else k.device
+
+
+def kernel_dtypes(op: OpDef, k: KernelDef) -> set[DType] | None:
+    """The dtypes a kernel of ``op`` computes with (None: any dtype)."""
+    out: set[DType] = set()
+    for arg in (*op.inputs, *op.outputs):
+        if arg.type is not DType.INVALID:
+            out.add(arg.type)
+    for attr in op.attrs:
+        if attr.base_type != "type":
+            continue
+        types = k.constraint(attr.name) or attr.allowed_values
+        if types is None:
+            return None
+        out.update(types)
+    return out
+
+
+def op_rows(device: str | None = None, dtype: DType | None = None) -> tuple[
+        list[OpRow], list[str]]:
+    """Every op the discovered plugins' manifests list, with the kernels on ``device`` that
+    handle ``dtype`` (ops left without a kernel are dropped when a filter is given), and the
+    problems met (a plugin without a readable manifest). Imports no plugin."""
+    rows: list[OpRow] = []
+    problems: list[str] = []
+    for entry in discover():
+        try:
+            manifest = read_manifest(entry)
+        except OpmarketError as exc:
+            problems.append(str(exc).splitlines()[0])
+            continue
+        for op in manifest.ops:
+            kernels = tuple(
+                k for k in manifest.kernels_for(op.name)
+                if (device is None or k.device == device)
+                and (dtype is None or (found := kernel_dtypes(op, k)) is None or dtype in found)
+            )
+            if kernels or (device is None and dtype is None):
+                rows.append(OpRow(op, entry, kernels))
+    rows.sort(key=lambda r: (r.op.name, r.entry.name))
+    return rows, problems
+
+
+# --- rendering --------------------------------------------------------------------------
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]
+    return "\n".join(lines) + "\n"
+
+
+def _nothing(what: str) -> str:
+    if plugins_disabled():
+        return "plugin discovery is off (OPMARKET_DISABLE_PLUGINS)"
+    return f"no {what}"
+
+
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
+                       default="table", show_default=True,
+                       help="table for people, json for tools.")
+
+
+@click.command(context_settings=_CONTEXT)
+@_FORMAT
+@click.option("--no-load", is_flag=True,
+              help="Do not import the plugins: list what their manifests say.")
+def plugins(fmt: str, no_load: bool) -> None:
+    """List the installed plugins: name, version, ops, kernels by device, status, errors.
+
+    Plugins are found through the entry point group 'opmarket' (OPMARKET_PLUGINS=a,b keeps
+    only those, OPMARKET_DISABLE_PLUGINS=1 none) and loaded as opmarket.ops loads them, each
+    isolated: a plugin that fails to import or register is shown as failed with its error.
+    Exit code 1 when a plugin failed to load.
+
+    \b
+    Examples:
+      opmarket plugins
+      opmarket plugins --format json
+    """
+    rows = plugin_rows(load=not no_load)
+    if fmt == "json":
+        click.echo(json.dumps({"plugins": [r.to_json() for r in rows]}, indent=2))
+    elif not rows:
+        click.echo(_nothing("plugins installed (entry point group 'opmarket')"))
+    else:
+        body = [(r.name, r.distribution, r.version, r.status,
+                 ", ".join(f"{d} {n}" for d, n in r.kernels.items()) or "-",
+                 ", ".join(r.ops) or "-") for r in rows]
+        click.echo(table(["PLUGIN", "DISTRIBUTION", "VERSION", "STATUS", "KERNELS", "OPS"],
+                         body), nl=False)
+        for r in rows:
+            for error in r.errors:
+                click.echo(f"{r.name} ({r.distribution} {r.version}): {error}")
+    if any(r.status == "failed" for r in rows):
+        sys.exit(EXIT_PROBLEM)
+
+
+@click.command(context_settings=_CONTEXT)
+@click.option("--device", metavar="DEVICE",
+              help="Only kernels for this device (CPU, GPU, ...), and ops that have one.")
+@click.option("--dtype", metavar="DTYPE",
+              help="Only kernels that handle this dtype (float16, half, DT_HALF, ...), and ops "
+                   "that have one.")
+@_FORMAT
+def ops(device: str | None, dtype: str | None, fmt: str) -> None:
+    """List the installed plugins' ops: op, plugin, signature, kernels.
+
+    Read from each plugin's manifest (opmarket.opset.json); no plugin code is imported.
+
+    \b
+    Examples:
+      opmarket ops
+      opmarket ops --device GPU --dtype float16
+      opmarket ops --format json
+    """
+    wanted: DType | None = None
+    if dtype is not None:
+        try:
+            wanted = as_dtype(dtype)
+        except (UnknownDType, TypeError, ValueError):
+            raise _UsageError(f"--dtype: unknown dtype {dtype!r}") from None
+    rows, problems = op_rows(device.upper() if device else None, wanted)
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps({"ops": [r.to_json() for r in rows], "problems": problems},
+                              indent=2))
+        return
+    if not rows:
+        click.echo("no ops match" if device or dtype else _nothing("plugin ops installed"))
+        return
+    body = [(r.op.name, r.entry.name, r.signature,
+             ", ".join(describe_kernel(k) for k in r.kernels) or "-") for r in rows]
+    click.echo(table(["OP", "PLUGIN", "SIGNATURE", "KERNELS"], body), nl=False)
