@@ -12,7 +12,7 @@ import click
 
 from opmarket._cli import EXIT_PROBLEM, UsageError
 
-__all__ = ["serve", "tokens", "users", "validate"]
+__all__ = ["serve", "tokens", "users", "validate", "yank"]
 
 _data_option = click.option(
     "--data", "data", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -167,3 +167,21 @@ def _opset_text(path: Path) -> str:
         return opset_to_json(load_source(str(path)).opset)
     except OpmarketError as exc:
         raise UsageError(f"--previous {path}: {exc}") from None
+
+
+@click.command()
+@click.argument("project")
+@click.argument("version")
+@click.option("--reason", default="", help="Why (shown to pip and uv users).")
+@click.option("--undo", is_flag=True, help="Un-yank the release.")
+@_data_option
+def yank(project: str, version: str, reason: str, undo: bool, data: Path | None) -> None:
+    """Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it."""
+    from opmarket.web._publish import set_yanked
+
+    state = _state(data)
+    try:
+        count = set_yanked(state, project, version, not undo, reason)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"{'un-yanked' if undo else 'yanked'} {count} file(s) of {project} {version}")

@@ -190,3 +190,24 @@ def _missing(state: AppState, key: str) -> bool:
         return True
     return False
 
+
+
+def set_yanked(state: AppState, project: str, version: str, yanked: bool, reason: str) -> int:
+    """Yank (or un-yank) every file of a release; how many. LookupError when there is none."""
+    normalized = str(canonicalize_name(project))
+    try:
+        wanted = str(Version(version))
+    except InvalidVersion:
+        raise LookupError(f"{version!r} is not a valid version") from None
+    with state.db.transaction() as session:
+        release = session.scalar(
+            select(Release).join(Project)
+            .where(Project.normalized == normalized, Release.version == wanted)
+        )  # fmt: skip
+        if release is None:
+            raise LookupError(f"no release {wanted} of {normalized!r}")
+        files = session.scalars(select(File).where(File.release_id == release.id)).all()
+        for f in files:
+            f.yanked, f.yanked_reason = yanked, reason if yanked else ""
+        release.project.serial += 1
+        return len(files)

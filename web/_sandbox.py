@@ -189,6 +189,9 @@ def run_sandboxed(
         _kill_group(proc)
         for r in readers:
             r.join(5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
         if over.is_set() and not problem:
             problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
         code = proc.returncode if proc.returncode is not None else -9

@@ -162,3 +162,23 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:
+    """``twine upload`` of one wheel to the market with an API token."""
+    return subprocess.run(
+        [str(BIN / "twine"), "upload", "--non-interactive", "--disable-progress-bar",
+         "--verbose", "--repository-url", f"{market.url}/legacy/", "-u", "__token__",
+         "-p", token, str(wheel)],
+        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def uploaded(market: Market, wheels: Wheels) -> Market:
+    """The market with alice's opm-double 1.0.0, uploaded with twine and validated."""
+    done = twine(market, market.tokens["alice"], wheels.double_1_0)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = market.wait_for("opm-double", wheels.double_1_0.name)
+    assert entry["status"] == "validated", entry["log"]
+    return market

@@ -111,7 +111,7 @@ def build_plugin(
 
 
 def handmade_wheel(path: Path, dist: str, version: str, extra: dict[str, bytes],
-                   *, symlink: str = "") -> Path:
+                   *, symlink: str = "", metadata: str = "") -> Path:
     """A wheel written with zipfile, for archives no build tool would make (bombs,
     traversal, links): valid dist-info plus ``extra`` members."""
     import zipfile
@@ -127,7 +127,7 @@ def handmade_wheel(path: Path, dist: str, version: str, extra: dict[str, bytes],
             link = zipfile.ZipInfo(f"{package}/link")
             link.external_attr = (0o120777 << 16)
             zf.writestr(link, symlink)
-        zf.writestr(f"{info}/METADATA",
+        zf.writestr(f"{info}/METADATA", metadata or
                     f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
         zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
                                      "Tag: py3-none-any\n")

@@ -4,39 +4,19 @@ that a refused upload leaves nothing behind."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 from opmarket.web._demo import upload_wheel
 
-from .conftest import BIN, Market, Wheels, clean_env
-
-
-def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "twine"), "upload", "--non-interactive", "--disable-progress-bar",
-         "--verbose", "--repository-url", f"{market.url}/legacy/", "-u", "__token__",
-         "-p", token, str(wheel)],
-        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
-    )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def uploaded(market: Market, wheels: Wheels) -> Market:
-    """alice's opm-double 1.0.0 uploaded with twine and validated."""
-    done = twine(market, market.tokens["alice"], wheels.double_1_0)
-    assert done.returncode == 0, done.stdout + done.stderr
-    entry = market.wait_for("opm-double", wheels.double_1_0.name)
-    assert entry["status"] == "validated", entry["log"]
-    return market
+from .conftest import Market, Wheels, twine
 
 
 @pytest.mark.slow
 def test_twine_upload_with_a_token_is_validated_and_listed(uploaded: Market,
                                                            wheels: Wheels) -> None:
-    status, headers, body = uploaded.get("/simple/opm-double/")
+    status, _headers, body = uploaded.get("/simple/opm-double/")
     assert status == 200
     assert wheels.double_1_0.name in body.decode()
     package = uploaded.json("/api/packages/opm-double")

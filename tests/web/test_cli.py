@@ -1,0 +1,70 @@
+"""``opmarket validate`` runs the server's pipeline locally, with the same verdict; the
+users/tokens commands behave as scripts expect."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import OPMARKET, Market, Wheels, clean_env, twine
+
+
+def validate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([OPMARKET, "validate", *args], capture_output=True, text=True,
+                          env=clean_env(), check=False, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_good_plugin_validates(wheels: Wheels) -> None:
+    done = validate(str(wheels.double_1_0))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"{wheels.double_1_0.name}: validated")
+    assert "[passed] conformance" in done.stdout
+
+
+@pytest.mark.slow
+def test_same_verdict_as_the_server(market: Market, wheels: Wheels) -> None:
+    assert twine(market, market.tokens["bob"], wheels.wrong).returncode == 0
+    served = market.wait_for("opm-wrong", wheels.wrong.name)
+    done = validate(str(wheels.wrong), "--json")
+    assert done.returncode == 1
+    local = json.loads(done.stdout)
+    assert local["status"] == served["status"] == "rejected"
+    assert [(s["name"], s["status"]) for s in local["steps"]] == \
+        [(s["name"], s["status"]) for s in served["steps"]]
+
+
+@pytest.mark.slow
+def test_version_policy_against_a_previous_release(wheels: Wheels) -> None:
+    done = validate(str(wheels.double_breaking), "--previous", str(wheels.double_1_0))
+    assert done.returncode == 1
+    assert "[failed] version policy" in done.stdout and "2.0.0" in done.stdout
+    done = validate(str(wheels.double_1_1), "--previous", str(wheels.double_1_0))
+    assert done.returncode == 0, done.stdout
+
+
+def test_unreadable_input_is_a_usage_error(tmp_path: Path) -> None:
+    done = validate(str(tmp_path / "missing.whl"))
+    assert done.returncode == 2 and "no such file" in done.stderr
+
+
+def test_users_and_tokens(tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([OPMARKET, *args, "--data", str(tmp_path)], capture_output=True,
+                              text=True, env=clean_env(), check=False)
+
+    assert cli("users", "add", "carol").returncode == 0
+    again = cli("users", "add", "carol")
+    assert again.returncode == 2 and "exists already" in again.stderr
+    made = cli("tokens", "create", "carol", "--project", "Opm_Thing")
+    assert made.returncode == 0
+    token = made.stdout.strip().splitlines()[-1]
+    assert token.startswith("opm-") and len(token) > 40
+    # Only the hash is stored.
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("opmarket.sqlite3*"))
+    assert token.encode() not in stored and b"carol" in stored
+    missing = cli("tokens", "create", "nobody-here")
+    assert missing.returncode == 2 and "no user" in missing.stderr
