@@ -29,12 +29,22 @@ from pathlib import Path
 
 from opmarket.sdk._hookspecs import PROJECT
 
-__all__ = ["CACHE_FORMAT", "RACY_NS", "EntryPointRecord", "Scan", "cache_dir", "scan"]
+__all__ = [
+    "CACHE_FORMAT",
+    "MAX_CACHE_FILES",
+    "RACY_NS",
+    "EntryPointRecord",
+    "Scan",
+    "cache_dir",
+    "scan",
+]
 
 #: Bumped whenever what the cache file holds changes.
 CACHE_FORMAT = 1
 #: Directory times this close to the scan are not trusted (filesystem time granularity).
 RACY_NS = 2_000_000_000
+#: Cache files kept, the most recently written.
+MAX_CACHE_FILES = 32
 
 _SECTION = re.compile(r"^\s*\[\s*" + re.escape(PROJECT) + r"\s*\]\s*$", re.MULTILINE)
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -226,8 +236,17 @@ def _store_cache(file: Path, dirs: Sequence[str], result: Scan,
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
         os.replace(tmp, file)  # readers see the old file or the new one, never half of one
+        _prune(file.parent)
     except OSError:
         pass  # an unwritable cache only makes the next scan slower
+
+
+def _prune(folder: Path) -> None:
+    """Keep the ``MAX_CACHE_FILES`` newest cache files (one per distinct ``sys.path``, and
+    ``python -c`` puts the working directory on it)."""
+    files = sorted(folder.glob("entry-points-*.json"), key=lambda f: f.stat().st_mtime_ns)
+    for old in files[:-MAX_CACHE_FILES]:
+        old.unlink(missing_ok=True)
 
 
 def scan(paths: Sequence[str] | None = None, *, use_cache: bool = True) -> Scan:

@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from opmarket.registry._discovery import scan
+from opmarket.registry._discovery import MAX_CACHE_FILES, scan
 
 
 @pytest.fixture(autouse=True)
@@ -118,6 +118,18 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path, cache: Path) -> None:
     file.write_text('{"format": 1, "dirs": ')
     again = scan([str(site)])
     assert not again.from_cache and [e.name for e in again.entries] == ["a"]
+
+
+def test_old_cache_files_are_pruned(tmp_path: Path, cache: Path) -> None:
+    site = tmp_path / "site"
+    fake_dist(site, "plug-a", entry_points="[opmarket]\na = plug_a\n")
+    age(site)
+    for i in range(MAX_CACHE_FILES + 5):  # a distinct sys.path each time
+        (tmp_path / f"dir{i}").mkdir()
+        age(tmp_path / f"dir{i}")
+        scan([str(site), str(tmp_path / f"dir{i}")])
+    assert len(list(cache.iterdir())) == MAX_CACHE_FILES
+    assert scan([str(site), str(tmp_path / f"dir{MAX_CACHE_FILES + 4}")]).from_cache
 
 
 def test_real_pip_install_and_uninstall_are_never_served_stale(

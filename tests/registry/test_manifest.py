@@ -18,6 +18,8 @@ FIRST_PARTY = sorted(p.name for p in (REPO / "plugins").iterdir()
 
 def committed(name: str) -> OpSet:
     path = REPO / "plugins" / name / "src" / f"opmarket_{name}" / "opmarket.opset.json"
+    if not path.is_file():
+        pytest.fail(f"plugins/{name} has no manifest; run scripts/manifests {name}")
     return opset_from_json(path.read_text(encoding="utf-8"), source=str(path))
 
 
