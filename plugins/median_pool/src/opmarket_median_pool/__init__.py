@@ -1,0 +1,162 @@
+"""Median pooling over NHWC windows, the seed's example of an op worth a fused native kernel.
+
+``Opm>MedianPool`` takes MaxPool's ``ksize``, ``strides`` and ``padding`` and computes the
+median of each window. Its spec and its C++ kernels (float, double; multi-threaded with
+``opmarket::shard``, SIMD chosen at run time) come from the compiled library
+(``median_pool.cc``); the numpy composition that defines it (sliding windows and
+``numpy.median``), its shape function, gradient and input generator are here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from opmarket.sdk import (
+    DType,
+    GradientOp,
+    InferenceContext,
+    InvalidArgument,
+    hookimpl,
+    input_generator,
+    library_declarations,
+    reference,
+    register_gradient,
+    shape_fn,
+)
+
+from opmarket_median_pool import _median_pool
+
+__all__ = ["median_pool_reference", "register", "windows"]
+
+OP = "Opm>MedianPool"
+
+
+def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[int | None, int]:
+    """MaxPool's output size and padding before, for one spatial dimension."""
+    if size is None:
+        return None, 0
+    if padding == "SAME":
+        out = -(-size // stride)
+        return out, max((out - 1) * stride + k - size, 0) // 2
+    num = size - k + stride
+    out = num // stride if num >= 0 else -(-num // stride)  # truncated, as TensorFlow's
+    if out < 0:
+        raise InvalidArgument(f"Computed output size would be negative: {out} [input: {size}, "
+                              f"ksize: {k}, stride: {stride}]")
+    return out, 0
+
+
+def _check(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
+    if len(ksize) != 4 or len(strides) != 4:
+        raise InvalidArgument("Sliding window ksize and stride fields must specify 4 dimensions")
+    if ksize[0] != 1 or strides[0] != 1:
+        raise InvalidArgument("Pooling is not yet supported on the batch dimension.")
+    if ksize[3] != 1 or strides[3] != 1:
+        raise InvalidArgument("MedianPool does not pool over depth.")
+    if min(*ksize[1:3], *strides[1:3]) < 1:
+        raise InvalidArgument(f"Sliding window ksize {list(ksize)} and strides {list(strides)} "
+                              "must be positive")
+    if padding not in ("SAME", "VALID"):
+        raise InvalidArgument(f"padding must be 'VALID' or 'SAME', got {padding!r}")
+
+
+def windows(x: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int],
+            padding: str) -> tuple[np.ndarray[Any, Any], tuple[int, int]]:
+    """The windows as a view ``(n, out_h, out_w, c, kh, kw)`` of the input, padded with NaN
+    for SAME (a float64 copy then), and the padding before (rows, cols)."""
+    _check(ksize, strides, padding)
+    n, h, w, c = x.shape
+    (_, kh, kw, _), (_, sh, sw, _) = ksize, strides
+    oh, top = _output_size(h, kh, sh, padding)
+    ow, left = _output_size(w, kw, sw, padding)
+    assert oh is not None and ow is not None
+    if oh == 0 or ow == 0:
+        return np.zeros((n, oh, ow, c, kh, kw), x.dtype), (top, left)
+    if padding == "SAME":
+        bottom = (oh - 1) * sh + kh - h - top
+        right = (ow - 1) * sw + kw - w - left
+        x = np.pad(x.astype(np.float64), ((0, 0), (top, max(bottom, 0)), (left, max(right, 0)),
+                                          (0, 0)), constant_values=np.nan)
+    view = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+    return view[:, :oh, :ow], (top, left)
+
+
+@reference(OP)
+def median_pool_reference(input: np.ndarray[Any, Any], ksize: Sequence[int],
+                          strides: Sequence[int], padding: str) -> Any:
+    """The numpy composition: every window, then numpy.median of each (for SAME, of its
+    in-bounds values: numpy.nanmedian over NaN padding; a NaN of the input still gives NaN)."""
+    view, _ = windows(input, ksize, strides, padding)
+    if view.size == 0:
+        return np.zeros(view.shape[:4], input.dtype)
+    if padding == "VALID":
+        return np.median(view, axis=(-2, -1)).astype(input.dtype)
+    out = np.nanmedian(view, axis=(-2, -1))
+    # An input NaN (not padding) makes its windows NaN, as numpy.median does.
+    if np.isnan(input).any():
+        bad = windows(np.isnan(input).astype(np.float64), ksize, strides, padding)[0]
+        out[np.nansum(bad, axis=(-2, -1)) > 0] = np.nan
+    return out.astype(input.dtype)
+
+
+@shape_fn(OP)
+def median_pool_shape(c: InferenceContext) -> None:
+    shape = c.with_rank(c.input(0), 4)
+    ksize, strides, padding = c.get_attr("ksize"), c.get_attr("strides"), c.get_attr("padding")
+    _check(ksize, strides, padding)
+    if shape is None:
+        c.set_output(0, (None, None, None, None))
+        return
+    n, h, w, ch = shape
+    c.set_output(0, (n, _output_size(h, ksize[1], strides[1], padding)[0],
+                     _output_size(w, ksize[2], strides[2], padding)[0], ch))
+
+
+@register_gradient(OP)
+def median_pool_grad(op: GradientOp, grad: np.ndarray[Any, Any]) -> list[Any]:
+    """Each window's gradient flows to its median element (half to each of the two middle
+    ones for an even count), summed where windows overlap (as MaxPool's grad does)."""
+    (x,) = op.inputs
+    ksize, strides, padding = op.get_attr("ksize"), op.get_attr("strides"), op.get_attr(
+        "padding")
+    view, (top, left) = windows(np.asarray(x, np.float64), ksize, strides, padding)
+    n, oh, ow, c, kh, kw = view.shape
+    flat = view.reshape(n, oh, ow, c, kh * kw)
+    order = np.argsort(flat, axis=-1)  # NaN padding sorts last
+    count = np.sum(~np.isnan(flat), axis=-1, keepdims=True)
+    lo = np.take_along_axis(order, (count - 1) // 2, axis=-1)[..., 0]
+    hi = np.take_along_axis(order, count // 2, axis=-1)[..., 0]
+    _, h, w, _ = np.shape(x)
+    # The gradient of the (padded) array the windows were cut from, cropped to the input.
+    padded = np.zeros((n, max(h + top, (oh - 1) * strides[1] + kh),
+                       max(w + left, (ow - 1) * strides[2] + kw), c))
+    b, oy, ox, ch = np.indices((n, oh, ow, c))
+    g = np.asarray(grad, np.float64) * 0.5
+    for pick in (lo, hi):
+        dy, dx = np.divmod(pick, kw)
+        np.add.at(padded, (b, oy * strides[1] + dy, ox * strides[2] + dx, ch), g)
+    return [padded[:, top:top + h, left:left + w].astype(np.asarray(x).dtype)]
+
+
+@input_generator(OP)
+def median_pool_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any:
+    npdt = types["T"].numpy
+    assert npdt is not None
+    kh, kw = (3, 3) if rng.random() < 0.5 else (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
+    sh, sw = (1, 1) if rng.random() < 0.5 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    padding = "SAME" if rng.random() < 0.5 else "VALID"
+    shape = (int(rng.integers(1, 3)), int(rng.integers(kh, 20)), int(rng.integers(kw, 40)),
+             int(rng.integers(1, 4)))
+    # Few distinct values: ties and equal middle pairs are common in images.
+    x = rng.integers(-20, 20, shape).astype(npdt) / 4
+    return [x], {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1], "padding": padding}
+
+
+@hookimpl
+def register(register: Callable[..., Any]) -> None:
+    """MedianPool: the op and its C++ kernels, then what the Python side adds."""
+    register(*library_declarations(_median_pool), median_pool_shape, median_pool_grad,
+             median_pool_reference, median_pool_inputs)
