@@ -1,7 +1,7 @@
 """opmarket: op/kernel plugins, their run time, compatibility checks and marketplace.
 
-Importing opmarket imports nothing heavy and loads no plugin; ``opmarket.ops`` loads the
-installed plugins on first access.
+Importing opmarket imports nothing heavy and loads no plugin; looking an op up in
+``opmarket.ops`` loads the installed plugins that declare it.
 """
 
 from __future__ import annotations

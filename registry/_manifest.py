@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 
 from opmarket.registry._discovery import EntryPointRecord
-from opmarket.registry._plugins import collect, plugin_manager
-from opmarket.registry._runtime import new_registry
+from opmarket.registry._plugins import collect, kernel_def, plugin_manager
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
+from opmarket.sdk._kernel import KernelSpec
 
 __all__ = ["MANIFEST", "manifest_path", "opset_from_code", "read_manifest"]
 
@@ -70,10 +70,14 @@ def read_manifest(entry: EntryPointRecord) -> OpSet:
 def opset_from_code(module: str) -> OpSet:
     """What the plugin module's ``register`` hook registers, as an op-set (imports it): the
     manifest a plugin should ship."""
+    from opmarket.registry._runtime import new_registry  # _runtime reads manifests
+
     items = collect(plugin_manager(), importlib.import_module(module), module)
     reg = new_registry()
-    reg.register(*items, source=module)
-    return reg.snapshot(source=module)
+    reg.register(*items, source=module)  # validates, as loading the plugin would
+    # Its own kernels, also those for another plugin's (or a built-in) op.
+    kernels = tuple(kernel_def(k) for k in items if isinstance(k, KernelSpec))
+    return OpSet(reg.snapshot(source=module).ops, kernels)
 
 
 def _write(module: str, target: str) -> None:

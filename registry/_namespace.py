@@ -11,11 +11,28 @@ from opmarket.sdk import NotFound, OpDef, snake_case
 if TYPE_CHECKING:
     from opmarket.registry._registry import Registry
 
-__all__ = ["OpsNamespace"]
+__all__ = ["Loader", "OpsNamespace", "matches"]
+
+#: ``loader(prefix, name, full=...)`` loads what resolving ``name`` under the namespace
+#: ``prefix`` needs (``name`` None: everything); see ``_runtime.load_plugins_for``.
+Loader = Callable[..., None]
 
 
 def _segment(namespace: str) -> str:
     return snake_case(namespace)
+
+
+def matches(op: str, prefix: str, name: str, *, full: bool = False) -> bool:
+    """Whether the op named ``op`` is what ``name`` may resolve to under the namespace
+    ``prefix``: the op itself (by its Python name, or by full name when ``full``) or a
+    sub-namespace holding it. The same rules as the lookups below."""
+    if full:
+        return op == (f"{prefix}>{name}" if prefix else name)
+    ns, _, short = op.rpartition(">")
+    if (not prefix or ns == prefix) and snake_case(short) == name:
+        return True
+    rest = ns if not prefix else (ns[len(prefix) + 1:] if ns.startswith(prefix + ">") else "")
+    return bool(rest) and _segment(rest.split(">")[0]) == name
 
 
 class OpsNamespace:
@@ -25,11 +42,18 @@ class OpsNamespace:
     _registry: Callable[[], Registry]
     _prefix: str
     _seen: dict[int, int]
+    _loader: Loader | None
 
-    def __init__(self, registry: Callable[[], Registry], prefix: str = "") -> None:
+    def __init__(self, registry: Callable[[], Registry], prefix: str = "", *,
+                 loader: Loader | None = None) -> None:
         object.__setattr__(self, "_registry", registry)
         object.__setattr__(self, "_prefix", prefix)  # "" at the top, else "Opm" or "A>B"
         object.__setattr__(self, "_seen", {})  # id(registry) -> version indexed
+        object.__setattr__(self, "_loader", loader)  # loads plugins as names need them
+
+    def _need(self, name: str | None, *, full: bool = False) -> None:
+        if self._loader is not None:
+            self._loader(self._prefix, name, full=full)
 
     def _refresh(self) -> Registry:
         reg = self._registry()
@@ -66,6 +90,7 @@ class OpsNamespace:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        self._need(name)
         reg = self._refresh()
         if name in self.__dict__:
             return self.__dict__[name]
@@ -85,7 +110,7 @@ class OpsNamespace:
         if found:
             value = reg.dispatcher(found[0].name).wrapper
         elif name in spaces:
-            value = OpsNamespace(self._registry, spaces[name])
+            value = OpsNamespace(self._registry, spaces[name], loader=self._loader)
         else:
             where = f"opmarket.ops.{'.'.join(map(_segment, self._prefix.split('>')))}" \
                 if self._prefix else "opmarket.ops"
@@ -94,6 +119,7 @@ class OpsNamespace:
         return value
 
     def __getitem__(self, full_name: str) -> Callable[..., Any]:
+        self._need(full_name, full=True)
         reg = self._refresh()
         name = f"{self._prefix}>{full_name}" if self._prefix else full_name
         try:
@@ -105,6 +131,7 @@ class OpsNamespace:
         raise AttributeError("opmarket.ops is read-only; register ops with opmarket.register")
 
     def __dir__(self) -> list[str]:
+        self._need(None)
         by_name, spaces = self._members(self._refresh())
         return sorted({n for n, ops in by_name.items() if len(ops) == 1} | set(spaces))
 

@@ -26,6 +26,7 @@ __all__ = [
     "PluginInfo",
     "collect",
     "discover",
+    "kernel_def",
     "load_into",
     "plugin_manager",
     "plugins_disabled",
@@ -133,7 +134,7 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
                               source=info.source)
             info.status = "loaded"
             info.ops = tuple(sorted(i.name for i in info.items if isinstance(i, OpDef)))
-            info.kernels = tuple(_kernel_def(i) for i in info.items if isinstance(i, KernelSpec))
+            info.kernels = tuple(kernel_def(i) for i in info.items if isinstance(i, KernelSpec))
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
             registry.unregister_source(info.source)
@@ -142,7 +143,7 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
     return infos
 
 
-def _kernel_def(k: KernelSpec) -> KernelDef:
+def kernel_def(k: KernelSpec) -> KernelDef:
     return KernelDef(op=k.op, device=k.device, constraints=k.constraints,
                      host_memory=k.host_memory, label=k.label, priority=k.priority)
 

@@ -1,4 +1,11 @@
-"""The process-wide registry, ``opmarket.ops``, ``load_plugins`` and ``register``."""
+"""The process-wide registry, ``opmarket.ops``, ``load_plugins`` and ``register``.
+
+Plugins load lazily: discovery (no imports) runs on the first need; ``opmarket.ops.<name>``
+then imports only the plugins whose manifests declare a matching op, a kernel for one, or
+an op those need (and any plugin without a readable manifest); ``load_plugins()`` and
+everything that needs every op (graphs, custom calls, conformance, ``dir(opmarket.ops)``)
+load the rest.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from opmarket.registry import _default_plugin
-from opmarket.registry._namespace import OpsNamespace
+from opmarket.registry._discovery import EntryPointRecord
+from opmarket.registry._manifest import read_manifest
+from opmarket.registry._namespace import OpsNamespace, matches
 from opmarket.registry._plugins import PluginInfo, discover, load_into
 from opmarket.registry._registry import Registry
+from opmarket.sdk import OpmarketError
 
 __all__ = [
     "get_registry",
     "isolated_registry",
     "load_plugins",
+    "load_plugins_for",
     "new_registry",
     "ops_namespace",
     "plugins",
@@ -25,7 +36,9 @@ __all__ = [
 BUILTIN_SOURCE = "opmarket (built-in)"
 
 _registry: Registry | None = None
-_plugins: list[PluginInfo] | None = None  # None until discovery ran
+_plugins: list[PluginInfo] | None = None  # loaded so far; None until discovery ran
+_pending: list[EntryPointRecord] = []  # discovered, not loaded yet
+_declares: dict[EntryPointRecord, frozenset[str] | None] = {}  # None: no manifest
 _ops: OpsNamespace | None = None
 
 
@@ -52,14 +65,63 @@ def get_registry() -> Registry:
     return _registry
 
 
+def _discover() -> list[PluginInfo]:
+    global _plugins, _pending
+    if _plugins is None:
+        _plugins, _pending = [], discover()
+    return _plugins
+
+
+def _load(entries: list[EntryPointRecord]) -> None:
+    global _pending
+    loaded = _discover()
+    # Taken off the pending list first: a plugin that reaches opmarket.ops must not recurse.
+    _pending = [e for e in _pending if e not in entries]
+    if entries:
+        loaded.extend(load_into(get_registry(), entries))
+
+
 def load_plugins() -> list[PluginInfo]:
     """Discover and load the installed plugins, once per process; what each did."""
-    global _plugins
-    if _plugins is None:
-        reg = get_registry()
-        _plugins = []  # set first: a plugin that reaches opmarket.ops must not recurse
-        _plugins.extend(load_into(reg, discover()))
-    return list(_plugins)
+    _discover()
+    _load(list(_pending))
+    return list(_plugins or [])
+
+
+def _declared(entry: EntryPointRecord) -> frozenset[str] | None:
+    """The ops the entry's manifest defines or has kernels for (None: no manifest)."""
+    if entry not in _declares:
+        try:
+            opset = read_manifest(entry)
+            _declares[entry] = frozenset({o.name for o in opset.ops}
+                                         | {k.op for k in opset.kernels})
+        except (OpmarketError, OSError):
+            _declares[entry] = None
+    return _declares[entry]
+
+
+def load_plugins_for(prefix: str, name: str | None, *, full: bool = False) -> None:
+    """Load the pending plugins that ``opmarket.ops`` needs to resolve ``name`` under the
+    namespace ``prefix`` (``full``: ``name`` is an op's full name below it; None: every
+    plugin), with the plugins that declare the ops they declare (kernels for an op, the
+    op of a kernel), and the plugins without a manifest, which may declare anything."""
+    _discover()
+    if not _pending:
+        return
+    if name is None:
+        _load(list(_pending))
+        return
+    wanted = [e for e in _pending if (ops := _declared(e)) is None
+              or any(matches(op, prefix, name, full=full) for op in ops)]
+    mentioned: set[str] = set()
+    grew = True
+    while grew:  # close over shared ops, so kernels and their ops load together
+        for e in wanted:
+            mentioned |= _declared(e) or set()
+        more = [e for e in _pending if e not in wanted and (_declared(e) or set()) & mentioned]
+        wanted.extend(more)
+        grew = bool(more)
+    _load([e for e in _pending if e in wanted])
 
 
 def plugins() -> list[PluginInfo]:
@@ -68,11 +130,10 @@ def plugins() -> list[PluginInfo]:
 
 
 def ops_namespace() -> OpsNamespace:
-    """``opmarket.ops``, after loading the plugins."""
+    """``opmarket.ops``: it loads the plugins each name needs as it is looked up."""
     global _ops
-    load_plugins()
     if _ops is None:
-        _ops = OpsNamespace(get_registry)
+        _ops = OpsNamespace(get_registry, loader=load_plugins_for)
     return _ops
 
 
@@ -90,10 +151,10 @@ def isolated_registry(*, plugins: bool | Iterable[str] = False) -> Iterator[Regi
     for tests that define their own ops. ``plugins=True`` also loads the installed plugins
     (after the environment variables); a list of entry point names loads exactly those,
     whatever the environment says (what a plugin's own tests use)."""
-    global _registry, _plugins
-    saved = _registry, _plugins
+    global _registry, _plugins, _pending
+    saved = _registry, _plugins, _pending
     _registry = new_registry()
-    _plugins = None if plugins is True else []
+    _plugins, _pending = (None, []) if plugins is True else ([], [])
     _reset_namespace()
     try:
         if plugins is True:
@@ -103,5 +164,5 @@ def isolated_registry(*, plugins: bool | Iterable[str] = False) -> Iterator[Regi
             _plugins.extend(load_into(_registry, discover(names=list(plugins))))
         yield _registry
     finally:
-        _registry, _plugins = saved
+        _registry, _plugins, _pending = saved
         _reset_namespace()

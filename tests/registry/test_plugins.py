@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from opmarket.registry import isolated_registry, load_plugins
+from opmarket.sdk import ArgDef, DType, KernelDef, OpDef, OpSet, opset_to_json
 
 GOOD = '''
 import numpy as np
@@ -115,3 +116,100 @@ def test_import_opmarket_is_light(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tmp_path, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def install_package(site: Path, dist: str, entry: str, package: str, code: str, *,
+                    manifest: str | None) -> None:
+    (site / package).mkdir()
+    (site / package / "__init__.py").write_text(textwrap.dedent(code))
+    if manifest is not None:
+        (site / package / "opmarket.opset.json").write_text(manifest)
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[opmarket]\n{entry} = {package}\n")
+
+
+LAZY_OP = '''
+import numpy as np
+from opmarket.sdk import hookimpl, kernel, op
+
+OP = op("Lazy>{name}").input("x: float").output("y: float").build()
+
+
+@kernel("Lazy>{name}")
+def run(x):
+    return x + {add}
+
+
+@hookimpl
+def register(register):
+    register(OP, run)
+'''
+
+LAZY_KERNEL = '''
+from opmarket.sdk import hookimpl, kernel
+
+
+@kernel("Lazy>Alpha", device="GPU")
+def alpha_gpu(x):
+    return x + 100
+
+
+@hookimpl
+def register(register):
+    register(alpha_gpu)
+'''
+
+
+def lazy_manifest(op: str | None, kernel_op: str, device: str = "CPU") -> str:
+    """A manifest listing ``op`` (None: no op) and one kernel for ``kernel_op``."""
+    def define(name: str) -> OpDef:
+        return OpDef(name, inputs=(ArgDef("x", DType.FLOAT),), outputs=(ArgDef("y", DType.FLOAT),))
+
+    ops = () if op is None else (define(op),)
+    return opset_to_json(OpSet(ops, (KernelDef(kernel_op, device),)))
+
+
+def test_ops_import_only_the_plugins_a_name_needs(tmp_path: Path) -> None:
+    # Alpha's op, a GPU kernel for it in another distribution, Gamma, and a plugin without a
+    # manifest (which may declare anything, so it loads with the first op needed).
+    alpha = LAZY_OP.format(name="Alpha", add=1)
+    gamma = LAZY_OP.format(name="Gamma", add=3)
+    install_package(tmp_path, "lazy-alpha", "alpha", "lazy_alpha", alpha,
+                    manifest=lazy_manifest("Lazy>Alpha", "Lazy>Alpha"))
+    install_package(tmp_path, "lazy-alpha-gpu", "alpha_gpu", "lazy_alpha_gpu", LAZY_KERNEL,
+                    manifest=lazy_manifest(None, "Lazy>Alpha", "GPU"))
+    install_package(tmp_path, "lazy-gamma", "gamma", "lazy_gamma", gamma,
+                    manifest=lazy_manifest("Lazy>Gamma", "Lazy>Gamma"))
+    install_package(tmp_path, "lazy-bare", "bare", "lazy_bare", "", manifest=None)
+    code = textwrap.dedent('''
+        import sys
+        import numpy as np
+        import opmarket
+        from opmarket.registry import load_plugins, plugins
+
+        def imported():
+            return sorted(m for m in ("lazy_alpha", "lazy_alpha_gpu", "lazy_gamma",
+                                      "lazy_bare") if m in sys.modules)
+
+        x = np.array([1.0], np.float32)
+        with opmarket.device("CPU"):
+            print(opmarket.ops.alpha(x).tolist(), imported())
+        print(opmarket.ops.lazy.alpha(x).tolist())  # the GPU kernel comes first
+        print(opmarket.ops["Lazy>Gamma"](x).tolist(), imported())
+        print(sorted(p.name for p in load_plugins()), len(plugins()))
+    ''')
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin",
+           "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+           "OPMARKET_PLUGINS": "alpha,alpha_gpu,gamma,bare"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        # Alpha's op, the plugin with a kernel for it, and the one without a manifest.
+        "[2.0] ['lazy_alpha', 'lazy_alpha_gpu', 'lazy_bare']",
+        "[101.0]",
+        "[4.0] ['lazy_alpha', 'lazy_alpha_gpu', 'lazy_bare', 'lazy_gamma']",
+        "['alpha', 'alpha_gpu', 'bare', 'gamma'] 4",
+    ]
