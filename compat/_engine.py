@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 from opmarket.compat._change import OpChange
 from opmarket.compat._report import Finding
-from opmarket.compat._rules import RULES, Rule, Scope, Severity
+from opmarket.compat._rules import RULES, RULES_BY_ID, Rule, Scope, Severity
 from opmarket.sdk import KernelDef, OpDef, OpSet
 
 __all__ = ["compare_history", "compare_ops", "compare_opsets"]
@@ -22,6 +22,10 @@ _EVERY_RELEASE = frozenset(
     r.id for r in RULES
     if r.severity is Severity.BREAKING and r.scope in (Scope.PAIR, Scope.PRESENCE)
 ) - {"attr-default-changed", "attr-default-removed"}  # fmt: skip
+
+
+_DEFAULT_RULES = frozenset({"attr-default-changed", "attr-default-removed"})
+_DEFAULTS = tuple(r for r in RULES if r.id in _DEFAULT_RULES)
 
 
 def _run(rules: Sequence[Rule], change: OpChange, out: list[Finding]) -> None:
@@ -151,12 +155,62 @@ def compare_history(
     *older, (_, latest) = releases
     out = compare_opsets(latest, new, new_kernels_known=new_kernels_known)
     seen = {(f.op, f.rule, f.message) for f in out}
-    for label, opset in reversed(older):
-        for f in compare_opsets(opset, new, new_kernels_known=new_kernels_known):
+
+    last: dict[str, tuple[str, OpDef]] = {}
+    first: dict[str, OpDef] = {}
+    for label, opset in releases:
+        for o in opset:
+            last[o.name] = (label, o)
+            first.setdefault(o.name, o)
+    # TensorFlow checks an op against its history only when it differs from its last version.
+    unchanged = {o.name for o in new if o.name in last and _same_version(last[o.name][1], o)}
+
+    def add(found: Iterable[Finding], label: str, rules: Container[str]) -> None:
+        for f in found:
             key = (f.op, f.rule, f.message)
-            if f.rule in _EVERY_RELEASE and key not in seen:
+            if f.rule in rules and key not in seen and f.op not in unchanged:
                 seen.add(key)
-                out.append(
-                    Finding(f.op, f.rule, f.severity, f.message, release=label)
-                )
+                out.append(Finding(f.op, f.rule, f.severity, f.message, release=label))
+
+    for label, opset in reversed(older):
+        add(compare_opsets(opset, new, new_kernels_known=new_kernels_known), label,
+            _EVERY_RELEASE)  # fmt: skip
+    for op in new:
+        if op.name not in last:
+            continue
+        last_label, last_op = last[op.name]
+        if op.name not in latest:  # gone from the latest release: its last version's defaults
+            changed: list[Finding] = []
+            _run(_DEFAULTS, OpChange(last_op, op), changed)
+            add(changed, last_label, _DEFAULT_RULES)
+        add(_added_defaults(first[op.name], last_op, op), last_label, _DEFAULT_RULES)
     return out
+
+
+def _same_version(a: OpDef, b: OpDef) -> bool:
+    """The same op definition, docs aside, as TensorFlow's serialized comparison sees it."""
+    if a.without_docs() != b.without_docs():
+        return False
+    return not _float_defaults(a) or not [
+        f for f in compare_ops(a, b) if f.rule in _DEFAULT_RULES
+    ]
+
+
+def _added_defaults(first: OpDef, last: OpDef, new: OpDef) -> Iterator[Finding]:
+    """TensorFlow's OpDefAddedDefaultsUnchanged(first, last, new) beyond what comparing with
+    the last version finds: an attr added after the first version without a default (itself
+    a breaking release) may not gain one later."""
+    rule = RULES_BY_ID["attr-default-changed"]
+    for a in last.attrs:
+        n = new.attr(a.name)
+        if (
+            first.attr(a.name) is None
+            and n is not None
+            and a.default is None
+            and n.default is not None
+        ):
+            yield Finding(
+                new.name, rule.id, rule.severity,
+                f"attr '{a.name}' was added after the first release without a default; "
+                "TensorFlow's history check forbids giving it one now",
+            )  # fmt: skip

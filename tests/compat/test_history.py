@@ -46,11 +46,26 @@ def test_history_checks_new_against_every_release(release: Release) -> None:
 def test_history_finds_what_only_an_older_release_had(release: Release) -> None:
     r1 = release("1.0.0", extra_attr="a: int = 1")
     r2 = release("1.1.0")  # a already gone in 1.1 (that release broke it)
-    new = release("1.2.0")
+    new = release("1.2.0", extra_attr="b: int = 2")
     findings = compare_history([("1.0.0", r1), ("1.1.0", r2)], new)
     assert [(f.rule, f.release, f.severity) for f in findings] == [
-        ("attr-removed", "1.0.0", Severity.BREAKING)
+        ("attr-added", "", Severity.INFO), ("attr-removed", "1.0.0", Severity.BREAKING),
+    ]  # fmt: skip
+    # As in TensorFlow, an op identical to its last recorded version is not checked again.
+    assert compare_history([("1.0.0", r1), ("1.1.0", r2)], release("1.2.0")) == []
+
+
+def test_an_attr_added_without_default_may_not_gain_one(release: Release) -> None:
+    # TensorFlow's OpDefAddedDefaultsUnchanged(first, last, new), for histories that hold a
+    # breaking release: 1.1 added attr a without a default.
+    r1 = release("1.0.0")
+    r2 = release("1.1.0", extra_attr="a: int")
+    new = release("1.2.0", extra_attr="a: int = 0")
+    findings = compare_history([("1.0.0", r1), ("1.1.0", r2)], new)
+    assert [(f.rule, f.release) for f in findings if f.severity is Severity.BREAKING] == [
+        ("attr-default-changed", "1.1.0")
     ]
+    assert "added after the first release without a default" in findings[-1].message
 
 
 def test_tensorflow_history_folder_is_read_as_releases(
