@@ -99,9 +99,13 @@ def _mtime(path: str) -> int | None:
 
 
 def _search_path(paths: Sequence[str] | None) -> list[str]:
-    # As importlib.metadata's path finder: "" is the current directory.
-    return [p or os.getcwd() for p in (sys.path if paths is None else paths)
-            if isinstance(p, str)]
+    # As importlib.metadata's path finder: "" is the current directory (if it still exists).
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    return [p or cwd for p in (sys.path if paths is None else paths)
+            if isinstance(p, str) and (p or cwd)]
 
 
 def _normalize(name: str) -> str:
