@@ -1,0 +1,92 @@
+// The GPU half of TimeTwo: the CUDA kernel, ExampleFunctor<GPUDevice, T> that launches it,
+// and a C interface that opmarket_time_two loads with ctypes only when the CUDA runtime and a
+// GPU are present (opm_time_two_device_count), so the wheel's CPU kernel never depends on it.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "time_two.h"
+
+template <typename T>
+__global__ void ExampleCudaKernel(const int64_t size, const T* in, T* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < size;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    out[i] = times_two(__ldg(in + i));
+  }
+}
+
+template <typename T>
+struct ExampleFunctor<GPUDevice, T> {
+  void operator()(const GPUDevice& d, int64_t size, const T* in, T* out) {
+    // A grid-stride loop: a fixed grid covers any size.
+    const int thread_per_block = 256;
+    const int64_t blocks = (size + thread_per_block - 1) / thread_per_block;
+    const int block_count = static_cast<int>(blocks < 1024 ? (blocks > 0 ? blocks : 1) : 1024);
+    ExampleCudaKernel<T><<<block_count, thread_per_block, 0,
+                           static_cast<cudaStream_t>(d.stream)>>>(size, in, out);
+  }
+};
+
+template struct ExampleFunctor<GPUDevice, float>;
+template struct ExampleFunctor<GPUDevice, double>;
+template struct ExampleFunctor<GPUDevice, int32_t>;
+template struct ExampleFunctor<GPUDevice, int64_t>;
+
+namespace {
+
+int fail(cudaError_t status, const char* what, char* err, int errlen) {
+  std::snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(status));
+  cudaGetLastError();  // clear it
+  return 1;
+}
+
+// Host arrays in and out: copy in, run, copy back.
+template <typename T>
+int run(const void* host_in, void* host_out, int64_t size, char* err, int errlen) {
+  if (size == 0) return 0;
+  const size_t bytes = static_cast<size_t>(size) * sizeof(T);
+  T* in = nullptr;
+  T* out = nullptr;
+  cudaError_t status = cudaMalloc(&in, bytes);
+  if (status != cudaSuccess) return fail(status, "cudaMalloc", err, errlen);
+  status = cudaMalloc(&out, bytes);
+  if (status == cudaSuccess) status = cudaMemcpy(in, host_in, bytes, cudaMemcpyHostToDevice);
+  if (status == cudaSuccess) {
+    ExampleFunctor<GPUDevice, T>()(GPUDevice{}, size, in, out);
+    status = cudaGetLastError();
+  }
+  if (status == cudaSuccess) status = cudaMemcpy(host_out, out, bytes, cudaMemcpyDeviceToHost);
+  cudaFree(in);
+  if (out) cudaFree(out);
+  return status == cudaSuccess ? 0 : fail(status, "TimeTwo on the GPU", err, errlen);
+}
+
+}  // namespace
+
+extern "C" {
+
+// How many GPUs the CUDA runtime sees; 0 when there is no driver or no device.
+__attribute__((visibility("default"))) int opm_time_two_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+// out = 2 * in for `size` elements of `dtype` (a TimeTwoDtype); 0, or 1 with a message.
+__attribute__((visibility("default"))) int opm_time_two(int dtype, const void* in, void* out,
+                                                        int64_t size, char* err, int errlen) {
+  switch (dtype) {
+    case kFloat: return run<float>(in, out, size, err, errlen);
+    case kDouble: return run<double>(in, out, size, err, errlen);
+    case kInt32: return run<int32_t>(in, out, size, err, errlen);
+    case kInt64: return run<int64_t>(in, out, size, err, errlen);
+    default:
+      std::snprintf(err, errlen, "unknown dtype code %d", dtype);
+      return 1;
+  }
+}
+
+}  // extern "C"
