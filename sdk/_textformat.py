@@ -17,6 +17,7 @@ from opmarket.sdk._dtypes import DType
 from opmarket.sdk._errors import DocumentError
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 from opmarket.sdk._tfproto import messages
+from opmarket.sdk._values import TaggedValue
 
 __all__ = ["opdef_from_proto", "opdef_to_proto", "opdefs_from_pbtxt", "opdefs_to_pbtxt"]
 
@@ -58,14 +59,16 @@ def _attr_type_ok(t: str) -> bool:
 def _attr_from_proto(p: Any) -> AttrDef:
     typed = _attr_type_ok(p.type)
     list_type = p.type if p.type.startswith("list(") else f"list({p.type})"
+    default = None
+    if typed and p.HasField("default_value"):
+        if p.default_value.WhichOneof("value") is None and not p.type.startswith("list("):
+            default = TaggedValue("none", None)  # present but empty: invalid, as in TensorFlow
+        else:
+            default = value_from_proto(p.type, p.default_value)
     return AttrDef(
         name=p.name,
         type=p.type,
-        default=(
-            value_from_proto(p.type, p.default_value)
-            if typed and p.HasField("default_value")
-            else None
-        ),
+        default=default,
         allowed_values=(
             value_from_proto(list_type, p.allowed_values)
             if typed and p.HasField("allowed_values")

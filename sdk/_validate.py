@@ -10,6 +10,7 @@ from opmarket.sdk._opdef import ArgDef, AttrDef, OpDef
 from opmarket.sdk._values import (
     ATTR_BASE_TYPES,
     FuncValue,
+    TaggedValue,
     TensorShape,
     TensorValue,
 )
@@ -43,6 +44,8 @@ def _type_problem(value: Any, attr_type: str) -> str | None:
     if is_list and not isinstance(value, tuple):
         return f"expected a list of {base}, got {value!r}"
     for item in items:
+        if isinstance(item, TaggedValue) and item.type == "none":
+            return f"the value is missing (expected {base})"
         ok = isinstance(item, _PY_TYPES[base]) and not (
             base in ("int", "float") and isinstance(item, bool)
         )

@@ -13,6 +13,7 @@ from opmarket.sdk import (
     op,
     opdefs_from_pbtxt,
     opdefs_to_pbtxt,
+    parse_document,
     read_document,
 )
 
@@ -69,3 +70,13 @@ def test_model_to_text_and_back() -> None:
 def test_unreadable_text_is_a_document_error(text: str) -> None:
     with pytest.raises(DocumentError, match="not TensorFlow text format"):
         opdefs_from_pbtxt(text, "bad.pbtxt")
+
+
+def test_a_default_with_no_value_is_invalid_as_in_tensorflow() -> None:
+    doc = parse_document(
+        'op { name: "A" attr { name: "a" type: "int" default_value { } } '
+        'attr { name: "l" type: "list(int)" default_value { } } }'
+    )
+    assert [str(p) for p in doc.problems] == [
+        "<text>: op A: attr 'a': default: attr 'a': the value is missing (expected int)"
+    ]
