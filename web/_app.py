@@ -65,8 +65,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (_simple, _files, _upload, _api, _pages):
         app.include_router(module.router)
-    app.mount("/static", StaticFiles(directory=Path(__file__).with_name("static")),
-              name="static")
+    # Editable installs link each file into place: follow those links (the folder is ours).
+    app.mount("/static", StaticFiles(directory=Path(__file__).with_name("static"),
+                                     follow_symlink=True), name="static")
     return app
 
 

@@ -26,34 +26,39 @@ DTYPES = ("float", "double", "half", "bfloat16", "int8", "int16", "int32", "int6
 STATUSES = ("validated", "pending", "rejected")
 
 
-def _render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(_env.get_template(name).render(**context), status_code=code)
+def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
+    base = str(request.base_url).rstrip("/")
+    page = _env.get_template(name).render(index_url=f"{base}/simple/",
+                                           upload_url=f"{base}/legacy/", **context)
+    return HTMLResponse(page, status_code=code)
 
 
 @router.get("/")
 def home(
+    request: Request,
     session: SessionDep,
+    *,
     q: Annotated[str, Query()] = "",
     device: Annotated[str, Query()] = "",
     dtype: Annotated[str, Query()] = "",
     status: Annotated[str, Query()] = "",
 ) -> HTMLResponse:
     packages = search_packages(session, q, device, dtype, status)
-    return _render("home.html", packages=packages, q=q, device=device, dtype=dtype,
+    return _render(request, "home.html", packages=packages, q=q, device=device, dtype=dtype,
                    status=status, devices=DEVICES, dtypes=DTYPES, statuses=STATUSES)
 
 
 @router.get("/project/{name}/")
-def package(name: str, session: SessionDep) -> HTMLResponse:
+def package(name: str, session: SessionDep, request: Request) -> HTMLResponse:
     found = get_package(session, name)
     if found is None:
-        return _render("missing.html", 404, what=f"package {name}")
-    return _render("package.html", p=found)
+        return _render(request, "missing.html", 404, what=f"package {name}")
+    return _render(request, "package.html", p=found)
 
 
 @router.get("/op/{name}/")
 def op(name: str, session: SessionDep, request: Request) -> HTMLResponse:
     found = get_op(session, name)
     if found is None:
-        return _render("missing.html", 404, what=f"op {name}")
-    return _render("op.html", op=found)
+        return _render(request, "missing.html", 404, what=f"op {name}")
+    return _render(request, "op.html", op=found)

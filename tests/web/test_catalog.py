@@ -1,0 +1,78 @@
+"""The catalog: JSON API with filters, op pages' data, OpenAPI, escaping of what authors
+wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from .conftest import Market, Wheels, twine
+from .plugins import handmade_wheel
+
+
+@pytest.fixture(scope="module")
+def catalog(uploaded: Market, wheels: Wheels) -> Market:
+    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 0
+    uploaded.wait_for("opm-wrong", wheels.wrong.name)
+    return uploaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("query", "expected"), [
+    ("q=Double", {"opm-double"}),
+    ("q=test%3Ewrong", {"opm-wrong"}),  # by op name, any case
+    ("q=double&device=CPU", {"opm-double"}),
+    ("device=GPU", set()),
+    ("q=opm-&dtype=int32", {"opm-double", "opm-wrong"}),
+    ("dtype=half", set()),
+    ("status=rejected&q=opm-wrong", {"opm-wrong"}),
+    ("status=validated&q=opm-wrong", set()),
+])
+def test_search_filters(catalog: Market, query: str, expected: set[str]) -> None:
+    found = {p["normalized"] for p in catalog.json(f"/api/packages?{query}")}
+    assert found == expected
+
+
+@pytest.mark.slow
+def test_op_page_data(catalog: Market) -> None:
+    op = catalog.json(f"/api/ops/{quote('Test>Double', safe='')}")
+    assert op["name"] == "Test>Double"
+    provider = op["providers"][0]
+    assert provider["normalized"] == "opm-double"
+    assert provider["signature"].startswith("Test>Double(x: T) -> (y: T)")
+    assert {(k["device"], k["dtypes"], k["status"]) for k in provider["kernels"]} >= {
+        ("CPU", "T=float", "passed"), ("CPU", "T=int32", "passed")}
+    assert catalog.get("/api/ops/NoSuchOp")[0] == 404
+
+
+@pytest.mark.slow
+def test_rejected_package_shows_its_failing_findings(catalog: Market) -> None:
+    package = catalog.json("/api/packages/opm-wrong")
+    assert package["status"] == "rejected"
+    failed = [s for s in package["files"][0]["steps"] if s["status"] == "failed"]
+    assert [s["name"] for s in failed] == ["conformance"]
+    assert any("differs from the reference" in line for line in failed[0]["log"])
+
+
+@pytest.mark.slow
+def test_openapi_documents_the_json_api(catalog: Market) -> None:
+    schema = catalog.json("/openapi.json")
+    for path in ("/api/packages", "/api/packages/{name}", "/api/ops/{name}", "/legacy/",
+                 "/simple/{project}/"):
+        assert path in schema["paths"], path
+    assert "PackageDetail" in schema["components"]["schemas"]
+
+
+@pytest.mark.slow
+def test_what_authors_write_is_escaped(catalog: Market, tmp_path: Path) -> None:
+    evil = handmade_wheel(tmp_path, "opm-xss", "1.0.0", {}, metadata=(
+        "Metadata-Version: 2.1\nName: opm-xss\nVersion: 1.0.0\n"
+        "Summary: <script>alert('x')</script>\n"))
+    assert twine(catalog, catalog.tokens["bob"], evil).returncode == 0
+    catalog.wait_for("opm-xss", evil.name)
+    for path in ("/?q=xss", "/project/opm-xss/"):
+        page = catalog.get(path)[2].decode()
+        assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
+        assert "<script>" not in page
