@@ -4,9 +4,14 @@ No -march flags: the wheel runs on any x86-64 CPU; the SIMD variants inside carr
 target attributes and are chosen at run time.
 """
 
+from pathlib import Path
+
 import opmarket.sdk
 from pybind11.setup_helpers import Pybind11Extension
 from setuptools import setup
+
+# Rebuilt when opmarket's header changes too, not only the plugin's own sources.
+HEADER = str(Path(opmarket.sdk.get_include(), "opmarket", "kernel.h"))
 
 setup(
     ext_modules=[
@@ -14,7 +19,7 @@ setup(
             "opmarket_median_pool._median_pool",
             ["src/opmarket_median_pool/median_pool.cc"],
             include_dirs=[opmarket.sdk.get_include()],
-            depends=["src/opmarket_median_pool/median3x3.inc"],
+            depends=["src/opmarket_median_pool/median3x3.inc", HEADER],
             cxx_std=17,
         )
     ]

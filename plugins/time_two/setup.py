@@ -68,6 +68,10 @@ class BuildWithCuda(build_ext):
             print("nvcc not found: building the CPU kernel only")
             return
         target = Path(self.get_ext_fullpath("opmarket_time_two._time_two")).parent / GPU_LIBRARY
+        sources = [Path(CUDA_SOURCE), Path(CUDA_SOURCE).with_name("time_two.h")]
+        if target.is_file() and target.stat().st_mtime >= max(s.stat().st_mtime for s in sources):
+            print(f"{target} is up to date")
+            return
         # Where this toolkit's runtime is, as a run path (found elsewhere at run time too).
         rpaths = [f"-Xlinker=-rpath,{d}" for d in runtime_dirs(nvcc)]
         cmd = [nvcc, "-O2", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
@@ -76,13 +80,16 @@ class BuildWithCuda(build_ext):
         subprocess.run(cmd, check=True)
 
 
+# Rebuilt when opmarket's header changes too, not only the plugin's own sources.
+HEADER = str(Path(opmarket.sdk.get_include(), "opmarket", "kernel.h"))
+
 setup(
     ext_modules=[
         Pybind11Extension(
             "opmarket_time_two._time_two",
             ["src/opmarket_time_two/time_two.cc"],
             include_dirs=[opmarket.sdk.get_include()],
-            depends=["src/opmarket_time_two/time_two.h"],
+            depends=["src/opmarket_time_two/time_two.h", HEADER],
             cxx_std=17,
         )
     ],

@@ -1,8 +1,13 @@
 """The C++ kernel, one translation unit, built against opmarket's header with pybind11."""
 
+from pathlib import Path
+
 import opmarket.sdk
 from pybind11.setup_helpers import Pybind11Extension
 from setuptools import setup
+
+# Rebuilt when opmarket's header changes too, not only the plugin's own sources.
+HEADER = str(Path(opmarket.sdk.get_include(), "opmarket", "kernel.h"))
 
 setup(
     ext_modules=[
@@ -10,6 +15,7 @@ setup(
             "opmarket_zero_out._zero_out",
             ["src/opmarket_zero_out/zero_out.cc"],
             include_dirs=[opmarket.sdk.get_include()],
+            depends=[HEADER],
             cxx_std=17,
         )
     ]
