@@ -132,3 +132,24 @@ def test_disabled_discovery_lists_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("OPMARKET_DISABLE_PLUGINS", "0")
     monkeypatch.setenv("OPMARKET_PLUGINS", "no_such_plugin")
     assert CliRunner().invoke(ops, []).output == "no plugin ops installed\n"
+
+
+def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> None:
+    from opmarket.sdk import OpSet, op, opset_to_json
+
+    (tmp_path / "drift_plugin").mkdir()
+    (tmp_path / "drift_plugin" / "__init__.py").write_text(
+        "from opmarket.sdk import hookimpl, op\n\n\n@hookimpl\ndef register(register):\n"
+        "    register(op('Drift>New').input('x: float').output('y: float').build())\n")
+    old = op("Drift>Old").input("x: float").output("y: float").build()
+    (tmp_path / "drift_plugin" / "opmarket.opset.json").write_text(opset_to_json(OpSet((old,))))
+    info = tmp_path / "drift_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: drift-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[opmarket]\ndrift = drift_plugin\n")
+    done = run("plugins", "--format", "json", beside=tmp_path, OPMARKET_PLUGINS="drift")
+    assert done.returncode == 0, done.stderr
+    (drift,) = json.loads(done.stdout)["plugins"]
+    assert (drift["status"], drift["ops"]) == ("loaded", ["Drift>New"])
+    assert drift["errors"] == ["opmarket.opset.json lists ['Drift>Old'], the plugin registers "
+                               "['Drift>New']; regenerate the manifest"]
