@@ -52,11 +52,20 @@ class PluginRow:
     ops: list[str] = field(default_factory=list)
     kernels: dict[str, int] = field(default_factory=dict)  # device -> count
     errors: list[str] = field(default_factory=list)
+    # Kernels the manifest lists on devices for which the loaded plugin registered none
+    # (a GPU kernel on a machine without a GPU), by device.
+    unavailable: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,
                 "module": self.module, "status": self.status, "ops": self.ops,
-                "kernels": self.kernels, "errors": self.errors}
+                "kernels": self.kernels, "unavailable_kernels": self.unavailable,
+                "errors": self.errors}
+
+    def describe_kernels(self) -> str:
+        shown = [f"{d} {n}" for d, n in self.kernels.items()]
+        shown += [f"{d} {n} (unavailable)" for d, n in self.unavailable.items()]
+        return ", ".join(shown) or "-"
 
 
 def _by_device(kernels: Sequence[KernelDef]) -> dict[str, int]:
@@ -94,7 +103,9 @@ def plugin_rows(*, load: bool = True) -> list[PluginRow]:
             if row.ops and row.ops != list(info.ops):
                 row.errors.append(f"{MANIFEST} lists {row.ops}, the plugin registers "
                                   f"{list(info.ops)}; regenerate the manifest")
-            row.ops, row.kernels = list(info.ops), _by_device(info.kernels)
+            registered = _by_device(info.kernels)
+            row.unavailable = {d: n for d, n in row.kernels.items() if d not in registered}
+            row.ops, row.kernels = list(info.ops), registered
     return rows
 
 
@@ -232,8 +243,7 @@ def plugins(fmt: str, no_load: bool) -> None:
     elif not rows:
         click.echo(_nothing("plugins installed (entry point group 'opmarket')"))
     else:
-        body = [(r.name, r.distribution, r.version, r.status,
-                 ", ".join(f"{d} {n}" for d, n in r.kernels.items()) or "-",
+        body = [(r.name, r.distribution, r.version, r.status, r.describe_kernels(),
                  ", ".join(r.ops) or "-") for r in rows]
         click.echo(table(["PLUGIN", "DISTRIBUTION", "VERSION", "STATUS", "KERNELS", "OPS"],
                          body), nl=False)

@@ -57,6 +57,7 @@ def test_a_broken_plugin_beside_the_first_party_ones_is_reported_and_harms_nothi
     assert (atan["status"], atan["errors"]) == ("loaded", [])
     assert (atan["distribution"], atan["version"]) == ("opmarket-atan", "0.1.0")
     assert (atan["ops"], atan["kernels"]) == (["Opm>Atan"], {"CPU": 1})
+    assert atan["unavailable_kernels"] == {}
     assert got["custom_call"]["status"] == "loaded"
 
 
@@ -135,14 +136,15 @@ def test_disabled_discovery_lists_nothing(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> None:
-    from opmarket.sdk import OpSet, op, opset_to_json
+    from opmarket.sdk import KernelDef, OpSet, op, opset_to_json
 
     (tmp_path / "drift_plugin").mkdir()
     (tmp_path / "drift_plugin" / "__init__.py").write_text(
         "from opmarket.sdk import hookimpl, op\n\n\n@hookimpl\ndef register(register):\n"
         "    register(op('Drift>New').input('x: float').output('y: float').build())\n")
     old = op("Drift>Old").input("x: float").output("y: float").build()
-    (tmp_path / "drift_plugin" / "opmarket.opset.json").write_text(opset_to_json(OpSet((old,))))
+    manifest = OpSet((old,), (KernelDef("Drift>Old", "GPU"),))
+    (tmp_path / "drift_plugin" / "opmarket.opset.json").write_text(opset_to_json(manifest))
     info = tmp_path / "drift_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: drift-plugin\nVersion: 1.0\n")
@@ -151,5 +153,7 @@ def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     (drift,) = json.loads(done.stdout)["plugins"]
     assert (drift["status"], drift["ops"]) == ("loaded", ["Drift>New"])
+    # The manifest's GPU kernel did not register here.
+    assert (drift["kernels"], drift["unavailable_kernels"]) == ({}, {"GPU": 1})
     assert drift["errors"] == ["opmarket.opset.json lists ['Drift>Old'], the plugin registers "
                                "['Drift>New']; regenerate the manifest"]
