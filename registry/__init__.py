@@ -40,7 +40,7 @@ from opmarket.registry._graph import (
     validate_graph,
 )
 from opmarket.registry._native import OpLibrary, load_library
-from opmarket.registry._plugins import PluginInfo
+from opmarket.registry._plugins import PluginInfo, load_plugins_from
 from opmarket.registry._registry import Registry
 from opmarket.registry._resolver import OpResolver, selective_resolver
 from opmarket.registry._runtime import (
@@ -88,6 +88,7 @@ __all__ = [
     "load_graph",
     "load_library",
     "load_plugins",
+    "load_plugins_from",
     "max_error",
     "new_registry",
     "parse_input",

@@ -36,6 +36,7 @@ __all__ = [
     "EntryPointRecord",
     "Scan",
     "cache_dir",
+    "normalize_name",
     "scan",
 ]
 
@@ -108,7 +109,8 @@ def _search_path(paths: Sequence[str] | None) -> list[str]:
             if isinstance(p, str) and (p or cwd)]
 
 
-def _normalize(name: str) -> str:
+def normalize_name(name: str) -> str:
+    """A distribution name as importlib.metadata compares them (``-``, ``_``, ``.`` alike)."""
     return _NORMALIZE.sub("_", name).lower()
 
 
@@ -173,7 +175,7 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int]:
         for folder_name in sorted(names):
             count += 1
             folder = os.path.join(d, folder_name)
-            key = _normalize(_from_folder_name(folder)[0])
+            key = normalize_name(_from_folder_name(folder)[0])
             if key in seen:  # shadowed by an earlier directory, as importlib.metadata does
                 continue
             seen.add(key)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
-from opmarket.registry._discovery import EntryPointRecord, scan
+from opmarket.registry._discovery import EntryPointRecord, normalize_name, scan
 from opmarket.registry._registry import Registry, flatten
 from opmarket.sdk import KernelDef, OpDef, _hookspecs
 from opmarket.sdk._kernel import KernelSpec
@@ -28,6 +28,7 @@ __all__ = [
     "discover",
     "kernel_def",
     "load_into",
+    "load_plugins_from",
     "plugin_manager",
     "plugins_disabled",
     "selected",
@@ -141,6 +142,18 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
     for info in infos:
         info.items = []
     return infos
+
+
+def load_plugins_from(paths: Sequence[str], *, registry: Registry,
+                      distribution: str | None = None) -> list[PluginInfo]:
+    """Load into ``registry`` the plugins installed in the directories ``paths`` (only
+    ``distribution``'s, when given), each isolated as ``load_plugins`` does, whatever the
+    environment variables say: what the marketplace's validation does with a wheel
+    installed in a folder of its own. The directories must be on ``sys.path``."""
+    key = normalize_name(distribution) if distribution is not None else None
+    entries = [e for e in scan(paths, use_cache=False).entries
+               if key is None or normalize_name(e.distribution) == key]
+    return load_into(registry, sorted(entries, key=lambda e: e.name))
 
 
 def kernel_def(k: KernelSpec) -> KernelDef:

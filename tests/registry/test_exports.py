@@ -16,7 +16,8 @@ def test_registry_exports() -> None:
         "RegistrationError", "check_conformance", "check_gradient", "compute_gradient",
         "current_device", "custom_call", "device", "dumps_graph", "fill_defaults",
         "get_registry", "gradients", "graph_from_json", "graph_to_json", "infer_graph_shapes",
-        "isolated_registry", "load_graph", "load_library", "load_plugins", "max_error",
+        "isolated_registry", "load_graph", "load_library", "load_plugins", "load_plugins_from",
+        "max_error",
         "new_registry", "parse_input", "plugins", "register", "register_custom_call_target",
         "run_graph", "save_graph", "selective_resolver", "topological_order", "validate_graph",
     ]  # fmt: skip

@@ -213,3 +213,19 @@ def test_ops_import_only_the_plugins_a_name_needs(tmp_path: Path) -> None:
         "[4.0] ['lazy_alpha', 'lazy_alpha_gpu', 'lazy_bare', 'lazy_gamma']",
         "['alpha', 'alpha_gpu', 'bare', 'gamma'] 4",
     ]
+
+
+def test_load_plugins_from_one_folder_and_one_distribution(
+        beside_site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opmarket.registry import load_plugins_from, new_registry
+
+    monkeypatch.syspath_prepend(str(beside_site))
+    monkeypatch.setenv("OPMARKET_DISABLE_PLUGINS", "1")  # not consulted
+    reg = new_registry()
+    (info,) = load_plugins_from([str(beside_site)], registry=reg,
+                                distribution="opmarket_other_atan")
+    assert (info.name, info.distribution, info.version, info.status) == (
+        "other_atan", "opmarket-other-atan", "2.0.0", "loaded")
+    assert reg.source("Opm>Atan") == "plugin other_atan (opmarket-other-atan 2.0.0)"
+    infos = load_plugins_from([str(beside_site)], registry=new_registry())
+    assert [(i.name, i.status) for i in infos] == [("broken", "failed"), ("other_atan", "loaded")]
