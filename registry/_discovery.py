@@ -8,10 +8,11 @@ the result in a cache file that is reused while no scanned directory changed.
 
 Staleness: installing, upgrading or uninstalling a distribution adds or removes a folder in
 its directory, which changes the directory's modification time; the cache records every
-scanned directory's time (and each plugin's ``entry_points.txt`` time) and is used only
-when they are all unchanged. A directory modified within the last ``RACY_NS`` when it was
-scanned is not cached, so that a change later in the same clock tick cannot hide behind an
-unchanged time (git's racy-index rule).
+scanned directory's time, each plugin's ``entry_points.txt`` time, and the times of every
+``.egg-info`` folder and its ``entry_points.txt`` (``setup.py develop`` rewrites those in
+place), and is used only when they are all unchanged. A path modified within the last
+``RACY_NS`` when it was scanned is not cached, so that a change later in the same clock
+tick cannot hide behind an unchanged time (git's racy-index rule).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Bumped whenever what the cache file holds changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: Directory times this close to the scan are not trusted (filesystem time granularity).
 RACY_NS = 2_000_000_000
 #: Cache files kept, the most recently written.
@@ -162,8 +163,13 @@ def _from_folder_name(folder: str) -> tuple[str, str]:
     return name, version.partition("-")[0]
 
 
-def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int]:
+def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int, list[str]]:
+    """The entry points, the number of distributions looked at, and the paths (besides the
+    directories) whose times the cache must check: each plugin's ``entry_points.txt``, and
+    every ``.egg-info`` folder with its ``entry_points.txt`` (``setup.py develop`` rewrites
+    those in place, where installers always replace a ``.dist-info`` folder whole)."""
     records: list[EntryPointRecord] = []
+    watched: list[str] = []
     seen: set[str] = set()
     count = 0
     for d in dirs:
@@ -179,9 +185,11 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int]:
             if key in seen:  # shadowed by an earlier directory, as importlib.metadata does
                 continue
             seen.add(key)
+            entry_points = os.path.join(folder, "entry_points.txt")
+            if folder_name.endswith(".egg-info"):
+                watched += [folder, entry_points]
             try:
-                with open(os.path.join(folder, "entry_points.txt"), encoding="utf-8",
-                          errors="replace") as f:
+                with open(entry_points, encoding="utf-8", errors="replace") as f:
                     text = f.read()
             except OSError:
                 continue
@@ -194,7 +202,9 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int]:
             if not dist:
                 dist, version = _from_folder_name(folder)
             records.extend(EntryPointRecord(n, v, dist, version, folder) for n, v in pairs)
-    return records, count
+            if not folder_name.endswith(".egg-info"):
+                watched.append(entry_points)
+    return records, count, watched
 
 
 def _cache_file(dirs: Sequence[str]) -> Path:
@@ -202,11 +212,8 @@ def _cache_file(dirs: Sequence[str]) -> Path:
     return cache_dir() / f"entry-points-{digest}.json"
 
 
-def _stamps(dirs: Sequence[str], records: Iterable[EntryPointRecord]) -> list[list[object]]:
-    stamps: list[list[object]] = [[d, _mtime(d)] for d in dirs]
-    stamps.extend([r.metadata_dir, _mtime(os.path.join(r.metadata_dir, "entry_points.txt"))]
-                  for r in {r.metadata_dir: r for r in records}.values())
-    return stamps
+def _stamps(paths: Iterable[str]) -> list[list[object]]:
+    return [[p, _mtime(p)] for p in paths]
 
 
 def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
@@ -214,12 +221,8 @@ def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
         data = json.loads(file.read_bytes())
         if data.get("format") != CACHE_FORMAT or data.get("dirs") != list(dirs):
             return None
-        dirs_set = set(data["dirs"])
         for path, stamp in data["stamps"]:
-            if path in dirs_set:
-                if _mtime(path) != stamp:
-                    return None
-            elif _mtime(os.path.join(path, "entry_points.txt")) != stamp:
+            if _mtime(path) != stamp:
                 return None
         entries = tuple(EntryPointRecord(*e) for e in data["entries"])
         return Scan(entries, int(data["distributions"]), from_cache=True)
@@ -265,10 +268,10 @@ def scan(paths: Sequence[str] | None = None, *, use_cache: bool = True) -> Scan:
         if cached is not None:
             return cached
     started = time.time_ns()
-    before = _stamps(dirs, ())
-    records, count = _scan_dirs(dirs)
+    before = _stamps(dirs)
+    records, count, watched = _scan_dirs(dirs)
     result = Scan(tuple(records), count, from_cache=False)
-    stamps = _stamps(dirs, records)
+    stamps = _stamps([*dirs, *watched])
     racy = any(isinstance(t, int) and t >= started - RACY_NS for _, t in stamps)
     changed = stamps[: len(before)] != before  # something moved while we looked
     if use_cache and not racy and not changed:

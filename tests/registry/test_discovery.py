@@ -87,6 +87,21 @@ def test_editing_a_plugins_entry_points_in_place_is_seen(tmp_path: Path) -> None
     assert [e.name for e in scan([str(site)]).entries] == ["renamed"]
 
 
+def test_an_egg_info_rewritten_in_place_is_seen(tmp_path: Path) -> None:
+    # ``setup.py develop`` rewrites a source tree's .egg-info in place: no folder is added.
+    src = tmp_path / "src"
+    info = src / "plug_e.egg-info"
+    info.mkdir(parents=True)
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: plug-e\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[console_scripts]\ne = plug_e:main\n")
+    age(src)
+    assert scan([str(src)]).entries == ()
+    assert scan([str(src)]).from_cache
+    with open(info / "entry_points.txt", "a") as f:  # in place, as setuptools writes
+        f.write("\n[opmarket]\ne = plug_e\n")
+    assert names([str(src)]) == [("e", "plug_e", "plug-e", "0.1")]
+
+
 def test_the_first_directory_on_the_path_wins(tmp_path: Path) -> None:
     # As importlib.metadata: a distribution shadowed by an earlier directory is not seen.
     first, second = tmp_path / "first", tmp_path / "second"
