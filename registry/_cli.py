@@ -147,6 +147,20 @@ def _kernel_json(k: KernelDef) -> dict[str, Any]:
             "label": k.label, "priority": k.priority}
 
 
+def describe_kernels(kernels: Sequence[KernelDef]) -> str:
+    """The kernels, those on one device (label, priority) merged: ``CPU(T: float, int32)``."""
+    groups: dict[tuple[str, str, int], dict[str, list[DType]]] = {}
+    for k in kernels:
+        merged = groups.setdefault((k.device, k.label, k.priority), {})
+        for name, types in k.constraints:
+            have = merged.setdefault(name, [])
+            have.extend(t for t in types if t not in have)
+    return ", ".join(
+        describe_kernel(KernelDef("", device, tuple((n, tuple(ts)) for n, ts in cons.items()),
+                                  label=label, priority=priority))
+        for (device, label, priority), cons in groups.items()) or "-"
+
+
 def describe_kernel(k: KernelDef) -> str:
     """``CPU(T: float, double)``; a label and a priority when they are set."""
     parts = [f"{n}: {', '.join(t.spec_name for t in ts)}" for n, ts in k.constraints]
@@ -289,5 +303,5 @@ def ops(device: str | None, dtype: str | None, fmt: str) -> None:
         click.echo("no ops match" if device or dtype else _nothing("plugin ops installed"))
         return
     body = [(r.op.name, r.entry.name, r.signature,
-             ", ".join(describe_kernel(k) for k in r.kernels) or "-") for r in rows]
+             describe_kernels(r.kernels)) for r in rows]
     click.echo(table(["OP", "PLUGIN", "SIGNATURE", "KERNELS"], body), nl=False)

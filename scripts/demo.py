@@ -60,7 +60,11 @@ def main() -> int:
         )
         step("a document with mistakes: every problem, one line each, exit 1",
              "convert", str(EXAMPLES / "broken-ops.json"))  # fmt: skip
-    print("\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command).")
+    step("the installed plugins (plugins/, installed by scripts/setup), each loaded in isolation",
+         "plugins")  # fmt: skip
+    step("their ops, read from the manifests they ship: no plugin code imported", "ops")
+    print("\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command), "
+          "docs/plugins.md (writing a plugin).")
     return 0
 
 

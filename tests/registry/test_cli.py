@@ -157,3 +157,16 @@ def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> 
     assert (drift["kernels"], drift["unavailable_kernels"]) == ({}, {"GPU": 1})
     assert drift["errors"] == ["opmarket.opset.json lists ['Drift>Old'], the plugin registers "
                                "['Drift>New']; regenerate the manifest"]
+
+
+def test_kernels_on_one_device_are_shown_merged() -> None:
+    from opmarket.registry._cli import describe_kernels
+    from opmarket.sdk import DType, KernelDef
+
+    kernels = [KernelDef("Op", "CPU", (("T", (DType.FLOAT,)),)),
+               KernelDef("Op", "CPU", (("T", (DType.INT32,)),)),
+               KernelDef("Op", "GPU", (("T", (DType.FLOAT,)),), priority=1),
+               KernelDef("Op", "CPU", label="fast")]
+    assert describe_kernels(kernels) == (
+        "CPU(T: float, int32), GPU(T: float; priority 1), CPU(label fast)")
+    assert describe_kernels([]) == "-"
