@@ -175,3 +175,32 @@ def test_gradient(registry: Registry, padding: str, window: Any) -> None:
     x = np.random.default_rng(4).permutation(70).reshape(1, 7, 10, 1).astype(np.float64)
     attrs = {"ksize": [1, *k, 1], "strides": [1, *s, 1], "padding": padding}
     assert check_gradient("Opm>MedianPool", [x], attrs) < 1e-6
+
+
+def test_concurrent_calls_while_the_pool_resizes(registry: Registry) -> None:
+    # Python threads call the kernel at once (the GIL is released inside) while one of them
+    # changes the threads setting: a busy pool runs callers inline, a resize waits for runs.
+    import threading
+
+    x = np.random.default_rng(5).random((2, 200, 150, 2), dtype=np.float32)
+    attrs: dict[str, Any] = {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}
+    want = opmarket.ops.median_pool(x, **attrs)
+    wrong: list[tuple[int, int]] = []
+    old = set_intra_op_threads(2)
+
+    def work(i: int) -> None:
+        for j in range(15):
+            if i == 0:
+                set_intra_op_threads(1 + j % 4)
+            if not np.array_equal(opmarket.ops.median_pool(x, **attrs), want):
+                wrong.append((i, j))
+
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        set_intra_op_threads(old)
+    assert wrong == []
