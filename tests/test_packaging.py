@@ -33,6 +33,7 @@ def test_wheel_maps_every_folder_to_its_package(wheel: Path) -> None:
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert "opmarket/sdk/schema/opset.schema.json" in names
     assert "opmarket/sdk/py.typed" in names
+    assert "opmarket/sdk/include/opmarket/kernel.h" in names  # get_include() in an install
     assert not any(n.startswith(("sdk/", "registry/", "compat/", "web/", "tests/")) for n in names)
 
 

@@ -86,6 +86,16 @@ def test_load_library_registers_ops_and_kernels(tiny_library: Path, registry: Re
     assert len(registry.kernels("Opm>TinyScale")) == 2
 
 
+def test_a_kernel_for_an_op_declared_elsewhere(tiny_library: Path, registry: Registry) -> None:
+    load_library(tiny_library)
+    (k,) = [k for k in registry.kernels("Identity") if k.label == "tiny"]
+    assert (k.attr_names, k.host_memory, k.priority, k.device) == ((), ("input",), 3, "CPU")
+    assert k.name.endswith("_tiny.identity_float")
+    x = np.ones(3, np.float32)
+    out = registry.dispatcher("Identity").call([x], {}, label="tiny")
+    assert out is x  # the C++ kernel hands back the very array: no copy on the way in or out
+
+
 def test_a_kernel_takes_non_contiguous_inputs(tiny_library: Path, registry: Registry) -> None:
     lib = load_library(tiny_library)
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]

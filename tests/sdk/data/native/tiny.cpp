@@ -44,6 +44,9 @@ void FailInShard(int64_t bad) {
   });
 }
 
+// Returns its input (a kernel of the built-in Identity op).
+opmarket::Tensor<float> Identity(opmarket::Tensor<float> input) { return input; }
+
 }  // namespace
 
 OPM_LIBRARY(_tiny, lib) {
@@ -59,6 +62,14 @@ OPM_LIBRARY(_tiny, lib) {
   lib.kernel("Opm>TinyScale", "scale_double", &Scale<double>, pybind11::arg("x"),
              pybind11::arg("factor"))
       .type_constraint<double>("T");
+  // A kernel of an op declared elsewhere (the built-in Identity): its attrs named with
+  // .attrs() (none), chosen only by label, its input kept in host memory.
+  lib.kernel("Identity", "identity_float", &Identity, pybind11::arg("input"))
+      .type_constraint<float>("T")
+      .attrs({})
+      .host_memory("input")
+      .label("tiny")
+      .priority(3);
   lib.module().def("visits", &Visits);
   lib.module().def("fail_in_shard", &FailInShard);
 }
