@@ -204,3 +204,26 @@ def test_concurrent_calls_while_the_pool_resizes(registry: Registry) -> None:
     finally:
         set_intra_op_threads(old)
     assert wrong == []
+
+
+def test_only_the_avx2_variant_uses_avx_instructions() -> None:
+    # The wheel must run on every x86-64 CPU: no -march flag, AVX only where chosen at run time.
+    import platform
+    import re
+    import shutil
+    import subprocess
+
+    objdump = shutil.which("objdump")
+    if objdump is None or platform.machine() != "x86_64":
+        pytest.skip("needs objdump on x86-64")
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", _median_pool.__file__],
+                          capture_output=True, text=True, check=True).stdout
+    with_avx: set[str] = set()
+    function = ""
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            function = line
+        elif re.search(r"\tv[a-z0-9]+\s", line) or "ymm" in line or "zmm" in line:
+            with_avx.add(function)
+    assert with_avx, "the AVX2 variant is missing"
+    assert all("avx2::" in f for f in with_avx), sorted(with_avx)
