@@ -6,8 +6,9 @@
 //  - exact: gather the window's in-bounds values, nth_element, and for an even count the
 //    mean of the two middle values (numpy.median's rule); a window with a NaN gives NaN.
 //  - fast, for 3x3 windows with stride 1 (VALID, and SAME away from the border): a min/max
-//    network on SIMD vectors, compiled for SSE2 (every x86-64 CPU) and AVX2 (a target
-//    pragma) and chosen at run time with __builtin_cpu_supports; no -march flags. A row holding a NaN
+//    network on SIMD vectors, compiled for SSE2 (every x86-64 CPU) and AVX2 (functions with
+//    the target("avx2") attribute) and chosen at run time with __builtin_cpu_supports; no
+//    -march flags. A row holding a NaN
 //    falls back to the exact path.
 #include <opmarket/kernel.h>
 // OPM_MEDIAN_POOL_PORTABLE builds the non-x86 variant on x86 too (to check it compiles).
@@ -29,6 +30,7 @@ namespace py = pybind11;
 // --- SIMD variants of the 3x3 fast path ------------------------------------------------------
 
 #if OPM_MEDIAN_POOL_X86
+#define OPM_SIMD_TARGET
 namespace sse2 {
 struct VecF {
   using V = __m128;
@@ -56,39 +58,46 @@ struct VecD {
 };
 #include "median3x3.inc"
 }  // namespace sse2
+#undef OPM_SIMD_TARGET
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+// Every function below carries the avx2 target attribute (OPM_SIMD_TARGET): only these
+// use AVX2, and only when best_isa() says the CPU has it.
+#define OPM_SIMD_TARGET __attribute__((target("avx2")))
 namespace avx2 {
 struct VecF {
   using V = __m256;
   using M = __m256;
   static constexpr int64_t W = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V min(V a, V b) { return _mm256_min_ps(a, b); }
-  static V max(V a, V b) { return _mm256_max_ps(a, b); }
-  static M no_nan() { return _mm256_setzero_ps(); }
-  static M or_nan(M m, V a, V b) { return _mm256_or_ps(m, _mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }
-  static bool any(M m) { return _mm256_movemask_ps(m) != 0; }
+  OPM_SIMD_TARGET static V load(const float* p) { return _mm256_loadu_ps(p); }
+  OPM_SIMD_TARGET static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  OPM_SIMD_TARGET static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  OPM_SIMD_TARGET static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  OPM_SIMD_TARGET static M no_nan() { return _mm256_setzero_ps(); }
+  OPM_SIMD_TARGET static M or_nan(M m, V a, V b) {
+    return _mm256_or_ps(m, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+  }
+  OPM_SIMD_TARGET static bool any(M m) { return _mm256_movemask_ps(m) != 0; }
 };
 struct VecD {
   using V = __m256d;
   using M = __m256d;
   static constexpr int64_t W = 4;
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
-  static V min(V a, V b) { return _mm256_min_pd(a, b); }
-  static V max(V a, V b) { return _mm256_max_pd(a, b); }
-  static M no_nan() { return _mm256_setzero_pd(); }
-  static M or_nan(M m, V a, V b) { return _mm256_or_pd(m, _mm256_cmp_pd(a, b, _CMP_UNORD_Q)); }
-  static bool any(M m) { return _mm256_movemask_pd(m) != 0; }
+  OPM_SIMD_TARGET static V load(const double* p) { return _mm256_loadu_pd(p); }
+  OPM_SIMD_TARGET static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  OPM_SIMD_TARGET static V min(V a, V b) { return _mm256_min_pd(a, b); }
+  OPM_SIMD_TARGET static V max(V a, V b) { return _mm256_max_pd(a, b); }
+  OPM_SIMD_TARGET static M no_nan() { return _mm256_setzero_pd(); }
+  OPM_SIMD_TARGET static M or_nan(M m, V a, V b) {
+    return _mm256_or_pd(m, _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+  }
+  OPM_SIMD_TARGET static bool any(M m) { return _mm256_movemask_pd(m) != 0; }
 };
 #include "median3x3.inc"
 }  // namespace avx2
-#pragma GCC pop_options
+#undef OPM_SIMD_TARGET
 
 #else  // elsewhere: the same network on scalars, for the compiler to vectorize as it can
+#define OPM_SIMD_TARGET
 namespace portable {
 template <typename T>
 struct Scalar {
@@ -107,6 +116,7 @@ using VecF = Scalar<float>;
 using VecD = Scalar<double>;
 #include "median3x3.inc"
 }  // namespace portable
+#undef OPM_SIMD_TARGET
 namespace sse2 = portable;
 namespace avx2 = portable;
 #endif
