@@ -11,6 +11,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from opmarket.web import _api, _files, _pages, _simple, _upload
+from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._errors import install_error_handlers
 from opmarket.web._jobs import JobQueue, Worker
@@ -31,7 +32,7 @@ def open_state(settings: Settings) -> AppState:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.database)
     return AppState(settings=settings, db=db, storage=storage_from_url(settings.storage),
-                    queue=JobQueue(db))
+                    queue=JobQueue(db), pages=PageCache(settings.index_cache_ttl_s))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

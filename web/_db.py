@@ -39,7 +39,8 @@ class Database:
     """An engine and its session factory, for one URL."""
 
     def __init__(self, url: str, *, migrate_now: bool = True) -> None:
-        kwargs: dict[str, Any] = {}
+        # Enough connections for every thread of the server's thread pool (40 by default).
+        kwargs: dict[str, Any] = {"pool_size": 20, "max_overflow": 30, "pool_timeout": 10}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
         self.engine = create_engine(url, **kwargs)

@@ -210,4 +210,5 @@ def set_yanked(state: AppState, project: str, version: str, yanked: bool, reason
         for f in files:
             f.yanked, f.yanked_reason = yanked, reason if yanked else ""
         release.project.serial += 1
-        return len(files)
+    state.pages.forget(normalized)
+    return len(files)

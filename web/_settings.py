@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     database_url: str = Field(default="", description="default: SQLite in data_dir")
     storage_url: str = Field(default="", description="default: file store in data_dir/files")
 
+    # How stale /simple/ may be after another process changed the catalog (this process's
+    # own changes show at once).
+    index_cache_ttl_s: float = Field(default=1.0, ge=0.0)
+
     # Uploads, checked as Warehouse checks them.
     max_upload_bytes: int = 100 * MiB
     max_unpacked_bytes: int = 1024 * MiB

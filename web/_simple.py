@@ -8,15 +8,19 @@ import html
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from opmarket.web._cache import INDEX
 from opmarket.web._errors import HTTPProblem
 from opmarket.web._models import File, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
-from opmarket.web._state import StateDep
+from opmarket.web._state import AppState
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 __all__ = ["API_VERSION", "file_url", "router"]
 
@@ -53,51 +57,80 @@ def _chosen(request: Request) -> str:
     return chosen
 
 
+def _state(request: Request) -> AppState:
+    state = request.app.state.opmarket
+    assert isinstance(state, AppState)
+    return state
+
+
+def _serials(state: AppState) -> Any:
+    def read() -> dict[str, int]:
+        with state.db.engine.connect() as conn:
+            return {r.normalized: r.serial for r in
+                    conn.execute(select(Project.normalized, Project.serial))}
+
+    return read
+
+
+async def _cached(state: AppState, key: str) -> tuple[bytes, bytes] | None:
+    if state.pages.due():
+        await run_in_threadpool(state.pages.sync, _serials(state))
+    return state.pages.get(key)
+
+
+# The two pages pip and uv fetch most: async, no dependencies, served from memory.
 @router.get("/simple/", summary="The index of projects (PEP 503 / 691)")
-def index(request: Request, state: StateDep) -> Response:
+async def index(request: Request) -> Response:
     chosen = _chosen(request)
+    state = _state(request)
+    pages = await _cached(state, INDEX)
+    if pages is None:
+        pages = await run_in_threadpool(_index_pages, state)
+    return _answer(pages[1] if chosen == JSON_V1 else pages[0], chosen)
+
+
+def _index_pages(state: AppState) -> tuple[bytes, bytes]:
     listed = (select(Project.name, Project.normalized).join(Release).join(File)
               .where(File.status == "validated").distinct().order_by(Project.normalized))
     with state.db.engine.connect() as conn:
-        key = tuple(conn.execute(select(func.count(Project.id),
-                                        func.coalesce(func.sum(Project.serial), 0))).one())
-        cached = state.index_cache.get("index")
-        if cached is None or cached[0] != key:
-            rows = conn.execute(listed).all()
-            doc = {"meta": {"api-version": API_VERSION},
-                   "projects": [{"name": r.name} for r in rows]}
-            links = "".join(f'<a href="/simple/{html.escape(r.normalized)}/">'
-                            f"{html.escape(r.name)}</a><br>\n" for r in rows)
-            page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
-                    f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
-                    f"{links}</body></html>\n")
-            cached = (key, page.encode(), json.dumps(doc).encode())
-            state.index_cache["index"] = cached
-    return _answer(cached[2] if chosen == JSON_V1 else cached[1], chosen)
+        generation = tuple(conn.execute(select(func.count(Project.id),
+                                               func.coalesce(func.sum(Project.serial), 0))).one())
+        rows = conn.execute(listed).all()
+    doc = {"meta": {"api-version": API_VERSION}, "projects": [{"name": r.name} for r in rows]}
+    links = "".join(f'<a href="/simple/{html.escape(r.normalized)}/">'
+                    f"{html.escape(r.name)}</a><br>\n" for r in rows)
+    page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
+            f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
+            f"{links}</body></html>\n")
+    return state.pages.keep(INDEX, generation, page.encode(), json.dumps(doc).encode())
 
 
 @router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
-def project_page(project: str, request: Request, state: StateDep) -> Response:
+async def project_page(project: str, request: Request) -> Response:
     chosen = _chosen(request)
+    state = _state(request)
     normalized = str(canonicalize_name(project))
+    pages = await _cached(state, normalized)
+    if pages is None:
+        pages = await run_in_threadpool(_project_pages, state, normalized)
+    return _answer(pages[1] if chosen == JSON_V1 else pages[0], chosen)
+
+
+def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
     with state.db.engine.connect() as conn:
         row = conn.execute(select(Project.id, Project.serial)
                            .where(Project.normalized == normalized)).first()
-        cached = state.simple_cache.get(normalized)
         if row is None:
             raise HTTPProblem(404, "not-found", f"no project {normalized!r}")
-        if cached is None or cached[0] != row.serial:
-            with state.db.session() as session:
-                files = session.execute(
-                    select(File, Release.version).join(Release)
-                    .where(Release.project_id == row.id, File.status == "validated")
-                    .order_by(File.filename)
-                ).tuples().all()  # fmt: skip
-            if not files:
-                raise HTTPProblem(404, "not-found", f"no validated files for {normalized!r}")
-            cached = (row.serial, *_render(normalized, files))
-            state.simple_cache[normalized] = cached
-    return _answer(cached[2] if chosen == JSON_V1 else cached[1], chosen)
+        with Session(bind=conn) as session:  # the same connection: never two at once
+            files = session.execute(
+                select(File, Release.version).join(Release)
+                .where(Release.project_id == row.id, File.status == "validated")
+                .order_by(File.filename)
+            ).tuples().all()  # fmt: skip
+    if not files:
+        raise HTTPProblem(404, "not-found", f"no validated files for {normalized!r}")
+    return state.pages.keep(normalized, row.serial, *_render(normalized, files))
 
 
 def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:

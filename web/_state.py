@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
+from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._jobs import JobQueue
 from opmarket.web._settings import Settings
@@ -22,9 +23,7 @@ class AppState:
     db: Database
     storage: Storage
     queue: JobQueue
-    # Rendered /simple/ pages by project, keyed by the project's serial.
-    simple_cache: dict[str, tuple[int, bytes, bytes]] = field(default_factory=dict)
-    index_cache: dict[str, Any] = field(default_factory=dict)
+    pages: PageCache = field(default_factory=lambda: PageCache(1.0))  # /simple/ pages
 
 
 def app_state(request: Request) -> AppState:

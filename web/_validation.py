@@ -116,3 +116,5 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
                                     message=str(k.get("message", ""))))
         project = file.release.project
         project.serial += 1
+        normalized = project.normalized
+    state.pages.forget(normalized)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import zipfile
 from io import BytesIO
+from typing import Any
 
 import pytest
 
@@ -91,19 +93,35 @@ def test_range_downloads(uploaded: Market, wheels: Wheels) -> None:
     assert status == 416 and headers["content-range"] == f"bytes */{len(data)}"
 
 
+def project_json(market: Market, *, until: Any, timeout: float = 10) -> dict[str, Any]:
+    """The JSON project page once ``until(page)`` holds: a change made by another process
+    (the CLI) shows within the server's cache time (1 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page: dict[str, Any] = json.loads(
+            market.get("/simple/opm-double/", {"Accept": JSON})[2])
+        if until(page) or time.monotonic() > deadline:
+            return page
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_yanking_with_a_reason(uploaded: Market, wheels: Wheels) -> None:
+    name = wheels.double_1_0.name
+
+    def yanked(page: dict[str, Any]) -> object:
+        return next(f["yanked"] for f in page["files"] if f["filename"] == name)
+
     done = uploaded.cli("yank", "opm-double", "1.0.0", "--reason", "broken <build>")
     assert done.returncode == 0, done.stderr
     try:
-        page = json.loads(uploaded.get("/simple/opm-double/", {"Accept": JSON})[2])
-        (entry,) = [f for f in page["files"] if f["filename"] == wheels.double_1_0.name]
-        assert entry["yanked"] == "broken <build>"
+        page = project_json(uploaded, until=lambda p: yanked(p) is not False)
+        assert yanked(page) == "broken <build>"
         html = uploaded.get("/simple/opm-double/")[2].decode()
         assert 'data-yanked="broken &lt;build&gt;"' in html
     finally:
         assert uploaded.cli("yank", "opm-double", "1.0.0", "--undo").returncode == 0
-    page = json.loads(uploaded.get("/simple/opm-double/", {"Accept": JSON})[2])
+    page = project_json(uploaded, until=lambda p: yanked(p) is False)
     assert all(f["yanked"] is False for f in page["files"])
 
 
