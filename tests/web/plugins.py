@@ -89,18 +89,20 @@ def manifest_for(module_file: Path, dist: str, version: str) -> str:
 def build_plugin(
     workdir: Path, dist: str, version: str, *, op_name: str, factor: int = 2,
     kernel_factor: int | None = None, source: str | None = None,
-    types: tuple[str, ...] = ("float", "int32"),
+    types: tuple[str, ...] = ("float", "int32"), manifest_source: str | None = None,
 ) -> Path:
-    """Write the package under ``workdir`` and build its wheel; the wheel's path."""
+    """Write the package under ``workdir`` and build its wheel; the wheel's path. The
+    manifest is what ``manifest_source`` (default: the module itself) registers."""
     package = dist.replace("-", "_")
     root = workdir / f"{dist}-{version}"
     (root / package).mkdir(parents=True)
     (root / "pyproject.toml").write_text(
         _PYPROJECT.format(dist=dist, version=version, package=package))
     module = root / package / "__init__.py"
-    module.write_text(source or plugin_source(op_name, factor, kernel_factor, types))
-    (root / package / "opmarket.opset.json").write_text(
-        manifest_for(module, dist, version))
+    plain = plugin_source(op_name, factor, kernel_factor, types)
+    module.write_text(manifest_source or source or plain)
+    (root / package / "opmarket.opset.json").write_text(manifest_for(module, dist, version))
+    module.write_text(source or plain)
     out = workdir / "dist"
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),

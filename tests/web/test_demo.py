@@ -1,0 +1,53 @@
+"""``opmarket serve --demo``: the first-party plugins are built, uploaded through /legacy/,
+validated, and served; what the README's first command shows a newcomer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from opmarket.web._demo import find_plugins
+
+from .conftest import OPMARKET, clean_env, free_port
+
+PLUGINS = find_plugins()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
+def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "demo.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [OPMARKET, "serve", "--demo", "--port", str(port), "--data", str(tmp_path / "d")],
+            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 400
+        while "demo ready" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.5)
+        progress = log.read_text()
+        assert "demo ready" in progress, progress
+        assert f"[{len(PLUGINS)}/{len(PLUGINS)}] building" in progress
+        url = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"{url}/api/packages") as r:
+            packages = json.load(r)
+        assert len(packages) == len(PLUGINS)
+        assert {p["status"] for p in packages} == {"validated"}, packages
+        for p in packages:
+            request = urllib.request.Request(f"{url}/simple/{p['normalized']}/", headers={
+                "Accept": "application/vnd.pypi.simple.v1+json"})
+            with urllib.request.urlopen(request) as r:
+                (entry,) = json.load(r)["files"]
+            with urllib.request.urlopen(url + entry["url"]) as r:
+                assert hashlib.sha256(r.read()).hexdigest() == entry["hashes"]["sha256"]
+    finally:
+        proc.terminate()
+        proc.wait(30)

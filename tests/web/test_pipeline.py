@@ -1,0 +1,70 @@
+"""The validation pipeline on plugins that misbehave: each fails its own validation, with a
+log that says why, and the machine is none the worse."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from opmarket.web import Limits, validate_wheel
+from opmarket.web._sandbox import _pids_cgroup_root
+
+from .plugins import build_plugin, plugin_source
+
+OP = "Test>Misbehave"
+GOOD = plugin_source(OP, 2)
+GPU_KERNEL = '''@kernel("Test>Misbehave", device="GPU", constraints={"T": ["float"]})
+def scale_gpu(x):
+    return x * 2
+
+
+'''
+GPU = GOOD.replace("@hookimpl", GPU_KERNEL + "@hookimpl").replace(
+    "register(OP, scale,", "register(OP, scale, scale_gpu,")
+
+HOSTILE = {
+    "hang": "import time\ntime.sleep(3600)\n",
+    "crash": "import ctypes\nctypes.string_at(0)\n",  # a real segmentation fault
+    "flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    "forks": ("import os, time\nfor _ in range(10000):\n    if os.fork() == 0:\n"
+              "        time.sleep(30)\n        os._exit(0)\n"),
+}
+WHY = {
+    "hang": "still running after 3 s",
+    "crash": "killed by signal SIGSEGV",
+    "flood": "printed more than",
+    "forks": "Resource temporarily unavailable",
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("hostile")
+    out = {name: build_plugin(d, f"opm-{name}", "1.0.0", op_name=OP, source=GOOD + code,
+                              manifest_source=GOOD)
+           for name, code in HOSTILE.items()}
+    out["gpu"] = build_plugin(d, "opm-gpu", "1.0.0", op_name=OP, source=GPU)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hang", "crash", "flood", "forks"])
+def test_a_misbehaving_plugin_fails_alone(built: dict[str, Path], name: str) -> None:
+    if name == "forks" and (os.geteuid() != 0 or _pids_cgroup_root() is None):
+        pytest.skip("containing endless forks needs root and a pids cgroup")
+    verdict = validate_wheel(built[name], limits=Limits(timeout_s=3, max_pids=32,
+                                                        max_output_bytes=1_000_000))
+    assert verdict.status == "rejected"
+    (failed,) = verdict.failures
+    assert failed.name == "load"
+    assert WHY[name] in "\n".join(failed.log), verdict.log_text()
+
+
+@pytest.mark.slow
+def test_gpu_kernels_are_marked_not_run_without_a_gpu(built: dict[str, Path]) -> None:
+    verdict = validate_wheel(built["gpu"])
+    assert verdict.status == "validated", verdict.log_text()
+    gpu = [k for k in verdict.kernels if k["device"] == "GPU"]
+    assert gpu and all(k["status"] == "gpu: not run" for k in gpu)
+    assert {k["status"] for k in verdict.kernels if k["device"] == "CPU"} == {"passed"}
