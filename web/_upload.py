@@ -28,7 +28,11 @@ def _field(form: Any, name: str) -> str:
 async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONResponse:
     limit = state.settings.max_upload_bytes
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit + 1024 * 1024:
+    if not declared.isdigit():
+        # The form parser spools files to disk before we see them: an upload of unknown
+        # length could fill it. twine and uv send the length.
+        raise HTTPProblem(411, "length-required", "send Content-Length with the upload")
+    if int(declared) > limit + 1024 * 1024:
         raise HTTPProblem(413, "too-large", f"the upload is larger than the limit of {limit} "
                           "bytes")
     try:

@@ -46,6 +46,7 @@ class Wheels:
     double_1_1: Path
     double_breaking: Path  # 1.2.0 drops int32: breaking, needs 2.0.0
     double_for_bob: Path  # 1.5.0
+    double_uv: Path  # 1.6.0, published with uv
     wrong: Path  # a kernel that disagrees with its reference
     bomb: Path
     traversal: Path
@@ -66,6 +67,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
         double_breaking=build_plugin(d, "opm-double", "1.2.0", op_name="Test>Double",
                                      types=("float",)),
         double_for_bob=build_plugin(d, "opm-double", "1.5.0", op_name="Test>Double"),
+        double_uv=build_plugin(d, "opm-double", "1.6.0", op_name="Test>Double"),
         wrong=build_plugin(d, "opm-wrong", "1.0.0", op_name="Test>Wrong", factor=2,
                            kernel_factor=3),
         bomb=handmade_wheel(odd / "bomb", "opm-bomb", "1.0.0",

@@ -3,14 +3,19 @@ that a refused upload leaves nothing behind."""
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
+import subprocess
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 from opmarket.web._demo import upload_wheel
 
-from .conftest import Market, Wheels, twine
+from .conftest import BIN, Market, Wheels, clean_env, twine
 
 
 @pytest.mark.slow
@@ -119,3 +124,63 @@ def test_compat_and_version_policy_against_the_previous_release(uploaded: Market
     assert breaking["compat"]["compatible"] is False
     assert "[failed] version policy" in breaking["log"]
     assert "2.0.0" in breaking["log"]  # the smallest honest version
+
+
+@pytest.mark.slow
+def test_uv_publish_with_a_token(uploaded: Market, wheels: Wheels) -> None:
+    uv = BIN / "uv"
+    if not uv.exists():
+        pytest.skip("uv is not installed in this environment (it is in the dev extra)")
+    done = subprocess.run(
+        [str(uv), "publish", "--publish-url", f"{uploaded.url}/legacy/", "--token",
+         uploaded.tokens["alice"], "--trusted-publishing", "never", str(wheels.double_uv)],
+        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = uploaded.wait_for("opm-double", wheels.double_uv.name)
+    assert entry["status"] == "validated", entry["log"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("headers", "body", "status"), [
+    ({}, b"", 401),  # no credentials
+    ({"Authorization": "Bearer x"}, b"", 401),
+    ({"Authorization": "Basic !!!"}, b"", 401),
+    ({"Authorization": "Basic X190b2tlbl9f"}, b"", 401),  # "__token__" without a colon
+    ({"Content-Type": "multipart/form-data; boundary=zz"}, b"--zz\r\ngarbage", 400),
+    ({"Content-Type": "text/plain"}, b"hello", 400),
+    ({"Content-Type": "multipart/form-data; boundary=zz"},
+     b'--zz\r\nContent-Disposition: form-data; name=":action"\r\n\r\nfile_upload\r\n--zz--\r\n',
+     400),  # no file
+])
+def test_bad_requests_get_an_error_not_a_crash(market: Market, headers: dict[str, str],
+                                               body: bytes, status: int) -> None:
+    if "Authorization" not in headers and status != 401:
+        token = base64.b64encode(f"__token__:{market.tokens['bob']}".encode()).decode()
+        headers = {**headers, "Authorization": f"Basic {token}"}
+    request = urllib.request.Request(f"{market.url}/legacy/", data=body, headers=headers,
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            got, text = r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        got, text = exc.code, exc.read()
+    assert got == status, text
+    assert set(json.loads(text)["error"]) == {"status", "code", "message"}
+    assert market.get("/simple/")[0] == 200  # still serving
+
+
+@pytest.mark.slow
+def test_uploads_of_unknown_length_are_refused(market: Market) -> None:
+    import http.client
+
+    host, port = market.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    token = base64.b64encode(f"__token__:{market.tokens['bob']}".encode()).decode()
+    conn.request("POST", "/legacy/", body=iter([b"--zz\r\n", b"x" * 1000]),
+                 headers={"Authorization": f"Basic {token}",
+                          "Content-Type": "multipart/form-data; boundary=zz"},
+                 encode_chunked=True)
+    response = conn.getresponse()
+    assert response.status == 411
+    conn.close()
