@@ -44,8 +44,10 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-@router.api_route("/files/{sha256}/{filename}", methods=["GET", "HEAD"],
-                  summary="Download a validated wheel, or its METADATA (name + .metadata)")
+@router.get("/files/{sha256}/{filename}", operation_id="download_file",
+            summary="Download a validated wheel, or its METADATA (name + .metadata)")
+@router.head("/files/{sha256}/{filename}", operation_id="download_file_head",
+             summary="The headers of a download")
 def download(sha256: str, filename: str, request: Request, state: StateDep) -> Response:
     metadata = filename.endswith(".metadata")
     wheel_name = filename.removesuffix(".metadata") if metadata else filename
