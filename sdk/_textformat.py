@@ -10,14 +10,13 @@ from google.protobuf import text_format
 from opmarket.sdk._attrproto import (
     full_type_from_proto,
     full_type_to_proto,
-    value_from_proto,
+    tagged_from_proto,
     value_to_proto,
 )
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._errors import DocumentError
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 from opmarket.sdk._tfproto import messages
-from opmarket.sdk._values import TaggedValue
 
 __all__ = ["opdef_from_proto", "opdef_to_proto", "opdefs_from_pbtxt", "opdefs_to_pbtxt"]
 
@@ -56,21 +55,32 @@ def _attr_type_ok(t: str) -> bool:
     return base in ("string", "int", "float", "bool", "type", "shape", "tensor", "func")
 
 
+def _value_from_proto(attr_type: str, p: Any) -> Any:
+    """The value of AttrValue ``p`` if it holds an ``attr_type`` value; otherwise what it does
+    hold, as a TaggedValue, which validation rejects as TensorFlow's AttrValueHasType does."""
+    tagged = tagged_from_proto(p)
+    if tagged.type == attr_type:
+        return tagged.value
+    if attr_type.startswith("list(") and (
+        tagged.type == "none" or (tagged.type.startswith("list(") and tagged.value == ())
+    ):
+        return ()  # an empty list of any kind (or nothing) is an empty list
+    return tagged
+
+
 def _attr_from_proto(p: Any) -> AttrDef:
     typed = _attr_type_ok(p.type)
     list_type = p.type if p.type.startswith("list(") else f"list({p.type})"
-    default = None
-    if typed and p.HasField("default_value"):
-        if p.default_value.WhichOneof("value") is None and not p.type.startswith("list("):
-            default = TaggedValue("none", None)  # present but empty: invalid, as in TensorFlow
-        else:
-            default = value_from_proto(p.type, p.default_value)
     return AttrDef(
         name=p.name,
         type=p.type,
-        default=default,
+        default=(
+            _value_from_proto(p.type, p.default_value)
+            if typed and p.HasField("default_value")
+            else None
+        ),
         allowed_values=(
-            value_from_proto(list_type, p.allowed_values)
+            _value_from_proto(list_type, p.allowed_values)
             if typed and p.HasField("allowed_values")
             else None
         ),

@@ -40,12 +40,14 @@ def _type_problem(value: Any, attr_type: str) -> str | None:
     """What is wrong with ``value`` as an ``attr_type`` value (TensorFlow's AttrValueHasType)."""
     is_list = attr_type.startswith("list(")
     base = attr_type[5:-1] if is_list else attr_type
+    if isinstance(value, TaggedValue):  # read from a file holding another kind of value
+        if value.type == "none":
+            return f"the value is missing (expected {attr_type})"
+        return f"holds a {value.type} value where {attr_type} is expected"
     items = value if is_list else (value,)
     if is_list and not isinstance(value, tuple):
         return f"expected a list of {base}, got {value!r}"
     for item in items:
-        if isinstance(item, TaggedValue) and item.type == "none":
-            return f"the value is missing (expected {base})"
         ok = isinstance(item, _PY_TYPES[base]) and not (
             base in ("int", "float") and isinstance(item, bool)
         )

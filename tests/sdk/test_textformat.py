@@ -80,3 +80,16 @@ def test_a_default_with_no_value_is_invalid_as_in_tensorflow() -> None:
     assert [str(p) for p in doc.problems] == [
         "<text>: op A: attr 'a': default: attr 'a': the value is missing (expected int)"
     ]
+
+
+def test_a_value_of_the_wrong_kind_is_invalid_not_guessed() -> None:
+    doc = parse_document(
+        'op { name: "A" attr { name: "b" type: "int" default_value { s: "abc" } } '
+        'attr { name: "m" type: "list(int)" default_value { i: 4 } } '
+        'attr { name: "e" type: "list(float)" default_value { list { } } } }'
+    )
+    assert [str(p) for p in doc.problems] == [
+        "<text>: op A: attr 'b': default: attr 'b': holds a string value where int is expected",
+        "<text>: op A: attr 'm': default: attr 'm': holds a int value where list(int) is expected",
+    ]
+    assert doc.ops[0].attr("e").default == ()  # type: ignore[union-attr]
