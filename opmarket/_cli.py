@@ -95,6 +95,8 @@ def convert(source: Path, fmt: str, output: Path | None) -> None:
     except InvalidOpDef as exc:
         report_problems(exc.problems)
         sys.exit(EXIT_PROBLEM)
+    if doc.kernels and fmt != "json":
+        notes.append(f"{len(doc.kernels)} kernel(s) left out: only canonical JSON carries kernels")
     for note in notes:
         click.echo(f"note: {note}", err=True)
     write_output(text, output)

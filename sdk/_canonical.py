@@ -1,6 +1,6 @@
 """The canonical op-set JSON: a versioned, deterministic form of ops and kernels.
 
-``opmarket snapshot`` writes it and plugin repos commit it; docs/opset-json.md describes it
+``opmarket snapshot`` writes it and plugin repos commit it; docs/formats.md describes it
 and sdk/schema/opset.schema.json is its JSON Schema.
 """
 
@@ -17,6 +17,7 @@ from opmarket.sdk._dtypes import DType, dtype_from_spec_name
 from opmarket.sdk._errors import DocumentError, Problem
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 from opmarket.sdk._opset import KernelDef
+from opmarket.sdk._tfproto import FULL_TYPE_IDS
 from opmarket.sdk._values import (
     ATTR_BASE_TYPES,
     FullType,
@@ -397,8 +398,14 @@ def value_from_json(attr_type: str, v: Any, where: str = "value") -> Any:
 
 def _full_type(v: Any, where: str) -> FullType:
     _keys(v, where, ("type_id", "args", "s", "i"), ("type_id",))
+    type_id = _str(v["type_id"], where)
+    _expect(
+        type_id in FULL_TYPE_IDS or type_id.isdigit(),
+        where,
+        f"unknown full type id {type_id!r} (expected a TFT_* name or a number)",
+    )
     return FullType(
-        type_id=_str(v["type_id"], where),
+        type_id=type_id,
         args=tuple(_full_type(a, where) for a in _list(v.get("args", []), where)),
         s=_str(v["s"], where) if "s" in v else None,
         i=_int(v["i"], where) if "i" in v else None,

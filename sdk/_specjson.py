@@ -116,10 +116,14 @@ def decode_spec_document(obj: Mapping[str, Any], source: str) -> tuple[list[OpDe
         raise DocumentError(source, f"unknown top-level key(s) {', '.join(map(repr, unknown))}")
     ops: list[OpDef] = []
     problems: list[Problem] = []
+    seen: set[str] = set()
     for i, raw in enumerate(obj["ops"]):
         opdef, found = _decode_op(raw, i, source)
         problems.extend(found)
         if opdef is not None:
+            if opdef.name in seen:  # TensorFlow refuses to register an op twice
+                problems.append(Problem("declared more than once", op=opdef.name, source=source))
+            seen.add(opdef.name)
             ops.append(opdef)
     return ops, problems
 

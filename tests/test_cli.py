@@ -86,3 +86,15 @@ def test_full_types_left_out_of_spec_form_are_noted(shared_testdata: Path) -> No
                "--to", "spec")  # fmt: skip
     assert done.returncode == 0
     assert "note: op MapDataset: the full type of output 'handle'" in done.stderr
+
+
+def test_converting_away_from_json_says_kernels_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({
+        "format": "opmarket.opset", "format_version": 1, "ops": [{"name": "A"}],
+        "kernels": [{"op": "A", "device": "CPU"}],
+    }))  # fmt: skip
+    done = run("convert", str(path), "--to", "tf-pbtxt")
+    assert done.returncode == 0
+    assert "note: 1 kernel(s) left out: only canonical JSON carries kernels" in done.stderr
+    assert "note:" not in run("convert", str(path), "--to", "json").stderr

@@ -112,3 +112,18 @@ def test_example_documents_read() -> None:
     assert len(read_document(EXAMPLES / "seed-ops.json").ops) == 6
     broken = read_document(EXAMPLES / "broken-ops.json")
     assert len(broken.problems) >= 3
+
+
+def test_unknown_full_type_id_is_a_problem_not_a_crash_later() -> None:
+    text = json.dumps({
+        "format": "opmarket.opset", "format_version": 1,
+        "ops": [{"name": "A", "outputs": [{"name": "h", "type": "variant",
+                                            "full_type": {"type_id": "zz"}}]}],
+    })  # fmt: skip
+    with pytest.raises(InvalidOpDef, match="unknown full type id 'zz'"):
+        opset_from_json(text)
+
+
+def test_spec_documents_may_not_declare_an_op_twice() -> None:
+    doc = parse_document(json.dumps({"ops": [{"name": "A"}, {"name": "A"}]}), "x.json")
+    assert [str(p) for p in doc.problems] == ["x.json: op A: declared more than once"]
