@@ -13,7 +13,13 @@ EXAMPLES = ROOT / "docs" / "examples"
 BIN = Path(sys.executable).parent
 
 
-def step(title: str, *args: str, show: int = 25) -> subprocess.CompletedProcess[str]:
+FAILED: list[str] = []
+
+
+def step(
+    title: str, *args: str, show: int = 25, expect: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """Run one opmarket command, show its output, and note it if it exits unexpectedly."""
     print(f"\n\033[1m$ opmarket {' '.join(args)}\033[0m   # {title}")
     proc = subprocess.run(
         [str(BIN / "opmarket"), *args], capture_output=True, text=True, check=False
@@ -26,6 +32,8 @@ def step(title: str, *args: str, show: int = 25) -> subprocess.CompletedProcess[
     for line in proc.stderr.splitlines():
         print("  " + line)
     print(f"  [exit {proc.returncode}]")
+    if proc.returncode != expect:
+        FAILED.append(f"opmarket {' '.join(args)}: exit {proc.returncode}, expected {expect}")
     return proc
 
 
@@ -59,13 +67,15 @@ def main() -> int:
             show=12,
         )
         step("a document with mistakes: every problem, one line each, exit 1",
-             "convert", str(EXAMPLES / "broken-ops.json"))  # fmt: skip
+             "convert", str(EXAMPLES / "broken-ops.json"), expect=1)  # fmt: skip
     step("the installed plugins (plugins/, installed by scripts/setup), each loaded in isolation",
          "plugins")  # fmt: skip
     step("their ops, read from the manifests they ship: no plugin code imported", "ops")
     print("\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command), "
           "docs/plugins.md (writing a plugin).")
-    return 0
+    for failure in FAILED:
+        print(f"demo: unexpected result: {failure}", file=sys.stderr)
+    return 1 if FAILED else 0
 
 
 if __name__ == "__main__":
