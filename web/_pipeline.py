@@ -10,9 +10,11 @@ in the log and is never counted as passed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -93,6 +95,33 @@ def _env(workdir: Path) -> dict[str, str]:
     return env
 
 
+# Unpacks a wheel whose member names were checked (inspect): purelib/platlib .data folders
+# go to the top, as installers put them.
+_UNPACK = """
+import sys, zipfile, pathlib
+wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as zf:
+    for info in zf.infolist():
+        parts = info.filename.split("/")
+        if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
+            parts = parts[2:]
+        elif parts[0].endswith(".data"):
+            continue
+        if info.is_dir():
+            continue
+        out = target.joinpath(*parts)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(zf.read(info))
+"""
+
+
+@functools.cache
+def _has_pip(interpreter: str) -> bool:
+    done = subprocess.run([interpreter, "-I", "-m", "pip", "--version"], capture_output=True,
+                          check=False, timeout=60)
+    return done.returncode == 0
+
+
 def _tail(data: bytes, limit: int = 4000) -> str:
     text = data.decode("utf-8", errors="replace").strip()
     return text if len(text) <= limit else "...\n" + text[-limit:]
@@ -126,20 +155,23 @@ def validate_wheel(
         wheel = workdir / filename
         shutil.copyfile(path, wheel)
         env = _env(workdir)
-        install = run_sandboxed(
-            [interpreter, "-I", "-m", "pip", "install", "--no-deps", "--no-index",
-             "--no-compile", "--target", str(workdir / "target"), str(wheel)],
-            workdir=workdir, limits=limits, interpreter=interpreter, env=env,
-        )  # fmt: skip
+        target = str(workdir / "target")
+        how = "pip installed it (without dependencies) into a directory of its own"
+        if _has_pip(interpreter):
+            argv = [interpreter, "-I", "-m", "pip", "install", "--no-deps", "--no-index",
+                    "--no-compile", "--target", target, str(wheel)]
+        else:  # an environment made without pip (uv): unpack, as an installer would
+            argv = [interpreter, "-I", "-c", _UNPACK, str(wheel), target]
+            how = "unpacked into a directory of its own (no pip in this environment)"
+        install = run_sandboxed(argv, workdir=workdir, limits=limits, interpreter=interpreter,
+                                env=env)
         sandbox_note = "sandbox: " + "; ".join(install.protections)
         if install.returncode != 0 or install.problem:
             verdict.steps.append(Step("install", "failed", [
                 install.problem or f"pip exited with {install.returncode}",
                 _tail(install.stderr or install.stdout), sandbox_note]))
             return verdict
-        verdict.steps.append(Step("install", "passed", [
-            "pip installed it (without dependencies) into a directory of its own",
-            sandbox_note]))
+        verdict.steps.append(Step("install", "passed", [how, sandbox_note]))
         probe = run_sandboxed(
             [interpreter, "-I", str(_PROBE), str(workdir / "target"), info.normalized,
              str(wheel), *(["--gpu"] if gpu else [])],

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-__all__ = ["Accepted", "Form", "accept_upload"]
+__all__ = ["Accepted", "Form", "accept_upload", "set_yanked"]
 
 _CHUNK = 1024 * 1024
 

@@ -68,3 +68,14 @@ def test_gpu_kernels_are_marked_not_run_without_a_gpu(built: dict[str, Path]) ->
     gpu = [k for k in verdict.kernels if k["device"] == "GPU"]
     assert gpu and all(k["status"] == "gpu: not run" for k in gpu)
     assert {k["status"] for k in verdict.kernels if k["device"] == "CPU"} == {"passed"}
+
+
+@pytest.mark.slow
+def test_without_pip_the_wheel_is_unpacked_and_validates(built: dict[str, Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from opmarket.web import _pipeline
+
+    monkeypatch.setattr(_pipeline, "_has_pip", lambda _interpreter: False)
+    verdict = validate_wheel(built["gpu"])
+    assert verdict.status == "validated", verdict.log_text()
+    assert "unpacked into a directory of its own" in verdict.log_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import urllib.request
 import zipfile
 from io import BytesIO
 from typing import Any
@@ -91,6 +92,10 @@ def test_range_downloads(uploaded: Market, wheels: Wheels) -> None:
     assert status == 206 and tail == data[-22:]
     status, headers, _ = uploaded.get(url, {"Range": f"bytes={len(data)}-"})
     assert status == 416 and headers["content-range"] == f"bytes */{len(data)}"
+    head = urllib.request.Request(uploaded.url + url, method="HEAD")
+    with urllib.request.urlopen(head, timeout=30) as r:
+        assert r.status == 200 and r.read() == b""
+        assert r.headers["content-length"] == str(len(data))
 
 
 def project_json(market: Market, *, until: Any, timeout: float = 10) -> dict[str, Any]:
