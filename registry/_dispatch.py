@@ -1,10 +1,12 @@
 """Dispatch: generated Python wrappers, attr inference and checks, cached kernel choice.
 
 The per-call path of a wrapper is generated code: one dict lookup keyed by the input dtypes,
-the attr values and the device scope finds a prepared entry (kernel chosen, attrs checked,
-lifecycle kernel created); a change of input shapes runs the shape function (and
-``prepare``) once; outputs are checked against the declared dtypes. Everything else, and
-every first call, goes through :meth:`Dispatcher.call`.
+the attr values with their types (lists as tuples, so that ``[1, 3]`` can be a key and ``1``,
+``1.0`` and ``True`` are different keys) and the device scope finds a prepared entry (kernel
+chosen, attrs checked, lifecycle kernel created); a change of input shapes runs the shape
+function (and ``prepare``) once; outputs are checked against the declared dtypes. Everything
+else, and every first call, goes through :meth:`Dispatcher.slow_call`, which shares one entry
+(one lifecycle kernel) among all spellings of an attr set.
 """
 
 from __future__ import annotations
@@ -340,33 +342,57 @@ class Dispatcher:
             raise InvalidArgument(f"{self.op_def.name}: {exc}") from None
         return c.finish()
 
-    def _entry(self, attrs: dict[str, Any], device: str | None, label: str = "") -> _Entry:
-        spec = self.choose(attrs, device, label)
-        return _Entry(self, spec, attrs)
+    def _shared_entry(self, attrs: dict[str, Any], device: str | None, label: str,
+                      kernel: KernelSpec | None) -> tuple[_Entry, bool, bool]:
+        """The entry for bound ``attrs``, shared by every call that binds to them: (entry,
+        created now, cached). An entry that is not cached is the caller's to close."""
+        try:
+            key: Any = (tuple(sorted((k, _typed(v)) for k, v in attrs.items())), device, label,
+                        kernel)
+            entry = self.graph_cache.get(key)
+        except TypeError:  # an attr value nothing makes hashable
+            key, entry = None, None
+        if entry is not None:
+            return entry, False, True
+        spec = kernel if kernel is not None else self.choose(attrs, device, label)
+        entry = _Entry(self, spec, attrs)
+        if key is None:
+            return entry, True, False
+        if len(self.graph_cache) >= _MAX_ENTRIES:
+            self.invalidate()
+        self.graph_cache[key] = entry
+        return entry, True, True
 
-    def slow_call(self, inputs: tuple[Any, ...], given: dict[str, Any]) -> Any:
-        """A wrapper call that missed the cache: bind, choose, prepare, remember, run."""
+    def slow_call(self, inputs: tuple[Any, ...], given: dict[str, Any],
+                  key: Any = None) -> Any:
+        """A wrapper call that missed the cache: bind, choose, prepare, remember, run.
+        ``key`` is the wrapper's cache key for this call (None if it could not make one)."""
         bound, attrs = self.bind(inputs, given)
         dev = _device_scope.get()
-        entry = self._entry(attrs, dev)
-        if entry.kw and entry.kw.keys() == given.keys() and all(
-                type(v) is type(entry.kw[k]) and v == entry.kw[k] for k, v in given.items()):
+        if len(self.cache) >= _MAX_ENTRIES:
+            self.invalidate()
+        entry, created, cached = self._shared_entry(attrs, dev, "", None)
+        # Mode 1 hands the wrapper's own arguments to the kernel: right only while every
+        # spelling that reaches this entry is exactly the bound value (no list for a tuple,
+        # no int for a float).
+        exact = bool(entry.kw) and entry.kw.keys() == given.keys() and all(
+            _typed(v) == _typed(entry.kw[k]) for k, v in given.items())
+        if created and exact:
             entry.mode = 1
-        if all(not a.is_list for a in self.op_def.inputs) and all(
-                isinstance(x, np.ndarray) for x in inputs):
-            key = (*(x.dtype for x in inputs), *given.values(), dev)
+        elif entry.mode == 1 and not exact:
+            entry.mode = 0
+        if key is not None and cached and all(isinstance(x, np.ndarray) for x in inputs):
             try:
                 hash(key)
             except TypeError:
                 pass
             else:
-                if len(self.cache) >= _MAX_ENTRIES:
-                    self.invalidate()
                 self.cache[key] = entry
-        flat = [s for x in bound for s in ([a.shape for a in x] if isinstance(x, list)
-                                           else [x.shape])]
-        shapes: Any = flat[0] if self.single_input else tuple(flat)
-        return entry.run(bound, shapes)
+        try:
+            return entry.run(bound, _shapes(bound, self.single_input))
+        finally:
+            if not cached:
+                entry.close()
 
     def call(self, inputs: Sequence[Any], attrs: Mapping[str, Any], *,
              device: str | None = None, label: str = "",
@@ -376,24 +402,15 @@ class Dispatcher:
         ``kernel`` runs that kernel instead of the one dispatch would choose."""
         bound, full = self.bind(inputs, attrs)
         dev = device if device is not None else _device_scope.get()
+        entry, _, cached = self._shared_entry(full, dev, label, kernel)
+        shapes = _shapes(bound, self.single_input)
         try:
-            key: Any = (tuple(sorted(full.items())), dev, label, kernel)
-            entry = self.graph_cache.get(key)
-        except TypeError:
-            key, entry = None, None
-        if entry is None:
-            entry = _Entry(self, kernel, full) if kernel is not None else self._entry(
-                full, dev, label)
-            if key is not None:
-                if len(self.graph_cache) >= _MAX_ENTRIES:
-                    self.invalidate()
-                self.graph_cache[key] = entry
-        flat = [s for x in bound for s in ([a.shape for a in x] if isinstance(x, list)
-                                           else [x.shape])]
-        shapes: Any = flat[0] if self.single_input else tuple(flat)
-        if shapes != entry.shapes:
-            return entry.run(bound, shapes)
-        return entry.finish(entry.fn(*bound, **entry.kw))
+            if shapes != entry.shapes:
+                return entry.run(bound, shapes)
+            return entry.finish(entry.fn(*bound, **entry.kw))
+        finally:
+            if not cached:
+                entry.close()
 
     # --- the generated wrapper -------------------------------------------------------------
 
@@ -410,6 +427,26 @@ def _num_outputs(op: OpDef, attrs: Mapping[str, Any]) -> int:
         types = arg_dtypes(a, attrs)
         n += len(types) if types is not None else 1
     return n
+
+
+def _shapes(bound: Sequence[Any], single_input: bool) -> Any:
+    """The input shapes as an entry remembers them: one shape for a single input."""
+    flat = [s for x in bound for s in ([a.shape for a in x] if isinstance(x, list)
+                                       else [x.shape])]
+    return flat[0] if single_input else tuple(flat)
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with its type, and each item's for a list or tuple: a cache key under which
+    ``1``, ``1.0`` and ``True`` differ, as their checks do, and a list can be hashed."""
+    cls = value.__class__
+    if cls is list or cls is tuple:
+        items = tuple(value)
+        types = tuple(map(type, items))
+        if list in types or tuple in types:
+            return (cls, *map(_typed, items))
+        return (cls, items, types)
+    return (cls, value)
 
 
 def _np_dtype_ok(npdt: np.dtype[Any], candidates: Sequence[DType]) -> bool:
@@ -451,7 +488,7 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     ins = [_py_name(a.name, taken) for a in op.inputs]
     attrs = [(a, _py_name(a.name, taken)) for a in d.keyword_attrs]
     env: dict[str, Any] = {"_cache": d.cache, "_slow": d.slow_call, "_nd": np.ndarray,
-                           "_dev": _device_scope.get}
+                           "_dev": _device_scope.get, "_typed": _typed}
     params = list(ins)
     if attrs:
         params.append("*")
@@ -466,15 +503,20 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     simple = not any(a.is_list for a in op.inputs)
     lines = [f"def {op.python_name}({', '.join(params)}):"]
     if simple:
-        key = "".join(f"{x}.dtype, " for x in ins) + "".join(f"{py}, " for _, py in attrs)
+        # The key holds each attr's type beside its value (a list attr's items too, as a
+        # tuple): slow_call files the entry under exactly this key.
+        key = "".join(f"{x}.dtype, " for x in ins) + "".join(
+            f"_typed({py}), " if a.is_list else f"{py}.__class__, {py}, " for a, py in attrs)
         shape = f"{ins[0]}.shape" if d.single_input else "(" + "".join(
             f"{x}.shape, " for x in ins) + ")"
         single_out = len(op.outputs) == 1 and not op.outputs[0].is_list
         lines += [
+            "    _k = None",
             "    try:",
-            f"        _e = _cache[({key}_dev())]",
+            f"        _k = ({key}_dev())",
+            "        _e = _cache[_k]",
             "    except (KeyError, AttributeError, TypeError):",
-            f"        return _slow(({in_tuple}), {attr_dict})",
+            f"        return _slow(({in_tuple}), {attr_dict}, _k)",
             f"    _s = {shape}",
             "    if _s != _e.shapes:",
             f"        return _e.run(({in_tuple}), _s)",

@@ -12,7 +12,7 @@ from opmarket.registry import (
     current_device,
     device,
 )
-from opmarket.sdk import InvalidArgument, Kernel, OpDef, kernel, op
+from opmarket.sdk import InferenceContext, InvalidArgument, Kernel, OpDef, kernel, op, shape_fn
 
 import opmarket
 
@@ -183,3 +183,79 @@ def test_type_attr_accepts_numpy_names_and_dtypes(registry: Registry) -> None:
     for t in (np.int32, "int32", "DT_INT32", DType.INT32, np.dtype("int32")):
         assert opmarket.ops.fill(dtype=t).dtype == np.int32
     assert str(inspect.signature(opmarket.ops.fill)) == "(*, dtype, n=2)"
+
+
+def test_a_list_attr_set_makes_one_lifecycle_kernel_and_it_is_closed(registry: Registry) -> None:
+    events: list[str] = []
+    pool = (op("Opm>Pool").input("x: float").output("y: float").attr("ksize: list(int) >= 1")
+            .build())
+    shape_calls: list[int] = []
+
+    @kernel("Opm>Pool")
+    class PoolKernel(Kernel):
+        def __init__(self, attrs: Any, options: bytes = b"") -> None:
+            super().__init__(attrs, options)
+            events.append(f"init {attrs['ksize']}")
+
+        def compute(self, x: Any) -> Any:
+            return x
+
+        def close(self) -> None:
+            events.append("close")
+
+    @shape_fn("Opm>Pool")
+    def pool_shape(c: InferenceContext) -> None:
+        shape_calls.append(1)
+        c.set_output(0, c.input(0))
+
+    registry.register(pool, PoolKernel, pool_shape)
+    x = np.ones(3, np.float32)
+    for _ in range(100):
+        opmarket.ops.pool(x, ksize=[1, 3, 3, 1])
+        opmarket.ops.pool(x, ksize=(1, 3, 3, 1))  # the same attr set, spelled as a tuple
+    assert events == ["init (1, 3, 3, 1)"]
+    assert len(shape_calls) <= 2  # once per spelling, not once per call
+    registry.register(op("Opm>Other").build())  # any change closes prepared kernels
+    assert events == ["init (1, 3, 3, 1)", "close"]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"factor": True}, "attr 'factor': expected float, got True"),
+        ({"n": 1.0}, "attr 'n': expected int, got 1.0"),
+        ({"n": True}, "attr 'n': expected int, got True"),
+        ({"sizes": (1.0,)}, "attr 'sizes': expected int, got 1.0"),
+    ],
+)
+def test_an_equal_value_of_another_type_is_still_checked(
+        registry: Registry, given: dict[str, Any], message: str) -> None:
+    scale = (op("Opm>Scale").input("x: float").output("y: float").attr("factor: float = 1.0")
+             .attr("n: int = 1").attr("sizes: list(int) = [1]").build())
+
+    @kernel("Opm>Scale")
+    def impl(x: Any, *, factor: float, n: int, sizes: Any) -> Any:
+        return x * np.float32(factor)
+
+    registry.register(scale, impl)
+    x = np.ones(2, np.float32)
+    opmarket.ops.scale(x, factor=1.0, n=1, sizes=(1,))  # cached: it must not let these pass
+    with pytest.raises(InvalidArgument, match=message):
+        opmarket.ops.scale(x, **given)
+
+
+def test_a_kernel_gets_bound_attr_values_whatever_the_spelling(registry: Registry) -> None:
+    pool = (op("Opm>Pool").input("x: float").output("y: float").attr("ksize: list(int)")
+            .attr("factor: float").build())
+    seen: list[tuple[Any, Any]] = []
+
+    @kernel("Opm>Pool")
+    def impl(x: Any, *, ksize: Any, factor: Any) -> Any:
+        seen.append((ksize, factor))
+        return x
+
+    registry.register(pool, impl)
+    x = np.ones(2, np.float32)
+    for ksize, factor in [((1, 3), 2.0), ([1, 3], 2), ((1, 3), 2.0), ([1, 3], 2)]:
+        opmarket.ops.pool(x, ksize=ksize, factor=factor)
+    assert {(type(k), k, type(f)) for k, f in seen} == {(tuple, (1, 3), float)}
