@@ -7,13 +7,13 @@ What it does, when the machine allows (``describe`` says which applied):
 - a wall-clock timeout after which the whole process group is killed;
 - a cap on what it prints: past it the process is killed (no flooding of logs or disk);
 - as root: a pids cgroup (a fork bomb hits its ``pids.max`` and nothing else), and new
-  network, IPC and PID namespaces (no network; every process it started dies with it);
-- as root, when the sandbox user can run the interpreter: that unprivileged user
-  (``--no-new-privs``), so it cannot write the server's data or signal its processes;
-  otherwise RLIMIT_NPROC as the current user.
+  mount, network, IPC and PID namespaces (every mount read-only but its folder; no network;
+  every process it started dies with it); no capabilities and ``no_new_privs``;
+- as root, when the sandbox user can run the interpreter: that unprivileged user (with
+  RLIMIT_NPROC) instead of root.
 
 What it does not protect against: reading files that the user it runs as may read (the
-file system is not hidden: use a container or a dedicated machine for hostile uploads),
+file system is visible, read-only: use a container or a dedicated machine for hostile uploads),
 kernel exploits, and CPU/memory pressure within the limits (it shares the machine). Without
 root it has only the rlimits, the timeout and the output cap.
 """
@@ -71,12 +71,26 @@ def _pids_cgroup_root() -> Path | None:
     return None
 
 
+_NAMESPACES = ["unshare", "--mount", "--propagation", "private", "--net", "--ipc", "--pid",
+               "--fork", "--kill-child", "--mount-proc"]
+
+# Inside the new mount namespace: every mount read-only but the working folder ($0).
+_READ_ONLY = """
+mount --bind "$0" "$0" || exit 97
+for m in $(awk '{print $5}' /proc/self/mountinfo | sort -u); do
+  [ "$m" = "$0" ] && continue
+  case "$m" in /proc|/proc/*) continue;; esac
+  mount -o remount,bind,ro "$m" 2>/dev/null || true
+done
+exec "$@"
+"""
+
+
 @cache
 def _namespaces_work() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
         return False
-    done = subprocess.run(["unshare", "--net", "--ipc", "--pid", "--fork", "--kill-child",
-                           "true"], capture_output=True, timeout=30, check=False)
+    done = subprocess.run([*_NAMESPACES, "true"], capture_output=True, timeout=30, check=False)
     return done.returncode == 0
 
 
@@ -132,23 +146,28 @@ def run_sandboxed(
             protections.append(f"pids cgroup: at most {limits.max_pids} processes")
         except OSError:
             cgroup = None
-    if _namespaces_work():
-        prefix += ["unshare", "--net", "--ipc", "--pid", "--fork", "--kill-child"]
-        protections.append("namespaces: no network, own IPC, own PIDs")
+    namespaces = _namespaces_work()
+    if namespaces:
+        prefix += [*_NAMESPACES, "sh", "-c", _READ_ONLY, str(workdir)]
+        protections.append("namespaces: no network, own IPC, own PIDs, own mounts with the "
+                           "file system read-only but its folder")
     ids = _user_can_run(limits.user, interpreter)
     nproc: list[str] = []
+    # no_new_privs and no capabilities: even as root it cannot remount, mount, or write
+    # through permissions it does not own.
+    drop = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
     if ids is not None:
         uid, gid = ids
-        prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                   "--no-new-privs"]
+        prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *drop]
         os.chown(workdir, uid, gid)
         for path in workdir.rglob("*"):
             os.chown(path, uid, gid, follow_symlinks=False)
         nproc = [f"--nproc={limits.max_pids}"]
         protections.append(f"runs as unprivileged user {limits.user!r} ({uid})")
-    elif os.geteuid() == 0:
+    elif namespaces:
+        prefix += ["setpriv", *drop]
         protections.append(
-            f"NOT as an unprivileged user: {limits.user!r} cannot run {interpreter} "
+            f"as root without capabilities: {limits.user!r} cannot run {interpreter} "
             "(set OPMARKET_SANDBOX_USER, or install Python where that user can read it)"
         )
     if shutil.which("prlimit"):

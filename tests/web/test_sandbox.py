@@ -57,3 +57,19 @@ def test_a_fork_bomb_hits_the_pids_limit(tmp_path: Path) -> None:
     assert b"refused" in out.stdout  # type: ignore[attr-defined]
     refused_after = int(out.stdout.split()[-1])  # type: ignore[attr-defined]
     assert refused_after < 20
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the mount namespace needs root")
+def test_only_its_folder_is_writable(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = tmp_path / "outside.txt"
+    code = (f"open({str(work / 'in.txt')!r}, 'w').write('x')\n"
+            f"try:\n    open({str(outside)!r}, 'w').write('x')\n"
+            "except OSError as e:\n    print('refused:', e.strerror)\n")
+    out = run_sandboxed([sys.executable, "-I", "-c", code], workdir=work,
+                        limits=Limits(timeout_s=60), interpreter=sys.executable, env=ENV)
+    assert out.returncode == 0, out.stderr
+    assert (work / "in.txt").exists()
+    assert not outside.exists()
+    assert b"refused: Read-only file system" in out.stdout
