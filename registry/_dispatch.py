@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,6 +44,7 @@ DEVICE_PREFERENCE: tuple[str, ...] = ("GPU", "CPU")
 
 _device_scope: ContextVar[str | None] = ContextVar("opmarket_device", default=None)
 _MAX_ENTRIES = 1024
+_MISS = object()  # the generated wrapper's "not prepared for these shapes"
 
 
 @contextmanager
@@ -72,10 +74,16 @@ def dtype_of(array: Any) -> DType:
 
 
 class _Entry:
-    """A prepared call: the chosen kernel with its attrs, for one cache key."""
+    """A prepared call: the chosen kernel with its attrs, for one cache key.
 
-    __slots__ = ("attrs", "dispatcher", "fn", "instance", "kw", "mode", "odt", "out_dtypes",
-                 "shapes", "spec")
+    A lifecycle kernel's instance is shared by every thread that calls with these attrs, and
+    ``prepare`` leaves state that ``compute`` reads, so its shape check, ``prepare`` and
+    ``compute`` run under the entry's lock; ``shapes`` are then the shapes it is prepared for
+    (None while it is not). Function kernels hold no state and run without a lock.
+    """
+
+    __slots__ = ("attrs", "dispatcher", "fn", "instance", "kw", "lock", "mode", "odt",
+                 "out_dtypes", "shapes", "spec")
 
     def __init__(self, dispatcher: Dispatcher, spec: KernelSpec, attrs: dict[str, Any]) -> None:
         self.dispatcher = dispatcher
@@ -83,8 +91,10 @@ class _Entry:
         self.attrs = attrs
         self.shapes: Any = None
         self.instance: Any = None
+        self.lock: threading.Lock | None = None
         if spec.is_lifecycle:
             self.instance = spec.impl(attrs, spec.options)
+            self.lock = threading.Lock()
             self.fn: Callable[..., Any] = self.instance.compute
             self.kw: dict[str, Any] = {}
         else:
@@ -101,15 +111,38 @@ class _Entry:
         self.odt = single[0].numpy if single else None
 
     def run(self, inputs: Sequence[Any], shapes: Any) -> Any:
-        """Call with input shapes new to this entry: shape function, prepare, compute."""
-        d = self.dispatcher
-        flat_shapes = [shapes] if d.single_input else list(shapes)
-        inferred = d.infer(flat_shapes, self.attrs)
-        if self.instance is not None:
-            self.instance.prepare(*inputs)
+        """Call with input shapes new to this entry: shape function, (prepare,) compute."""
+        if self.lock is not None:
+            return self._run_lifecycle(inputs, shapes)
+        inferred = self.dispatcher.infer(self._flat(shapes), self.attrs)
         out = self.finish(self.fn(*inputs, **self.kw), inferred)
         self.shapes = shapes
         return out
+
+    def _flat(self, shapes: Any) -> list[Shape]:
+        return [shapes] if self.dispatcher.single_input else list(shapes)
+
+    def _run_lifecycle(self, inputs: Sequence[Any], shapes: Any) -> Any:
+        assert self.lock is not None
+        inferred: list[Shape] | None = None
+        with self.lock:  # another thread may be between its prepare and its compute
+            instance = self.instance
+            if instance is None:  # closed by invalidate() while this call was on its way
+                inferred = self.dispatcher.infer(self._flat(shapes), self.attrs)
+                instance = self.spec.impl(self.attrs, self.spec.options)
+                try:
+                    instance.prepare(*inputs)
+                    out = instance.compute(*inputs)
+                finally:
+                    instance.close()
+            else:
+                if shapes != self.shapes:
+                    inferred = self.dispatcher.infer(self._flat(shapes), self.attrs)
+                    self.shapes = None  # until prepare has finished
+                    instance.prepare(*inputs)
+                    self.shapes = shapes
+                out = instance.compute(*inputs)
+        return self.finish(out, inferred)
 
     def finish(self, out: Any, inferred: list[Shape] | None = None) -> Any:
         """Check ``out`` against the op's outputs; numpy scalars become arrays."""
@@ -150,9 +183,13 @@ class _Entry:
         return result[0] if n == 1 else tuple(result)
 
     def close(self) -> None:
-        if self.instance is not None:
-            self.instance.close()
-            self.instance = None
+        if self.lock is None:
+            return
+        with self.lock:  # not while another thread computes with it
+            if self.instance is not None:
+                self.shapes = None
+                self.instance.close()
+                self.instance = None
 
 
 def _check_shape(op: OpDef, spec: KernelSpec, name: str, got: tuple[int, ...],
@@ -405,7 +442,7 @@ class Dispatcher:
         entry, _, cached = self._shared_entry(full, dev, label, kernel)
         shapes = _shapes(bound, self.single_input)
         try:
-            if shapes != entry.shapes:
+            if entry.lock is not None or shapes != entry.shapes:
                 return entry.run(bound, shapes)
             return entry.finish(entry.fn(*bound, **entry.kw))
         finally:
@@ -488,7 +525,7 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     ins = [_py_name(a.name, taken) for a in op.inputs]
     attrs = [(a, _py_name(a.name, taken)) for a in d.keyword_attrs]
     env: dict[str, Any] = {"_cache": d.cache, "_slow": d.slow_call, "_nd": np.ndarray,
-                           "_dev": _device_scope.get, "_typed": _typed}
+                           "_dev": _device_scope.get, "_typed": _typed, "_miss": _MISS}
     params = list(ins)
     if attrs:
         params.append("*")
@@ -518,18 +555,25 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             "    except (KeyError, AttributeError, TypeError):",
             f"        return _slow(({in_tuple}), {attr_dict}, _k)",
             f"    _s = {shape}",
-            "    if _s != _e.shapes:",
+            "    _l = _e.lock",
+            "    if _l is not None:",  # a lifecycle kernel: check and compute under its lock
+            "        with _l:",
+            f"            _o = _e.fn({', '.join(ins)}) if _s == _e.shapes else _miss",
+            "        if _o is _miss:",
+            f"            return _e.run(({in_tuple}), _s)",
+            "    elif _s != _e.shapes:",
             f"        return _e.run(({in_tuple}), _s)",
         ]
         pass_attrs = ", ".join([*ins, *(f"{a.name}={py}" for a, py in attrs)])
         lines += [
-            "    _m = _e.mode",
-            "    if _m == 1:",
-            f"        _o = _e.fn({pass_attrs})",
-            "    elif _m == 2:",
-            f"        _o = _e.fn({', '.join(ins)})",
             "    else:",
-            f"        _o = _e.fn({''.join(f'{x}, ' for x in ins)}**_e.kw)",
+            "        _m = _e.mode",
+            "        if _m == 1:",
+            f"            _o = _e.fn({pass_attrs})",
+            "        elif _m == 2:",
+            f"            _o = _e.fn({', '.join(ins)})",
+            "        else:",
+            f"            _o = _e.fn({''.join(f'{x}, ' for x in ins)}**_e.kw)",
         ]
         if single_out:
             lines += [

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import inspect
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -259,3 +261,39 @@ def test_a_kernel_gets_bound_attr_values_whatever_the_spelling(registry: Registr
     for ksize, factor in [((1, 3), 2.0), ([1, 3], 2), ((1, 3), 2.0), ([1, 3], 2)]:
         opmarket.ops.pool(x, ksize=ksize, factor=factor)
     assert {(type(k), k, type(f)) for k, f in seen} == {(tuple, (1, 3), float)}
+
+
+def test_threads_share_a_lifecycle_kernel_safely(registry: Registry) -> None:
+    # LiteRT's pattern: prepare sizes the output, compute fills it. One kernel instance serves
+    # every thread that calls with the same attrs, so each call's prepare and compute must
+    # not interleave with another thread's.
+    atan = op("Opm>Atan").input("x: float").output("y: float").build()
+
+    @kernel("Opm>Atan")
+    class AtanKernel(Kernel):
+        def prepare(self, x: Any) -> None:
+            self.output_shape = x.shape
+
+        def compute(self, x: Any) -> Any:
+            time.sleep(0)  # lets other threads run, as a kernel releasing the GIL does
+            out = np.empty(self.output_shape, np.float32)
+            out[...] = np.arctan(x)
+            return out
+
+    registry.register(atan, AtanKernel)
+    errors: list[BaseException] = []
+
+    def calls(n: int) -> None:
+        x = np.linspace(-1, 1, n, dtype=np.float32)
+        try:
+            for _ in range(200):
+                assert opmarket.ops.atan(x).shape == (n,)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=calls, args=(n,)) for n in (3, 4, 5, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
