@@ -12,9 +12,17 @@ import importlib
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
+from opmarket.registry._capi import load_declarations
 from opmarket.registry._discovery import EntryPointRecord
-from opmarket.registry._plugins import collect, kernel_def, plugin_manager
+from opmarket.registry._plugins import (
+    collect,
+    is_library_entry,
+    kernel_def,
+    library_path,
+    plugin_manager,
+)
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
 from opmarket.sdk._kernel import KernelSpec
 
@@ -69,10 +77,19 @@ def read_manifest(entry: EntryPointRecord) -> OpSet:
 
 def opset_from_code(module: str) -> OpSet:
     """What the plugin module's ``register`` hook registers, as an op-set (imports it): the
-    manifest a plugin should ship."""
+    manifest a plugin should ship. ``module`` may be a library entry point's value
+    (``package:libname.so``): the library's declarations, then its package's hook."""
     from opmarket.registry._runtime import new_registry  # _runtime reads manifests
 
-    items = collect(plugin_manager(), importlib.import_module(module), module)
+    items: list[Any] = []
+    if is_library_entry(module):
+        items.extend(load_declarations(library_path(module)))
+        module = module.partition(":")[0].strip()
+        imported = importlib.import_module(module)
+        if hasattr(imported, "register"):
+            items.extend(collect(plugin_manager(), imported, module))
+    else:
+        items = collect(plugin_manager(), importlib.import_module(module), module)
     reg = new_registry()
     reg.register(*items, source=module)  # validates, as loading the plugin would
     # Its own kernels, also those for another plugin's (or a built-in) op.

@@ -1,5 +1,6 @@
 """``load_library``: load a compiled op library and register what it declares, as
-TensorFlow's ``tf.load_op_library`` does."""
+TensorFlow's ``tf.load_op_library`` does: a pybind11 module built with
+``opmarket/kernel.h``, or a C-ABI plugin built with ``opmarket/c_api.h`` (docs/c-api.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from opmarket.registry._capi import exports_entry_point, load_declarations
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
 from opmarket.sdk import InvalidOpDef, OpDef
@@ -20,9 +22,10 @@ __all__ = ["OpLibrary", "load_library"]
 
 class OpLibrary:
     """What :func:`load_library` returns: the library's ops as attributes (their generated
-    wrappers, ``lib.zero_out(x)``), ``module`` (the compiled module) and ``path``."""
+    wrappers, ``lib.zero_out(x)``), ``module`` (the compiled module; None for a C-ABI
+    plugin) and ``path``."""
 
-    def __init__(self, path: Path, module: ModuleType, ops: tuple[OpDef, ...]) -> None:
+    def __init__(self, path: Path, module: ModuleType | None, ops: tuple[OpDef, ...]) -> None:
         self.path = path
         self.module = module
         self.ops = ops
@@ -43,16 +46,23 @@ class OpLibrary:
 
 
 def load_library(path: str | os.PathLike[str]) -> OpLibrary:
-    """Load the compiled module at ``path`` (built with ``OPM_LIBRARY`` from
-    ``opmarket/kernel.h``) and register its ops and kernels in the process's registry.
+    """Load the compiled library at ``path`` and register its ops and kernels in the
+    process's registry: a C-ABI plugin (it exports ``OPM_InitPlugin``, from
+    ``opmarket/c_api.h``) is dlopened and its init run with the host's function table; else
+    a pybind11 module built with ``OPM_LIBRARY`` from ``opmarket/kernel.h`` is imported.
 
-    LibraryError, naming the path, when the file is missing, cannot be loaded, or declares
-    nothing; RegistrationError when what it declares conflicts with what is registered.
-    Loading the same file again registers nothing new.
+    LibraryError, naming the path and the reason, when the file is missing, cannot be
+    loaded, needs a newer C API, fails or crashes in its init, or declares nothing;
+    RegistrationError when what it declares conflicts with what is registered. Loading the
+    same file again registers nothing new.
     """
     p = Path(path).resolve()
     if not p.is_file():
         raise LibraryError(f"cannot load library {p}: no such file")
+    if exports_entry_point(p) or not _is_extension(p):
+        decls = load_declarations(p)
+        get_registry().register(*decls, source=f"library {p}")
+        return OpLibrary(p, None, tuple(d for d in decls if isinstance(d, OpDef)))
     # PyInit_<name> decides the module name: the file name up to its first dot.
     name = p.name.split(".", 1)[0]
     loader = importlib.machinery.ExtensionFileLoader(name, str(p))
@@ -73,3 +83,12 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
                            "from opmarket/kernel.h (see docs/native.md)")
     get_registry().register(*decls, source=f"library {p}")
     return OpLibrary(p, module, tuple(d for d in decls if isinstance(d, OpDef)))
+
+
+def _is_extension(path: Path) -> bool:
+    """Whether the file defines a Python module (``PyInit_<name>``), read without loading."""
+    try:
+        with open(path, "rb") as f:
+            return b"PyInit_" in f.read()
+    except OSError:
+        return False

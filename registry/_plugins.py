@@ -1,5 +1,11 @@
 """Plugin discovery and loading: entry points in the group ``opmarket``, each isolated.
 
+An entry point names a module (``opmarket_zero_out``), whose ``register`` hook hands over
+what the plugin declares, or a C-ABI shared library in a package
+(``opmarket_bitcast:libopm_bitcast.so``), which is loaded with ``opmarket.load_library``'s
+loader; that package's own ``register`` hook, if it has one, adds Python parts (reference,
+input generator, gradient).
+
 ``OPMARKET_DISABLE_PLUGINS=1`` turns discovery off; ``OPMARKET_PLUGINS=a,b`` keeps only the
 named entry points. Finding plugins imports nothing (``_discovery``); loading imports each
 plugin, registers it with pluggy and runs its ``register`` hook. A plugin that fails to
@@ -10,14 +16,18 @@ still load.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pluggy
+from opmarket.registry._capi import load_declarations
 from opmarket.registry._discovery import EntryPointRecord, normalize_name, scan
+from opmarket.registry._errors import LibraryError
 from opmarket.registry._registry import Registry, flatten
 from opmarket.sdk import KernelDef, OpDef, _hookspecs
 from opmarket.sdk._kernel import KernelSpec
@@ -26,7 +36,9 @@ __all__ = [
     "PluginInfo",
     "collect",
     "discover",
+    "is_library_entry",
     "kernel_def",
+    "library_path",
     "load_into",
     "load_plugins_from",
     "plugin_manager",
@@ -89,6 +101,43 @@ def _call(hook: Callable[..., Any]) -> list[Any]:
     return items
 
 
+#: File name endings of shared libraries an entry point may name.
+LIBRARY_SUFFIXES = (".so", ".dylib", ".dll")
+
+
+def is_library_entry(value: str) -> bool:
+    """Whether an entry point value names a shared library: ``package:libname.so``."""
+    return value.partition(":")[2].strip().endswith(LIBRARY_SUFFIXES)
+
+
+def library_path(value: str) -> Path:
+    """The file a library entry point names, in its package's folder (found without
+    importing the package); LibraryError when the package or the file is missing."""
+    module, _, name = (part.strip() for part in value.partition(":"))
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        raise LibraryError(f"entry point {value!r}: cannot find package {module!r}: {exc}") \
+            from None
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if spec is not None and not folders and spec.origin:
+        folders = [os.path.dirname(spec.origin)]
+    for folder in folders:
+        candidate = Path(folder, name)
+        if candidate.is_file():
+            return candidate.resolve()
+    raise LibraryError(f"entry point {value!r}: no library {name!r} in package {module!r} "
+                       f"(looked in {', '.join(folders) or 'nothing: package not found'})")
+
+
+def _library_items(pm: pluggy.PluginManager, entry: EntryPointRecord) -> list[Any]:
+    items = load_declarations(library_path(entry.value))
+    module = importlib.import_module(entry.module)
+    if hasattr(module, "register"):
+        items.extend(collect(pm, module, entry.name))
+    return items
+
+
 def _import(entry: EntryPointRecord) -> Any:
     obj = importlib.import_module(entry.module)
     for part in filter(None, entry.attr.split(".")):
@@ -116,7 +165,10 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
         info = PluginInfo(entry.name, entry.distribution, entry.version, entry.value)
         infos.append(info)
         try:
-            info.items = collect(pm, _import(entry), entry.name)
+            if is_library_entry(entry.value):
+                info.items = _library_items(pm, entry)
+            else:
+                info.items = collect(pm, _import(entry), entry.name)
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
     for info in infos:
