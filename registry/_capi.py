@@ -16,10 +16,10 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import json
+import mmap
 import os
 import shlex
 import signal
-import mmap
 import subprocess
 import sys
 import sysconfig

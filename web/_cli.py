@@ -33,9 +33,10 @@ def _settings(**overrides: Any) -> Any:
 
 
 def _state(data: Path | None) -> Any:
+    settings = _settings(data_dir=data)
     from opmarket.web._app import open_state
 
-    return open_state(_settings(data_dir=data))
+    return open_state(settings)
 
 
 @click.command()
@@ -59,10 +60,10 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
       opmarket serve --data ./market
       opmarket serve --demo
     """
-    import uvicorn
-
     settings = _settings(host=host, port=port, data_dir=data, workers=workers,
                          validation_workers=validation_workers)
+    import uvicorn
+
     if demo:
         from opmarket.web._demo import run_demo
 
@@ -141,15 +142,18 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
 
     Exit code 0 when it would be listed (validated), 1 when rejected, 2 when unreadable.
     """
-    from opmarket.web._pipeline import Previous, validate_wheel
-    from opmarket.web._validation import limits_from
+    from opmarket.web._pipeline import Previous, limits_from, validate_wheel
 
     if not wheel.is_file():
         raise UsageError(f"{wheel}: no such file")
     prior = None
     if previous is not None:
         prior = Previous(str(previous), _opset_text(previous))
-    limits, wheel_limits = limits_from(_settings())
+    try:  # the server's limits, from OPMARKET_* as the server reads them
+        settings = _settings()
+    except UsageError:  # no web extra: an author's machine; the defaults are the server's
+        settings = None
+    limits, wheel_limits = limits_from(settings)
     verdict = validate_wheel(wheel, previous=prior, limits=limits, wheel_limits=wheel_limits)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))

@@ -19,12 +19,15 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opmarket.web._sandbox import Limits, run_sandboxed
 from opmarket.web._wheels import WheelLimits, WheelProblem, inspect_wheel
 
-__all__ = ["Previous", "Step", "Verdict", "validate_wheel"]
+if TYPE_CHECKING:
+    from opmarket.web._settings import Settings
+
+__all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
 _MARK = b"RESULT "
@@ -77,6 +80,20 @@ class Verdict:
         return {"filename": self.filename, "status": self.status,
                 "steps": [asdict(s) for s in self.steps], "ops": self.ops,
                 "kernels": self.kernels, "compat": self.compat}
+
+
+def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
+    """The sandbox's and the archive checks' limits from the settings (None: defaults)."""
+    if settings is None:
+        return Limits(), WheelLimits()
+    return (
+        Limits(timeout_s=settings.validation_timeout_s, memory_mb=settings.validation_memory_mb,
+               max_pids=settings.validation_max_pids,
+               max_output_bytes=settings.validation_max_output_bytes,
+               user=settings.sandbox_user),
+        WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
+                    settings.max_compression_ratio),
+    )  # fmt: skip
 
 
 def _env(workdir: Path) -> dict[str, str]:

@@ -9,28 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
-from opmarket.web._pipeline import Previous, Verdict, validate_wheel
-from opmarket.web._sandbox import Limits
-from opmarket.web._settings import Settings
+from opmarket.web._pipeline import Previous, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
-from opmarket.web._wheels import WheelLimits
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
-__all__ = ["limits_from", "validation_handler"]
+__all__ = ["previous_release", "record", "run_validation", "validation_handler"]
 
 log = logging.getLogger("opmarket.web.validation")
-
-
-def limits_from(settings: Settings) -> tuple[Limits, WheelLimits]:
-    return (
-        Limits(timeout_s=settings.validation_timeout_s, memory_mb=settings.validation_memory_mb,
-               max_pids=settings.validation_max_pids,
-               max_output_bytes=settings.validation_max_output_bytes,
-               user=settings.sandbox_user),
-        WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
-                    settings.max_compression_ratio),
-    )  # fmt: skip
 
 
 def _vkey(v: str) -> Version | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,19 @@ def test_users_and_tokens(tmp_path: Path) -> None:
     assert token.encode() not in stored and b"carol" in stored
     missing = cli("tokens", "create", "nobody-here")
     assert missing.returncode == 2 and "no user" in missing.stderr
+
+
+@pytest.mark.slow
+def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
+    """Plugin authors run it without opmarket[web]: nothing of the server is imported."""
+    code = (
+        "import sys\nfrom opmarket._cli import main\n"
+        f"try:\n    main(['validate', {str(wheels.double_1_0)!r}])\n"
+        "except SystemExit as e:\n    code = e.code\n"
+        "heavy = sorted(m for m in ('fastapi', 'sqlalchemy', 'starlette', 'uvicorn', 'jinja2',"
+        " 'alembic') if m in sys.modules)\n"
+        "print('EXIT', code, 'HEAVY', heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=clean_env(), check=False, cwd="/", timeout=300)
+    assert "EXIT 0 HEAVY []" in done.stdout, done.stdout + done.stderr
