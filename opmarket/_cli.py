@@ -131,13 +131,21 @@ from opmarket.compat import _cli as compat_cli  # noqa: E402 (registered after t
 main.add_command(compat_cli.main, "compat")
 main.add_command(compat_cli.snapshot)
 
-from opmarket.web._cli import serve, tokens, users, validate, yank  # noqa: E402  # after main
+from opmarket.web._cli import (  # noqa: E402  # after main
+    serve,
+    tokens,
+    users,
+    validate,
+    worker,
+    yank,
+)
 
 main.add_command(serve)
 main.add_command(users)
 main.add_command(tokens)
 main.add_command(validate)
 main.add_command(yank)
+main.add_command(worker)
 
 from opmarket.registry import _cli as registry_cli  # noqa: E402  # after main
 

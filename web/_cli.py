@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import click
 
 from opmarket._cli import EXIT_PROBLEM, UsageError
 
-__all__ = ["serve", "tokens", "users", "validate", "yank"]
+__all__ = ["serve", "tokens", "users", "validate", "worker", "yank"]
 
 _data_option = click.option(
     "--data", "data", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -189,3 +190,28 @@ def yank(project: str, version: str, reason: str, undo: bool, data: Path | None)
     except LookupError as exc:
         raise UsageError(str(exc)) from None
     click.echo(f"{'un-yanked' if undo else 'yanked'} {count} file(s) of {project} {version}")
+
+
+@click.command()
+@_data_option
+@click.option("--threads", type=int, default=None,
+              help="Validation threads [default: OPMARKET_VALIDATION_WORKERS or 1].")
+def worker(data: Path | None, threads: int | None) -> None:
+    """Validate uploads without serving: take jobs from the catalog's database until stopped
+    (Ctrl-C). Run web servers with --validation-workers 0 and as many of these as you like."""
+    import signal as signals
+
+    from opmarket.web._jobs import Worker
+    from opmarket.web._validation import validation_handler
+
+    state = _state(data)
+    count = threads if threads is not None else max(state.settings.validation_workers, 1)
+    runner = Worker(state.queue, {"validate": validation_handler(state)}, threads=count)
+    stop = threading.Event()
+    for sig in (signals.SIGINT, signals.SIGTERM):
+        signals.signal(sig, lambda *_: stop.set())
+    runner.start()
+    click.echo(f"opmarket: validating jobs from {state.settings.database} with {count} "
+               "thread(s)", err=True)
+    stop.wait()
+    runner.stop()
