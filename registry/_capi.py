@@ -265,6 +265,11 @@ def _probe_key(path: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+# Not ``-m opmarket.registry._capi``: runpy warns when the package already imported it.
+_PROBE = ("import sys; from opmarket.registry._capi import _probe_main; "
+          "sys.exit(_probe_main(sys.argv[1:]))")
+
+
 def _probe(path: Path) -> None:
     """Load ``path`` once in a subprocess unless a probe of this very file passed before;
     LibraryError when the child crashes or reports an error. ``OPMARKET_CAPI_PROBE=0``
@@ -277,7 +282,7 @@ def _probe(path: Path) -> None:
     host()  # built here, so the child finds it
     env = {**os.environ, "OPMARKET_DISABLE_PLUGINS": "1"}
     try:
-        done = subprocess.run([sys.executable, "-m", "opmarket.registry._capi", str(path)],
+        done = subprocess.run([sys.executable, "-c", _PROBE, str(path)],
                               capture_output=True, text=True, env=env, check=False,
                               cwd=tempfile.gettempdir(), timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -346,7 +351,7 @@ def _load(path: Path, key: tuple[Path, int, int]) -> list[Any]:
 
 
 def _probe_main(argv: list[str]) -> int:
-    """``python -m opmarket.registry._capi PATH``: load the library here and say how it went
+    """The probe's child process (``_PROBE PATH``): load the library here and say how it went
     on the last line of stdout, as JSON."""
     try:
         load_declarations(Path(argv[0]), probe=False)
@@ -356,6 +361,3 @@ def _probe_main(argv: list[str]) -> int:
     print(json.dumps({"ok": True}))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(_probe_main(sys.argv[1:]))
