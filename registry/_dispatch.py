@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -302,9 +303,17 @@ class Dispatcher:
         return array
 
     def _from_python(self, arg: ArgDef, value: Any, want: DType | None) -> Any:
+        """A Python value (a number, a list of them) as an array of the type the input takes;
+        converted only where no value changes (see :meth:`_cast`)."""
+        if want is not None and want.numpy is not None and want.numpy.kind == "O":
+            return np.asarray(value, dtype=want.numpy)  # strings: Python objects as they are
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as exc:  # ragged lists, odd objects
+            raise InvalidArgument(f"{self.op_def.name}: input {arg.name!r}: cannot make an "
+                                  f"array of {_brief(value)}: {exc}") from None
         if want is not None and want.numpy is not None:
-            return np.asarray(value, dtype=want.numpy)
-        array = np.asarray(value)
+            return self._cast(arg, value, array, want, want.spec_name)
         attr = self.op_def.attr(arg.type_attr) if arg.type_attr else None
         if attr is None:
             return array
@@ -314,7 +323,37 @@ class Dispatcher:
         same_kind = [t for t in candidates if t.numpy is not None and t.numpy.kind ==
                      array.dtype.kind]
         pick = same_kind[0] if same_kind else candidates[0]
-        return np.asarray(value, dtype=pick.numpy)
+        if pick.numpy is None:
+            return array
+        allowed = ", ".join(t.spec_name for t in dict.fromkeys(candidates))
+        return self._cast(arg, value, array, pick, f"one of {allowed}")
+
+    def _cast(self, arg: ArgDef, value: Any, array: Any, want: DType, expected: str) -> Any:
+        """``array`` (made from the Python ``value``) as ``want``: a cast numpy calls
+        same-kind that keeps every value (in range; finite stays finite), or any numeric
+        cast that gives back exactly the numbers written (``[1.0, 2.0]`` to int32);
+        InvalidArgument naming the op and the input otherwise."""
+        npdt = want.numpy
+        assert npdt is not None
+        if array.dtype == npdt:
+            return array
+        op = self.op_def.name
+        if array.dtype.kind not in "biuf":
+            raise InvalidArgument(f"{op}: input {arg.name!r} must be {expected}, "
+                                  f"got {_brief(value)}")
+        same_kind = bool(np.can_cast(array.dtype, npdt, "same_kind"))
+        if same_kind or (array.dtype.kind != "b" and not _inexact(npdt)):
+            with np.errstate(all="ignore"):  # overflow is judged below, not warned about
+                cast = array.astype(npdt)
+                if same_kind and _inexact(npdt):
+                    fits = bool(np.all(np.isfinite(cast) | ~np.isfinite(array)))
+                else:
+                    fits = bool(np.array_equal(cast.astype(array.dtype), array))
+            if fits:
+                return cast
+        raise InvalidArgument(f"{op}: input {arg.name!r} must be {expected}; {_brief(value)} "
+                              f"({array.dtype}) does not convert to {want.spec_name} without "
+                              "changing its values")
 
     def _set_inferred(self, name: str, value: Any, arg: ArgDef, attrs: dict[str, Any]) -> None:
         have = attrs.get(name)
@@ -484,6 +523,24 @@ def _typed(value: Any) -> Any:
             return (cls, *map(_typed, items))
         return (cls, items, types)
     return (cls, value)
+
+
+def _inexact(npdt: np.dtype[Any]) -> bool:
+    """Whether ``npdt`` is a floating or complex type (ml_dtypes' floats too)."""
+    if npdt.kind in "fc":
+        return True
+    import ml_dtypes  # deferred, as opmarket.sdk does: only Python values reach here
+
+    try:
+        ml_dtypes.finfo(npdt)  # type: ignore[no-untyped-call]  # ml_dtypes ships no types here
+    except ValueError:
+        return False
+    return True
+
+
+def _brief(value: Any) -> str:
+    """``value`` for a message, shortened as reprlib does."""
+    return reprlib.repr(value)
 
 
 def _np_dtype_ok(npdt: np.dtype[Any], candidates: Sequence[DType]) -> bool:

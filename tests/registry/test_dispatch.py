@@ -297,3 +297,50 @@ def test_threads_share_a_lifecycle_kernel_safely(registry: Registry) -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([1.7, 2.2], "Opm>Take: input 'x' must be int32; [1.7, 2.2] (float64) does not convert "
+                     "to int32 without changing its values"),
+        (2**40, "Opm>Take: input 'x' must be int32; 1099511627776 (int64) does not convert to "
+                "int32 without changing its values"),
+        ("abc", "Opm>Take: input 'x' must be int32, got 'abc'"),
+        (None, "Opm>Take: input 'x' must be int32, got None"),
+        ([[1], [1, 2]], "Opm>Take: input 'x': cannot make an array of [[1], [1, 2]]"),
+        ({"scale": [1e300]}, "Opm>Take: input 'scale' must be float; [1e+300] (float64) does "
+                             "not convert to float without changing its values"),
+        ({"y": [0.5]}, "Opm>Take: input 'y' must be one of int32, int64; [0.5] (float64) does "
+                       "not convert to int32 without changing its values"),
+    ],
+)
+def test_python_values_are_not_cast_into_other_values(registry: Registry, value: Any,
+                                                      message: str) -> None:
+    take = (op("Opm>Take").input("x: int32").input("scale: float").input("y: T")
+            .output("out: int32").attr("T: {int32, int64}").build())
+
+    @kernel("Opm>Take")
+    def impl(x: Any, scale: Any, y: Any) -> Any:
+        return x
+
+    registry.register(take, impl)
+    args = {"x": [1], "scale": [1.0], "y": [1]}
+    args.update(value if isinstance(value, dict) else {"x": value})
+    with pytest.raises(InvalidArgument) as info:
+        opmarket.ops.take(args["x"], args["scale"], args["y"])
+    assert str(info.value).startswith(message)
+
+
+def test_python_numbers_that_fit_are_converted(registry: Registry) -> None:
+    take = (op("Opm>Take").input("x: int32").input("scale: float").input("y: T")
+            .output("out: float").attr("T: {int32, int64}").build())
+
+    @kernel("Opm>Take")
+    def impl(x: Any, scale: Any, y: Any) -> Any:
+        assert (x.dtype, y.dtype) == (np.int32, np.int32)
+        return (x * scale * y).astype(np.float32)
+
+    registry.register(take, impl)
+    out = opmarket.ops.take([1.0, 2.0], [0.1, 3], [2.0, 1.0])
+    assert out.tolist() == pytest.approx([0.2, 6.0])
