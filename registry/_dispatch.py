@@ -251,6 +251,8 @@ class Dispatcher:
                 attrs[key] = coerce_attr(value, a.type, strict=True)
             except (ValueError, TypeError) as exc:
                 raise InvalidArgument(f"{op.name}: attr {key!r}: {exc}") from None
+            if a.base_type == "type":
+                attrs[key] = self._dtypes(key, attrs[key])
         bound: list[Any] = []
         for arg, value in zip(op.inputs, inputs, strict=True):
             bound.append(self._bind_arg(arg, value, attrs))
@@ -263,6 +265,20 @@ class Dispatcher:
             if problem is not None:
                 raise InvalidArgument(f"{op.name}: {problem}")
         return bound, attrs
+
+    def _dtypes(self, name: str, value: Any) -> Any:
+        """A type attr's value with TensorFlow's DataType numbers (``3``, as a TensorFlow
+        file holds them) made DTypes, so that kernels only ever see DTypes; a bool is refused
+        (it would pass as the number 0 or 1)."""
+        if isinstance(value, tuple):
+            return tuple(self._dtypes(name, v) for v in value)
+        if isinstance(value, bool):
+            raise InvalidArgument(f"{self.op_def.name}: attr {name!r}: expected a dtype "
+                                  f"(np.int32, 'int32' or DType.INT32), got {value!r}")
+        if isinstance(value, int) and not isinstance(value, DType) and (
+                value in DType._value2member_map_):
+            return DType(value)
+        return value  # anything else is for check_attr_value to refuse
 
     def _bind_arg(self, arg: ArgDef, value: Any, attrs: dict[str, Any]) -> Any:
         op = self.op_def

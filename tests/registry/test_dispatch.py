@@ -344,3 +344,21 @@ def test_python_numbers_that_fit_are_converted(registry: Registry) -> None:
     registry.register(take, impl)
     out = opmarket.ops.take([1.0, 2.0], [0.1, 3], [2.0, 1.0])
     assert out.tolist() == pytest.approx([0.2, 6.0])
+
+
+def test_a_type_attr_given_as_a_number_reaches_the_kernel_as_a_dtype(registry: Registry) -> None:
+    cast = (op("Opm>Cast").input("x: SrcT").output("y: DstT").attr("SrcT: type")
+            .attr("DstT: type").build())
+
+    @kernel("Opm>Cast")
+    def impl(x: Any, *, DstT: Any) -> Any:  # noqa: N803  # TensorFlow's attr name
+        return x.astype(DstT.numpy)
+
+    registry.register(cast, impl)
+    x = np.array([1.5, 2.5], np.float32)
+    assert opmarket.ops.cast(x, DstT=3).dtype == np.int32  # DT_INT32, as TensorFlow numbers it
+    assert opmarket.ops.cast(x, DstT=2).dtype == np.float64  # DT_DOUBLE
+    with pytest.raises(InvalidArgument, match="attr 'DstT': expected a dtype"):
+        opmarket.ops.cast(x, DstT=True)
+    with pytest.raises(InvalidArgument, match="attr 'DstT': 999 is not a valid dtype number"):
+        opmarket.ops.cast(x, DstT=999)
