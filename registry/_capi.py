@@ -19,6 +19,7 @@ import json
 import mmap
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,13 +113,20 @@ def host() -> ModuleType:
         digest.update(part)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     target = cache_dir() / "capi" / f"opmarket_capi_host-{digest.hexdigest()[:16]}{suffix}"
-    if not target.is_file():
+    try:
+        if not target.is_file():
+            _build(target, header)
+    except OSError:
+        # An unwritable cache (a read-only home, a sandbox): build for this process only.
+        target = Path(tempfile.mkdtemp(prefix="opmarket-capi-"), target.name)
         _build(target, header)
     loader = importlib.machinery.ExtensionFileLoader("opmarket_capi_host", str(target))
     spec = importlib.util.spec_from_file_location("opmarket_capi_host", target, loader=loader)
     assert spec is not None  # a file location with a loader always gives a spec
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
+    if target.parent.name.startswith("opmarket-capi-"):
+        shutil.rmtree(target.parent, ignore_errors=True)  # loaded; nothing else needs it
     extra = {int(t): t.numpy for t in DType
              if t.numpy is not None and not t.is_ref and t.numpy.kind == "V"}
     module.configure(_error_for, extra)
@@ -178,6 +186,8 @@ class CAbiKernel(Kernel):
             from opmarket.registry._runtime import get_registry  # _runtime loads libraries
 
             op_def = get_registry().op_def(self.op_name)
+            if op_def is not None:
+                _check_single_tensors(op_def, self.kernel_name)
             outputs = len(op_def.outputs) if op_def is not None else 1
         self.native = host().Kernel(self.create_fn, self.compute_fn, self.delete_fn,
                                     dict(attrs), outputs,
@@ -188,6 +198,14 @@ class CAbiKernel(Kernel):
 
     def close(self) -> None:
         self.native.close()
+
+
+def _check_single_tensors(op: OpDef, kernel: str) -> None:
+    """C-ABI kernels take and return one tensor per argument (no ``N * T`` lists yet)."""
+    lists = [a.name for a in (*op.inputs, *op.outputs) if a.is_list]
+    if lists:
+        raise KernelError(f"{op.name}: C-ABI kernel {kernel} cannot serve list arguments "
+                          f"({', '.join(lists)}); the C API passes one tensor per argument")
 
 
 def _shape_fn(op: OpDef, fn: int) -> Callable[[InferenceContext], None]:
@@ -271,7 +289,7 @@ _PROBE = ("import sys; from opmarket.registry._capi import _probe_main; "
 
 
 def _probe(path: Path) -> None:
-    """Load ``path`` once in a subprocess unless a probe of this very file passed before;
+    """Load ``path`` in a subprocess unless a probe of this very file passed before;
     LibraryError when the child crashes or reports an error. ``OPMARKET_CAPI_PROBE=0``
     skips it (a crash in init then ends this process)."""
     if os.environ.get("OPMARKET_CAPI_PROBE", "1").strip() in ("0", "false", "no"):
@@ -304,8 +322,11 @@ def _probe(path: Path) -> None:
         message = report.get("error") or (done.stderr.strip()[-2000:] or
                                           f"exit status {done.returncode}")
         raise LibraryError(message)
-    mark.parent.mkdir(parents=True, exist_ok=True)
-    mark.write_text(str(path), encoding="utf-8")
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(str(path), encoding="utf-8")
+    except OSError:
+        pass  # an unwritable cache only means probing this library again next time
 
 
 def load_declarations(path: Path, *, probe: bool = True) -> list[Any]:
@@ -345,6 +366,12 @@ def _load(path: Path, key: tuple[Path, int, int]) -> list[Any]:
     for d in result["ops"]:
         if d["shape_fn"]:
             decls.append(ShapeFnSpec(d["op_def"].name, _shape_fn(d["op_def"], d["shape_fn"])))
+    for d in result["kernels"]:
+        if d["op"] in ops:
+            try:
+                _check_single_tensors(ops[d["op"]], d["name"])
+            except KernelError as exc:
+                raise LibraryError(f"library {path}: {exc}") from None
     decls.extend(_kernel_spec(d, path, ops) for d in result["kernels"])
     _loaded[key] = decls
     return list(decls)

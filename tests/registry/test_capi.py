@@ -4,8 +4,10 @@ and every way a load can fail reported with the library's path and its status me
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -269,6 +271,20 @@ FAILURES = {
         }
         OPM_PLUGIN_INIT(init)
         """, "INVALID_ARGUMENT: op 'Test>Bad': "),
+    "list argument": ("""
+        #include <opmarket/c_api.h>
+        static void compute(void* k, OPM_OpKernelContext* ctx) { (void)k; (void)ctx; }
+        static void init(OPM_Status* s) {
+          OPM_OpDefinitionBuilder* b = OPM_NewOpDefinitionBuilder("Test>AddN");
+          OPM_OpDefinitionBuilderAddInput(b, "inputs: N * float");
+          OPM_OpDefinitionBuilderAddOutput(b, "sum: float");
+          OPM_OpDefinitionBuilderAddAttr(b, "N: int >= 1");
+          OPM_RegisterOpDefinition(b, s);
+          OPM_RegisterKernelBuilder("AddN", OPM_NewKernelBuilder("Test>AddN", "CPU", 0,
+                                                                 &compute, 0), s);
+        }
+        OPM_PLUGIN_INIT(init)
+        """, "cannot serve list arguments (inputs)"),
     "crash in init": ("""
         #include <stdlib.h>
         #include <opmarket/c_api.h>
@@ -306,8 +322,6 @@ def test_an_entry_point_naming_a_library_is_loaded_and_its_failures_reported(
     (missing / "METADATA").write_text("Metadata-Version: 2.1\nName: opmarket_missing\n"
                                       "Version: 1.0\n")
     (missing / "entry_points.txt").write_text("[opmarket]\nmissing = opmarket_scale:libnone.so\n")
-    import sys
-
     sys.path.insert(0, str(site))
     try:
         infos = {i.name: i for i in load_plugins_from([str(site)], registry=registry)}
@@ -360,3 +374,20 @@ def test_dtypes_cross_with_their_tensorflow_numbers(tmp_path: Path, registry: Re
         x = np.arange(6).reshape(2, 3).astype(t.numpy)
         y = lib.identity(x)
         assert y.dtype == x.dtype and y.shape == (2, 3) and y.tobytes() == x.tobytes(), t
+
+
+def test_an_unwritable_cache_folder_still_loads_a_plugin(tmp_path: Path) -> None:
+    """The host is built for the process alone when the cache cannot be written (a
+    sandbox, a read-only home); a fresh process, as the first load there is."""
+    library = build(tmp_path, SCALE)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    script = ("import sys, numpy as np, opmarket\n"
+              "lib = opmarket.load_library(sys.argv[1])\n"
+              "print(lib.scale(np.ones(2, np.float32)).tolist())\n")
+    done = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True,
+                          text=True, cwd=tmp_path, check=False,
+                          env={**os.environ, "OPMARKET_CACHE_DIR": str(blocked / "cache"),
+                               "OPMARKET_DISABLE_PLUGINS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[2.0, 2.0]"
