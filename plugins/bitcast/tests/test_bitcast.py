@@ -181,3 +181,16 @@ def test_the_same_wheel_runs_on_another_python_version(wheel: Path, tmp_path: Pa
                           env={**os.environ, "OPMARKET_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() != f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.mark.slow
+def test_the_marketplace_validation_accepts_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    """``opmarket validate``: what the index runs on upload, in its sandbox (a read-only
+    file system but its folder), C-ABI library and all."""
+    cli = Path(sys.executable).with_name("opmarket")
+    done = subprocess.run([str(cli), "validate", str(wheel)], capture_output=True, text=True,
+                          cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{wheel.name}: validated" in done.stdout
+    assert "bitcast = opmarket_bitcast:libopm_bitcast.so" in done.stdout
+    assert "[passed] manifest" in done.stdout and "[passed] conformance" in done.stdout
