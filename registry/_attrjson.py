@@ -28,13 +28,23 @@ _JsonValue = Any
 
 
 def tensor_value(array: Any) -> TensorValue:
-    """A numpy array (or anything ``np.asarray`` takes) as a tensor attr value."""
+    """A numpy array (or anything ``np.asarray`` takes) as a tensor attr value; bytes in a
+    string tensor are read as UTF-8 (ValueError if they are not)."""
     arr = np.asarray(array)
     dtype = as_dtype(arr.dtype)
     shape = TensorShape(tuple(int(d) for d in arr.shape))
     if dtype is DType.STRING:
-        return TensorValue(dtype, shape, (("string_val", tuple(str(v) for v in arr.flat)),))
+        return TensorValue(dtype, shape, (("string_val", tuple(_text(v) for v in arr.flat)),))
     return TensorValue(dtype, shape, content=np.ascontiguousarray(arr).tobytes())
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"string tensor element {value!r} is not UTF-8: {exc}") from None
+    return str(value)
 
 
 def normalize_attr(value: Any) -> Any:

@@ -242,3 +242,13 @@ def test_python_values_are_read_as_their_attr_types() -> None:
         "node 'q' (Placeholder): attr 'dtype': expected type, got 'nonsense'",
         "node 'k' (Const): attr 'value': expected tensor, got 'text'",
     ]
+
+
+def test_bytes_in_a_string_tensor_attr_are_text(tmp_path: Path) -> None:
+    g = Graph([Node("k", "Const", attrs={"value": np.array([b"ab", "c"], dtype=object),
+                                         "dtype": DType.STRING})])
+    path = tmp_path / "g.json"
+    save_graph(fill_defaults(g, {}), path)
+    saved = json.loads(path.read_text())["nodes"][0]["attrs"]["value"]
+    assert saved["tensor"]["values"] == ["ab", "c"]
+    assert load_graph(path)["k"].attrs["value"].to_numpy().tolist() == ["ab", "c"]
