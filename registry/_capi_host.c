@@ -700,14 +700,16 @@ static void h_OKCtxFailure(OPM_OpKernelContext* c, OPM_Status* s) {
                                             h_Message(s));
 }
 
-static OPM_DataType h_TensorType(const OPM_Tensor* t) { return t->dtype; }
-static int h_NumDims(const OPM_Tensor* t) { return t->ndim; }
+/* NULL-safe: a failed GetInput or AllocateOutput returns NULL, and a kernel that goes on
+ * reading it must not crash the process (its failure status is reported instead). */
+static OPM_DataType h_TensorType(const OPM_Tensor* t) { return t ? t->dtype : 0; }
+static int h_NumDims(const OPM_Tensor* t) { return t ? t->ndim : 0; }
 static int64_t h_Dim(const OPM_Tensor* t, int i) {
-  return i >= 0 && i < t->ndim ? (int64_t)t->dims[i] : -1;
+  return t && i >= 0 && i < t->ndim ? (int64_t)t->dims[i] : -1;
 }
-static void* h_TensorData(const OPM_Tensor* t) { return t->data; }
-static size_t h_TensorByteSize(const OPM_Tensor* t) { return t->nbytes; }
-static int64_t h_TensorElementCount(const OPM_Tensor* t) { return t->count; }
+static void* h_TensorData(const OPM_Tensor* t) { return t ? t->data : NULL; }
+static size_t h_TensorByteSize(const OPM_Tensor* t) { return t ? t->nbytes : 0; }
+static int64_t h_TensorElementCount(const OPM_Tensor* t) { return t ? t->count : 0; }
 
 typedef struct {
   PyObject_HEAD

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import mmap
 import os
 from pathlib import Path
 from types import ModuleType
@@ -88,7 +89,7 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
 def _is_extension(path: Path) -> bool:
     """Whether the file defines a Python module (``PyInit_<name>``), read without loading."""
     try:
-        with open(path, "rb") as f:
-            return b"PyInit_" in f.read()
-    except OSError:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(b"PyInit_") >= 0
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses)
         return False

@@ -243,6 +243,39 @@ def test_a_cpp_exception_stays_inside_the_plugin(tmp_path: Path, registry: Regis
         lib.copy(np.ones(3, np.float32))
 
 
+def test_a_kernel_reading_a_missing_input_fails_instead_of_crashing(
+        tmp_path: Path, registry: Registry) -> None:
+    """OpKernelContext::input(1) on a one-input op: the context fails, and the empty tensor
+    the kernel goes on using has rank 0, no dims and no data (not a dangling pointer)."""
+    source = """
+        #include <opmarket/c_api.hpp>
+
+        class Bad : public opmarket::OpKernel {
+         public:
+          explicit Bad(opmarket::OpKernelConstruction* c) : OpKernel(c) {}
+          void Compute(opmarket::OpKernelContext* c) override {
+            opmarket::Tensor x = c->input(1);
+            OP_REQUIRES(c, x.dims() == 0 && x.dim_size(0) == -1 && !x.flat<float>(),
+                        "the empty tensor is not empty");
+            opmarket::Tensor y;
+            OP_REQUIRES_OK(c, c->allocate_output(0, OPM_FLOAT, x.shape(), &y));
+          }
+        };
+
+        static void Init(OPM_Status* status) {
+          opmarket::OpDefBuilder("Test>Bad").Input("x: float").Output("y: float")
+              .Register(status);
+          if (OPM_GetCode(status) != OPM_OK) return;
+          opmarket::RegisterKernelBuilder<Bad>("Bad", opmarket::Name("Test>Bad"), status);
+        }
+
+        OPM_PLUGIN_INIT(Init)
+    """
+    lib = load_library(build(tmp_path, source, "bad", cpp=True))
+    with pytest.raises(InvalidArgument, match="input index 1 out of range: 1 inputs"):
+        lib.bad(np.array([1.5], np.float32))
+
+
 FAILURES = {
     "no entry point": ("int not_a_plugin(void) { return 1; }\n",
                        "exports no OPM_InitPlugin"),
