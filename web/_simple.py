@@ -4,6 +4,7 @@ are listed; pages are rendered once per change of their project (its serial)."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from collections.abc import Sequence
@@ -43,10 +44,14 @@ def _version_key(v: str) -> tuple[int, Version | str]:
         return (0, v)
 
 
-def _answer(body: bytes, content_type: str) -> Response:
+def _answer(request: Request, body: bytes, content_type: str) -> Response:
+    """The page, or 304 when the client's copy (If-None-Match) is current."""
+    etag = f'"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
+    headers = {"Vary": "Accept", "Cache-Control": "max-age=60", "ETag": etag}
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
     media = f"{content_type}; charset=utf-8" if content_type == HTML else content_type
-    return Response(body, media_type=media,
-                    headers={"Vary": "Accept", "Cache-Control": "max-age=60"})
+    return Response(body, media_type=media, headers=headers)
 
 
 def _chosen(request: Request) -> str:
@@ -86,7 +91,7 @@ async def index(request: Request) -> Response:
     pages = await _cached(state, INDEX)
     if pages is None:
         pages = await run_in_threadpool(_index_pages, state)
-    return _answer(pages[1] if chosen == JSON_V1 else pages[0], chosen)
+    return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
 
 
 def _index_pages(state: AppState) -> tuple[bytes, bytes]:
@@ -113,7 +118,7 @@ async def project_page(project: str, request: Request) -> Response:
     pages = await _cached(state, normalized)
     if pages is None:
         pages = await run_in_threadpool(_project_pages, state, normalized)
-    return _answer(pages[1] if chosen == JSON_V1 else pages[0], chosen)
+    return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
 
 
 def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:

@@ -36,6 +36,18 @@ def test_accept_negotiation_with_q_values(uploaded: Market, accept: str, expecte
 
 
 @pytest.mark.slow
+def test_conditional_requests_answer_304(uploaded: Market) -> None:
+    _, headers, _ = uploaded.get("/simple/opm-double/", {"Accept": JSON})
+    _, html_headers, _ = uploaded.get("/simple/opm-double/")
+    assert headers["etag"] != html_headers["etag"]
+    status, again, body = uploaded.get("/simple/opm-double/",
+                                       {"Accept": JSON, "If-None-Match": headers["etag"]})
+    assert (status, body, again["etag"]) == (304, b"", headers["etag"])
+    status, _, body = uploaded.get("/simple/opm-double/", {"If-None-Match": headers["etag"]})
+    assert status == 200 and body  # the HTML page has another tag
+
+
+@pytest.mark.slow
 def test_nothing_acceptable_is_406_in_the_error_shape(uploaded: Market) -> None:
     status, _, body = uploaded.get("/simple/opm-double/", {"Accept": "image/png"})
     assert status == 406
