@@ -217,17 +217,30 @@ def _stamps(paths: Iterable[str]) -> list[list[object]]:
 
 
 def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
+    """The cached scan; None when the file is missing, stale, or malformed in any way (a
+    later scan then rewrites it)."""
     try:
         data = json.loads(file.read_bytes())
-        if data.get("format") != CACHE_FORMAT or data.get("dirs") != list(dirs):
-            return None
-        for path, stamp in data["stamps"]:
-            if _mtime(path) != stamp:
-                return None
-        entries = tuple(EntryPointRecord(*e) for e in data["entries"])
-        return Scan(entries, int(data["distributions"]), from_cache=True)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or (
+            data.get("dirs") != list(dirs)):
+        return None
+    stamps, entries, count = data.get("stamps"), data.get("entries"), data.get("distributions")
+    if not (isinstance(stamps, list) and isinstance(entries, list) and type(count) is int):
+        return None
+    for stamp in stamps:
+        if not (isinstance(stamp, list) and len(stamp) == 2 and isinstance(stamp[0], str)):
+            return None
+        try:
+            if _mtime(stamp[0]) != stamp[1]:
+                return None
+        except ValueError:  # a path os.stat refuses (a NUL in it)
+            return None
+    if not all(isinstance(e, list) and len(e) == 5 and all(isinstance(x, str) for x in e)
+               for e in entries):
+        return None
+    return Scan(tuple(EntryPointRecord(*e) for e in entries), count, from_cache=True)
 
 
 def _store_cache(file: Path, dirs: Sequence[str], result: Scan,

@@ -4,12 +4,14 @@ only while nothing was installed or removed (checked with real pip)."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
 import time
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opmarket.registry._discovery import MAX_CACHE_FILES, scan
@@ -133,6 +135,32 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path, cache: Path) -> None:
     file.write_text('{"format": 1, "dirs": ')
     again = scan([str(site)])
     assert not again.from_cache and [e.name for e in again.entries] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda data: [data],
+        lambda data: "entries",
+        lambda data: {**data, "stamps": 3},
+        lambda data: {**data, "stamps": [["a"]]},
+        lambda data: {**data, "stamps": [[1, 2]]},
+        lambda data: {**data, "entries": [[1, 2, 3, 4, 5]]},
+        lambda data: {**data, "entries": [["a", "plug_a"]]},
+        lambda data: {**data, "distributions": "3"},
+    ],
+)
+def test_a_cache_file_of_valid_json_but_the_wrong_shape_is_ignored(
+        tmp_path: Path, cache: Path, spoil: Any) -> None:
+    site = tmp_path / "site"
+    fake_dist(site, "plug-a", entry_points="[opmarket]\na = plug_a\n")
+    age(site)
+    scan([str(site)])
+    (file,) = cache.iterdir()
+    file.write_text(json.dumps(spoil(json.loads(file.read_text()))))
+    again = scan([str(site)])
+    assert not again.from_cache and [e.name for e in again.entries] == ["a"]
+    assert scan([str(site)]).from_cache  # rewritten by the scan before
 
 
 def test_old_cache_files_are_pruned(tmp_path: Path, cache: Path) -> None:
