@@ -70,8 +70,9 @@ _host: ModuleType | None = None
 # What each library file (by path, size and time) declared: loading it again declares the
 # same objects, so registering them again registers nothing new.
 _loaded: dict[tuple[Path, int, int], list[Any]] = {}
-# One init at a time: the host collects a library's registrations in one session.
-_lock = threading.Lock()
+# One build of the host and one plugin init at a time (the host collects a library's
+# registrations in one session). Reentrant: a load builds the host under it.
+_lock = threading.RLock()
 
 # Status codes (TensorFlow's) as the errors a Python caller sees.
 _CODE_NAMES = {
@@ -103,9 +104,14 @@ def _compiler() -> list[str]:
 def host() -> ModuleType:
     """The host extension, built into the cache folder the first time any process of this
     Python and numpy needs it; LibraryError (with the compiler's output) if it cannot be."""
-    global _host
     if _host is not None:
         return _host
+    with _lock:
+        return _host or _make_host()
+
+
+def _make_host() -> ModuleType:
+    global _host
     header = Path(get_include(), "opmarket", "c_api.h")
     digest = hashlib.sha256()
     for part in (_SOURCE.read_bytes(), header.read_bytes(), sys.version.encode(),

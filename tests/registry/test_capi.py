@@ -20,7 +20,7 @@ from opmarket.registry import (
     load_library,
     load_plugins_from,
 )
-from opmarket.registry._capi import HOST_API_VERSION
+from opmarket.registry._capi import HOST_API_VERSION, host
 from opmarket.sdk import DType, InvalidArgument, get_include
 
 import opmarket
@@ -177,7 +177,12 @@ def test_a_plugin_built_against_version_1_of_the_header_still_loads(
                            "(OPM_NumDims(x) == 1 ? OPM_Dim(x, 0) : 0)")
     lib = load_library(build(tmp_path, source, "old", include=V1_INCLUDE))
     assert lib.scale(np.array([1.0, -1.0], np.float32)).tolist() == [2.0, -2.0]
-    assert HOST_API_VERSION == 2
+
+
+def test_the_host_header_and_python_agree_on_the_version() -> None:
+    text = HEADER.read_text(encoding="utf-8")
+    (line,) = [x for x in text.splitlines() if x.startswith("#define OPM_C_API_VERSION ")]
+    assert int(line.split()[-1]) == HOST_API_VERSION == host().API_VERSION == 2
 
 
 def test_the_current_header_only_appends_to_version_1() -> None:
