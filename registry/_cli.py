@@ -9,6 +9,7 @@ the others fail. Exit codes: 0 fine, 1 a plugin failed to load (``plugins``), 2 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
-from opmarket.registry._discovery import EntryPointRecord
+from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._manifest import MANIFEST, read_manifest
-from opmarket.registry._plugins import discover, plugins_disabled
+from opmarket.registry._plugins import discover, plugins_disabled, selected
 from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, as_dtype
 
 __all__ = ["ops", "plugins"]
@@ -224,8 +225,16 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _nothing(what: str) -> str:
+    """Why nothing is listed: discovery off, OPMARKET_PLUGINS matching nothing installed
+    (with what is), or nothing installed."""
     if plugins_disabled():
         return "plugin discovery is off (OPMARKET_DISABLE_PLUGINS)"
+    if selected() is not None:
+        installed = sorted({e.name for e in scan().entries})
+        if installed:
+            return (f"no installed plugin matches OPMARKET_PLUGINS="
+                    f"{os.environ.get('OPMARKET_PLUGINS', '')!r}; installed: "
+                    f"{', '.join(installed)}")
     return f"no {what}"
 
 
