@@ -204,11 +204,11 @@ def main() -> None:
 
         # The first run warms every project's page in every worker of both servers (each
         # caches: opmarket its rendered pages, pypiserver its directory listing).
-        html, p99_html = wrk(f"http://127.0.0.1:{ours}", names, "", args.duration, work,
-                             warmup=8)
-        print(f"opmarket html: {html:.0f} req/s, p99 {p99_html:.1f} ms", flush=True)
-        js, p99_json = wrk(f"http://127.0.0.1:{ours}", names, ACCEPT_JSON, args.duration, work)
+        js, p99_json = wrk(f"http://127.0.0.1:{ours}", names, ACCEPT_JSON, args.duration, work,
+                           warmup=8)
         print(f"opmarket json: {js:.0f} req/s, p99 {p99_json:.1f} ms", flush=True)
+        html, p99_html = wrk(f"http://127.0.0.1:{ours}", names, "", args.duration, work)
+        print(f"opmarket html: {html:.0f} req/s, p99 {p99_html:.1f} ms", flush=True)
         base, p99_base = wrk(f"http://127.0.0.1:{theirs}", names, "", args.duration, work,
                              warmup=8)
         print(f"pypiserver html: {base:.0f} req/s, p99 {p99_base:.1f} ms", flush=True)

@@ -1,8 +1,9 @@
 """Rendered /simple/ pages kept in memory, kept honest by the catalog's serials.
 
 Every project has a serial that each change bumps. Once per ``ttl`` seconds, at most, one
-query reads all serials and drops the pages whose project changed (so another process's
-change, a CLI yank or another server's validation, shows within ``ttl``); between checks a
+one-row query reads the catalog's generation (count and sum of the serials); when it moved,
+the serials are read and the pages whose project changed are dropped (so another process's
+change, a CLI yank or another server's validation, shows within ``ttl``). Between checks a
 page is served from memory. This process's own changes drop their pages at once.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["INDEX", "PageCache"]
 
@@ -23,27 +24,31 @@ class PageCache:
         self.ttl = ttl
         self._pages: dict[str, tuple[object, bytes, bytes]] = {}
         self._checked = float("-inf")
+        self._generation: tuple[int, int] | None = None
         self._lock = threading.Lock()
 
     def due(self) -> bool:
         """Whether the serials should be read again before serving."""
         return time.monotonic() - self._checked > self.ttl
 
-    def sync(self, read_serials: object) -> None:
-        """Read the serials (``read_serials()`` -> {project: serial}) unless another thread
-        is doing it, and drop what changed."""
+    def sync(self, read_generation: Callable[[], tuple[int, int]],
+             read_serials: Callable[[], Mapping[str, int]]) -> None:
+        """Unless another thread is at it: read the catalog's generation (the number of
+        projects and the sum of their serials, one row); when it moved, read every serial
+        and drop the pages whose project changed."""
         if not self._lock.acquire(blocking=False):
             return
         try:
             if not self.due():
                 return
-            assert callable(read_serials)
-            serials: Mapping[str, int] = read_serials()
-            generation = (len(serials), sum(serials.values()))
-            for key, (serial, _, _) in list(self._pages.items()):
-                now = generation if key == INDEX else serials.get(key)
-                if serial != now:
-                    self._pages.pop(key, None)
+            generation = read_generation()
+            if generation != self._generation:
+                serials = read_serials()
+                for key, (serial, _, _) in list(self._pages.items()):
+                    now = generation if key == INDEX else serials.get(key)
+                    if serial != now:
+                        self._pages.pop(key, None)
+                self._generation = generation
             self._checked = time.monotonic()
         finally:
             self._lock.release()
@@ -52,8 +57,18 @@ class PageCache:
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], hit[2])
 
-    def keep(self, key: str, serial: object, html: bytes, js: bytes) -> tuple[bytes, bytes]:
-        self._pages[key] = (serial, html, js)
+    @property
+    def generation(self) -> object:
+        """Read before rendering a page, handed back to ``keep``."""
+        return self._generation
+
+    def keep(self, key: str, serial: object, html: bytes, js: bytes, *,
+             seen: object) -> tuple[bytes, bytes]:
+        """Keep a page rendered at ``serial``, unless a check moved the generation since
+        the render began (``seen``): the page may predate a change the check already
+        handled, so it is served once and not kept."""
+        if seen == self._generation:
+            self._pages[key] = (serial, html, js)
         return html, js
 
     def forget(self, key: str) -> None:

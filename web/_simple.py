@@ -9,7 +9,6 @@ import html
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from opmarket.web._cache import INDEX
@@ -68,18 +67,26 @@ def _state(request: Request) -> AppState:
     return state
 
 
-def _serials(state: AppState) -> Any:
-    def read() -> dict[str, int]:
+_GENERATION = select(func.count(Project.id), func.coalesce(func.sum(Project.serial), 0))
+
+
+def _sync(state: AppState) -> None:
+    def generation() -> tuple[int, int]:
+        with state.db.engine.connect() as conn:
+            count, total = conn.execute(_GENERATION).one()
+            return int(count), int(total)
+
+    def serials() -> dict[str, int]:
         with state.db.engine.connect() as conn:
             return {r.normalized: r.serial for r in
                     conn.execute(select(Project.normalized, Project.serial))}
 
-    return read
+    state.pages.sync(generation, serials)
 
 
 async def _cached(state: AppState, key: str) -> tuple[bytes, bytes] | None:
     if state.pages.due():
-        await run_in_threadpool(state.pages.sync, _serials(state))
+        await run_in_threadpool(_sync, state)
     return state.pages.get(key)
 
 
@@ -97,9 +104,9 @@ async def index(request: Request) -> Response:
 def _index_pages(state: AppState) -> tuple[bytes, bytes]:
     listed = (select(Project.name, Project.normalized).join(Release).join(File)
               .where(File.status == "validated").distinct().order_by(Project.normalized))
+    seen = state.pages.generation
     with state.db.engine.connect() as conn:
-        generation = tuple(conn.execute(select(func.count(Project.id),
-                                               func.coalesce(func.sum(Project.serial), 0))).one())
+        count, total = conn.execute(_GENERATION).one()
         rows = conn.execute(listed).all()
     doc = {"meta": {"api-version": API_VERSION}, "projects": [{"name": r.name} for r in rows]}
     links = "".join(f'<a href="/simple/{html.escape(r.normalized)}/">'
@@ -107,7 +114,8 @@ def _index_pages(state: AppState) -> tuple[bytes, bytes]:
     page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
             f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
             f"{links}</body></html>\n")
-    return state.pages.keep(INDEX, generation, page.encode(), json.dumps(doc).encode())
+    return state.pages.keep(INDEX, (int(count), int(total)), page.encode(),
+                            json.dumps(doc).encode(), seen=seen)
 
 
 @router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
@@ -122,6 +130,7 @@ async def project_page(project: str, request: Request) -> Response:
 
 
 def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
+    seen = state.pages.generation
     with state.db.engine.connect() as conn:
         row = conn.execute(select(Project.id, Project.serial)
                            .where(Project.normalized == normalized)).first()
@@ -135,7 +144,7 @@ def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
             ).tuples().all()  # fmt: skip
     if not files:
         raise HTTPProblem(404, "not-found", f"no validated files for {normalized!r}")
-    return state.pages.keep(normalized, row.serial, *_render(normalized, files))
+    return state.pages.keep(normalized, row.serial, *_render(normalized, files), seen=seen)
 
 
 def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
