@@ -18,6 +18,8 @@ from opmarket.compat._snapshot import take_snapshot
 from opmarket.compat._version import InvalidVersionError
 from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
 
+from opmarket._usage import write_output
+
 __all__ = ["main", "snapshot"]
 
 EXIT_USAGE = 2
@@ -91,11 +93,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
         )  # fmt: skip
     except (DocumentError, InvalidOpDef, InvalidVersionError) as exc:
         raise _InputError(str(exc).splitlines()[0]) from None
-    text = render(report, fmt)
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
+    write_output(render(report, fmt), output)
     sys.exit(report.exit_code)
 
 
@@ -124,7 +122,8 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
             click.echo(add_release(history, opset), err=True)
     except (DocumentError, InvalidOpDef) as exc:
         raise _InputError(str(exc).splitlines()[0], prog="opmarket snapshot") from None
-    if output is not None:
-        output.write_text(opset_to_json(opset), encoding="utf-8")
-    elif history is None:
-        click.echo(opset_to_json(opset), nl=False)
+    except OSError as exc:
+        raise _InputError(f"{history}: cannot write: {exc.strerror or exc}",
+                          prog="opmarket snapshot") from None
+    if output is not None or history is None:
+        write_output(opset_to_json(opset), output)

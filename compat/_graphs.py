@@ -8,7 +8,7 @@ from pathlib import Path
 from opmarket.compat._report import Finding
 from opmarket.compat._rules import RULES_BY_ID
 from opmarket.registry import load_graph, validate_graph
-from opmarket.sdk import OpSet
+from opmarket.sdk import DocumentError, OpSet
 
 __all__ = ["graph_files", "replay_graphs"]
 
@@ -29,14 +29,20 @@ def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list
     """How many graphs were replayed, and a finding for each that validated against ``old``
     but not ``new`` (breaking), or that did not validate against ``old`` either (warning).
 
-    Raises DocumentError for a graph file that cannot be read.
+    A file that cannot be read as a graph proves nothing about the change either: it is
+    reported as that graph's warning, and the other graphs are still replayed.
     """
     files = graph_files(folder)
     out: list[Finding] = []
     invalid, before = RULES_BY_ID["graph-invalid"], RULES_BY_ID["graph-invalid-before"]
     for path in files:
-        graph = load_graph(path)
         label = str(path)
+        try:
+            graph = load_graph(path)
+        except DocumentError as exc:
+            out.append(Finding("(graph)", before.id, before.severity,
+                               f"unreadable: {str(exc).splitlines()[0]}", graph=label))
+            continue
         old_problems = validate_graph(graph, old)
         if old_problems:
             out.append(Finding(_op_of(old_problems[0]), before.id, before.severity,

@@ -157,6 +157,14 @@ def _entry_modules(text: str, source: str) -> list[str]:
     return [v.partition(":")[0].strip() for _, v in parser.items(ENTRY_POINT_GROUP)]
 
 
+def _member_text(zf: zipfile.ZipFile, member: str, label: str) -> str:
+    try:
+        return zf.read(member).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte "
+                                                 f"{exc.start})") from None
+
+
 def opset_from_wheel(path: str | Path) -> OpSet:
     """The op-set a wheel ships, read from the archive without installing it."""
     label = str(path)
@@ -172,10 +180,11 @@ def opset_from_wheel(path: str | Path) -> OpSet:
             )
             if not dist_info:
                 raise DocumentError(label, "no .dist-info/METADATA in the wheel")
-            meta = email.parser.Parser().parsestr(zf.read(f"{dist_info[0]}/METADATA").decode())
+            meta = email.parser.Parser().parsestr(
+                _member_text(zf, f"{dist_info[0]}/METADATA", label))
             ep_path = f"{dist_info[0]}/entry_points.txt"
             modules = (
-                _entry_modules(zf.read(ep_path).decode(), f"{label}!{ep_path}")
+                _entry_modules(_member_text(zf, ep_path, label), f"{label}!{ep_path}")
                 if ep_path in names
                 else []
             )
@@ -191,7 +200,7 @@ def opset_from_wheel(path: str | Path) -> OpSet:
                     raise DocumentError(
                         label, f"entry point module {module!r} has no {MANIFEST} in its package"
                     )
-                text = zf.read(manifest).decode("utf-8")
+                text = _member_text(zf, manifest, label)
                 opsets.append(opset_from_json(text, source=f"{label}!{manifest}"))
     except zipfile.BadZipFile:
         raise DocumentError(label, "not a zip archive (a broken wheel?)") from None
@@ -229,12 +238,16 @@ def opset_from_dist(name: str) -> OpSet:
         package = _package_dir(module, set(files))
         text: str | None = None
         key = f"{package}/{MANIFEST}"
-        if key in files:
-            text = files[key].read_text(encoding="utf-8")
-        else:
-            located = _locate_manifest(module)
-            if located is not None:
+        located: importlib.metadata.PackagePath | Path | None = (
+            files[key] if key in files else _locate_manifest(module))
+        if located is not None:
+            try:
                 text = located.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise DocumentError(f"{name}:{key}", f"not UTF-8 text ({exc.reason} at byte "
+                                                     f"{exc.start})") from None
+            except OSError as exc:
+                raise DocumentError(f"{name}:{key}", exc.strerror or str(exc)) from None
         if text is None:
             raise DocumentError(name, f"entry point module {module!r} ships no {MANIFEST}")
         opsets.append(opset_from_json(text, source=f"{name}:{key}"))
@@ -294,12 +307,17 @@ def _index_files(index_url: str, project: str, label: str) -> list[tuple[str, st
         raise DocumentError(label, f"{url}: cannot connect ({exc})") from None
     out: list[tuple[str, str, str]] = []
     if "json" in ctype:
-        data = json.loads(body)
-        for f in data.get("files", []):
-            out.append((
-                f["filename"], urllib.parse.urljoin(url, f["url"]),
-                f.get("hashes", {}).get("sha256", ""),
-            ))  # fmt: skip
+        try:
+            data = json.loads(body)
+            for f in data.get("files", []):
+                out.append((
+                    str(f["filename"]), urllib.parse.urljoin(url, str(f["url"])),
+                    str((f.get("hashes") or {}).get("sha256", "")),
+                ))  # fmt: skip
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Not the simple API's JSON (PEP 691): a proxy's error page, a truncated body.
+            raise DocumentError(label, f"{url}: unreadable index response ({type(exc).__name__}:"
+                                       f" {exc})") from None
         return out
     parser = _Links()
     parser.feed(body.decode("utf-8", errors="replace"))

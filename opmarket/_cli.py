@@ -13,18 +13,11 @@ from typing import Any, cast
 import click
 
 from opmarket import __version__
+from opmarket._usage import EXIT_USAGE, UsageError, write_output
+
+__all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "main", "write_output"]
 
 EXIT_PROBLEM = 1
-EXIT_USAGE = 2
-
-
-class UsageError(click.ClickException):
-    """A user error: printed as one line, exit code 2."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"opmarket: error: {self.format_message()}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -108,20 +101,6 @@ def report_problems(problems: Any) -> None:
     for p in problems:
         click.echo(f"error: {p}", err=True)
     click.echo(f"{len(problems)} problem(s) found", err=True)
-
-
-def write_output(text: str, output: Path | None) -> None:
-    """Write to ``output`` whole (a temporary file renamed into place), or to stdout."""
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    tmp = output.with_name(f".{output.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
 
 
 # Subcommands of the other packages are registered below.

@@ -137,6 +137,22 @@ def test_unreadable_file_exits_2_naming_it(tmp_path: Path, pair: tuple[Path, Pat
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("tool", ["compat-check", "snapshot"])
+def test_an_unwritable_output_exits_2_with_one_line(
+        tmp_path: Path, pair: tuple[Path, Path, Path], tool: str) -> None:
+    target = tmp_path / "no-such-folder" / "report.txt"
+    args = [pair[0], pair[1]] if tool == "compat-check" else ["snapshot", "mymod"]
+    if tool == "snapshot":
+        (tmp_path / "mymod.py").write_text("from opmarket.sdk import op\n"
+                                           "X = op('Mine>X').input('x: int32')\n")
+    done = run("compat-check" if tool == "compat-check" else "opmarket", *args, "-o", target,
+               cwd=tmp_path, path=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert f"error: {target}: cannot write: No such file or directory" in done.stderr
+    assert not target.parent.exists()
+
+
 def test_bad_version_exits_2(pair: tuple[Path, Path, Path]) -> None:
     done = run("compat-check", pair[0], pair[1], "--new-version", "banana")
     assert done.returncode == 2

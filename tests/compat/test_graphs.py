@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from opmarket.compat import check_sources
 from opmarket.compat._graphs import replay_graphs
 from opmarket.compat._sources import Source
 from opmarket.registry import Graph, Node, save_graph
-from opmarket.sdk import DocumentError, DType, OpSet
+from opmarket.sdk import DType, OpSet
 
 Release = Callable[..., OpSet]
 
@@ -65,7 +64,14 @@ def test_graph_findings_make_the_report_incompatible(tmp_path: Path, release: Re
     assert {"graph-invalid", "attr-allowed-values-narrowed"} <= rules
 
 
-def test_unreadable_graph_is_a_document_error(tmp_path: Path, release: Release) -> None:
+def test_an_unreadable_graph_is_reported_and_the_others_replayed(
+        tmp_path: Path, release: Release) -> None:
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
-    with pytest.raises(DocumentError, match=r"bad\.json"):
-        replay_graphs(tmp_path, release(), release())
+    save_graph(_zero_out_graph("int32"), tmp_path / "good.json")
+    old = release("1.0.0")
+    count, findings = replay_graphs(tmp_path, old, _narrow(old))
+    assert count == 2
+    assert [(f.rule, f.severity.value, Path(f.graph).name) for f in findings] == [
+        ("graph-invalid-before", "warning", "bad.json"), ("graph-invalid", "breaking", "good.json")
+    ]
+    assert findings[0].message.startswith("unreadable: ")

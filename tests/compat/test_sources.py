@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
+import re
 import sys
+import threading
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +67,19 @@ def test_broken_wheel_is_a_document_error(tmp_path: Path) -> None:
         load_source(str(path))
 
 
+@pytest.mark.parametrize("member", ["METADATA", "entry_points.txt", "opmarket.opset.json"])
+def test_a_wheel_member_that_is_not_utf8_is_a_document_error(
+        tmp_path: Path, release: Release, wheel: Wheel, member: str) -> None:
+    good = wheel(release("1.0.0"))
+    bad = tmp_path / good.name
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            dst.writestr(name, data + b"\xff\xfe" if name.endswith(member) else data)
+    with pytest.raises(DocumentError, match=rf"{re.escape(member)}: not UTF-8 text"):
+        load_source(str(bad))
+
+
 def test_installed_distribution(installed: Wheel, release: Release) -> None:
     installed(release("1.1.0"))
     source = load_source("opm-zero")
@@ -71,6 +88,15 @@ def test_installed_distribution(installed: Wheel, release: Release) -> None:
     assert load_source("opm-zero==1.1.0").version == "1.1.0"
     with pytest.raises(DocumentError, match=r"installed version is 1\.1\.0"):
         load_source("opm-zero==1.0.0")
+
+
+def test_an_installed_manifest_that_is_not_utf8_is_a_document_error(
+        installed: Wheel, release: Release) -> None:
+    site = installed(release("1.1.0"))
+    manifest = site / "opm_zero" / "opmarket.opset.json"
+    manifest.write_bytes(manifest.read_bytes() + b"\xff")
+    with pytest.raises(DocumentError, match=r"opmarket\.opset\.json: not UTF-8 text"):
+        load_source("opm-zero")
 
 
 def test_unknown_name_says_what_was_looked_for() -> None:
@@ -99,6 +125,31 @@ def test_index_rejects_a_wheel_whose_hash_does_not_match(
     url = index(release("1.0.0"), False)
     with pytest.raises(DocumentError, match="sha256 does not match"):
         load_source("opm-zero==1.0.0", index_url=url)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[]", b'{"files": [{"url": "x"}]}',
+                                  b'{"files": 3}'])
+def test_an_index_answering_malformed_json_is_unreadable_input(body: bytes) -> None:
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        with pytest.raises(DocumentError, match="unreadable index response"):
+            load_source("opm-zero==1.0.0", index_url=url)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_unreachable_index() -> None:
