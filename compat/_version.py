@@ -60,6 +60,8 @@ def _actual(old: Version, new: Version) -> str:
         return "backwards"
     if new == old:
         return "none"
+    if new.epoch > old.epoch:  # a new epoch restarts the numbering: at least a major bump
+        return "major"
     (o_major, o_minor, _), (n_major, n_minor, _) = _release(old), _release(new)
     if n_major > o_major:
         return "major"
@@ -69,14 +71,20 @@ def _actual(old: Version, new: Version) -> str:
 
 
 def _next(old: Version, level: str) -> str:
+    """The smallest version ``level`` above ``old``, in ``old``'s epoch."""
     major, minor, micro = _release(old)
+    epoch = f"{old.epoch}!" if old.epoch else ""
     if level == "major":
-        return f"{major + 1}.0.0"
+        return f"{epoch}{major + 1}.0.0"
     if level == "minor":
-        return f"{major}.{minor + 1}.0"
+        return f"{epoch}{major}.{minor + 1}.0"
     if level == "patch":
-        return f"{major}.{minor}.{micro + 1}"
+        return f"{epoch}{major}.{minor}.{micro + 1}"
     return str(old)
+
+
+#: What needs a bump of each level, for messages.
+_CHANGES = {"major": "breaking changes", "minor": "additions", "patch": "changes"}
 
 
 def check_bump(old: str, new: str, level: str) -> VersionVerdict:
@@ -92,14 +100,14 @@ def check_bump(old: str, new: str, level: str) -> VersionVerdict:
     actual = _actual(o, n)
     ok = actual != "backwards" and BUMPS.index(actual) >= BUMPS.index(required)
     suggested = _next(o, required)
-    why = {
-        "major": "breaking changes need a major bump",
-        "minor": "additions need a minor bump",
-        "patch": "changes need a patch bump",
-        "none": "no op changed",
-    }[required]
-    if level != required:
-        why = why.replace("bump", f"bump below 1.0 ({level} from 1.0 on)")
+    # Said of the changes found (level), with the bump they need here (required).
+    if level == "none":
+        why = "no op changed"
+    else:
+        bump = "no bump" if required == "none" else f"a {required} bump"
+        why = f"{_CHANGES[level]} need {bump}"
+        if level != required:
+            why += f" below 1.0 ({level} from 1.0 on)"
     if actual == "backwards":
         message = f"{old} -> {new}: the version went backwards; use {suggested} or later"
     elif ok:

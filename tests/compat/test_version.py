@@ -49,6 +49,29 @@ def test_below_one_message_mentions_the_shift() -> None:
     assert "below 1.0" in check_bump("0.1.0", "0.1.1", "major").message
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "level", "why"),
+    [
+        ("0.1.0", "0.1.1", "major",
+         "breaking changes need a minor bump below 1.0 (major from 1.0 on)"),
+        ("0.1.0", "0.1.0", "minor", "additions need a patch bump below 1.0 (minor from 1.0 on)"),
+        ("0.1.0", "0.2.0", "major",
+         "breaking changes need a minor bump below 1.0 (major from 1.0 on)"),
+        ("1.0.0", "1.0.1", "minor", "additions need a minor bump"),
+    ],
+)
+def test_the_reason_names_the_changes_found(old: str, new: str, level: str, why: str) -> None:
+    message = check_bump(old, new, level).message
+    assert f"{why};" in message or f"{why})" in message, message
+
+
+def test_the_suggestion_keeps_the_epoch() -> None:
+    verdict = check_bump("1!1.0", "1!1.0.1", "major")
+    assert (verdict.ok, verdict.suggested) == (False, "1!2.0.0")
+    assert verdict.message.endswith("the smallest honest version is 1!2.0.0")
+    assert check_bump("1!1.0", "2!0.1", "major").ok  # a new epoch is more than a major bump
+
+
 def test_required_bump() -> None:
     assert required_bump(True, True) == "major"
     assert required_bump(False, True) == "minor"
