@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from opmarket.web._catalog import (
     OpDetail,
     PackageDetail,
-    PackageSummary,
+    SearchResult,
     get_op,
     get_package,
     search_packages,
@@ -24,14 +24,16 @@ _ERRORS = {404: {"description": "Not found: `{\"error\": {\"status\", \"code\", 
 
 
 @router.get("/packages", summary="Search packages")
-def packages(
+def packages(  # noqa: PLR0917  (each query parameter is an argument)
     session: SessionDep,
     q: Annotated[str, Query(description="part of a package or op name")] = "",
     device: Annotated[str, Query(description="CPU or GPU: has kernels for it")] = "",
     dtype: Annotated[str, Query(description="e.g. float, int32: has kernels for it")] = "",
     status: Annotated[str, Query(description="pending, validated or rejected")] = "",
-) -> list[PackageSummary]:
-    return search_packages(session, q, device, dtype, status)
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> SearchResult:
+    return search_packages(session, q, device, dtype, status, offset=offset, limit=limit)
 
 
 @router.get("/packages/{name}", summary="One package: versions, files, ops, validation",

@@ -22,6 +22,7 @@ __all__ = [
     "PackageDetail",
     "PackageSummary",
     "Provider",
+    "SearchResult",
     "get_op",
     "get_package",
     "search_packages",
@@ -131,10 +132,17 @@ def _projects_query() -> Any:
     )
 
 
+class SearchResult(BaseModel):
+    total: int
+    offset: int
+    packages: list[PackageSummary]
+
+
 def search_packages(session: Session, q: str = "", device: str = "", dtype: str = "",
-                    status: str = "") -> list[PackageSummary]:
+                    status: str = "", *, offset: int = 0, limit: int = 100) -> SearchResult:
     """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
-    whose latest file has ``status``; every filter is optional."""
+    whose latest file has ``status`` (every filter optional), by name, ``limit`` of them
+    from ``offset``."""
     query = _projects_query().order_by(Project.normalized)
     if q:
         like = f"%{q.strip()}%"
@@ -149,7 +157,9 @@ def search_packages(session: Session, q: str = "", device: str = "", dtype: str 
             kq = kq.where(KernelEntry.dtypes.like(f"%={dtype.lower()}%"))
         query = query.where(Project.id.in_(kq))
     out = [_summary(p) for p in session.scalars(query).unique()]
-    return [p for p in out if not status or p.status == status]
+    matching = [p for p in out if not status or p.status == status]
+    return SearchResult(total=len(matching), offset=offset,
+                        packages=matching[offset:offset + limit])
 
 
 def _file_info(f: File) -> FileInfo:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
@@ -24,6 +25,7 @@ DEVICES = ("CPU", "GPU")
 DTYPES = ("float", "double", "half", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
           "bool", "complex64", "complex128")
 STATUSES = ("validated", "pending", "rejected")
+PER_PAGE = 50
 
 
 def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
@@ -42,10 +44,16 @@ def home(
     device: Annotated[str, Query()] = "",
     dtype: Annotated[str, Query()] = "",
     status: Annotated[str, Query()] = "",
+    page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
-    packages = search_packages(session, q, device, dtype, status)
-    return _render(request, "home.html", packages=packages, q=q, device=device, dtype=dtype,
-                   status=status, devices=DEVICES, dtypes=DTYPES, statuses=STATUSES)
+    found = search_packages(session, q, device, dtype, status, offset=(page - 1) * PER_PAGE,
+                            limit=PER_PAGE)
+    query = urlencode({k: v for k, v in (("q", q), ("device", device), ("dtype", dtype),
+                                         ("status", status)) if v})
+    pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
+    return _render(request, "home.html", packages=found.packages, total=found.total, q=q,
+                   device=device, dtype=dtype, status=status, devices=DEVICES, dtypes=DTYPES,
+                   statuses=STATUSES, page=page, pages=pages, query=query)
 
 
 @router.get("/project/{name}/")

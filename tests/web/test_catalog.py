@@ -31,8 +31,21 @@ def catalog(uploaded: Market, wheels: Wheels) -> Market:
     ("status=validated&q=opm-wrong", set()),
 ])
 def test_search_filters(catalog: Market, query: str, expected: set[str]) -> None:
-    found = {p["normalized"] for p in catalog.json(f"/api/packages?{query}")}
-    assert found == expected
+    result = catalog.json(f"/api/packages?{query}")
+    found = {p["normalized"] for p in result["packages"]}
+    assert found == expected and result["total"] == len(expected)
+
+
+@pytest.mark.slow
+def test_search_pages(catalog: Market) -> None:
+    everything = catalog.json("/api/packages?q=opm-")
+    assert everything["total"] >= 2
+    names = [p["normalized"] for p in everything["packages"]]
+    assert names == sorted(names)
+    second = catalog.json("/api/packages?q=opm-&offset=1&limit=1")
+    assert second["total"] == everything["total"]
+    assert [p["normalized"] for p in second["packages"]] == names[1:2]
+    assert catalog.get("/api/packages?limit=0")[0] == 422
 
 
 @pytest.mark.slow

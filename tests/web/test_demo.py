@@ -38,7 +38,7 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
         assert f"[{len(PLUGINS)}/{len(PLUGINS)}] building" in progress
         url = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{url}/api/packages") as r:
-            packages = json.load(r)
+            packages = json.load(r)["packages"]
         assert len(packages) == len(PLUGINS)
         rejected = [p["normalized"] for p in packages if p["status"] != "validated"]
         logs = [json.load(urllib.request.urlopen(f"{url}/api/packages/{name}"))["files"][0]["log"]
