@@ -17,6 +17,7 @@ from opmarket.compat._report import FORMATS, render
 from opmarket.compat._snapshot import take_snapshot
 from opmarket.compat._version import InvalidVersionError
 from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
+from packaging.version import InvalidVersion, Version
 
 from opmarket._usage import write_output
 
@@ -116,6 +117,12 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
       opmarket snapshot opmarket-zero-out -o opset.json
       opmarket snapshot opmarket-zero-out --append opmarket-history.json
     """
+    if version is not None:
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise _InputError(f"--version: {version!r} is not a valid version (PEP 440)",
+                              prog="opmarket snapshot") from None
     try:
         opset = take_snapshot(target, version=version)
         if history is not None:

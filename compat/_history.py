@@ -7,7 +7,10 @@ OpList per op, every version oldest first; one file or a folder of them) are rea
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -103,13 +106,52 @@ def write_history(releases: Sequence[OpSet]) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
+def _existing_history(p: Path) -> list[OpSet]:
+    """The releases of the opmarket history file at ``p`` (none when it is missing or
+    empty); DocumentError for any other file, which appending would overwrite."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(str(p), f"unreadable: {exc}") from None
+    if not text.strip():
+        return []
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        obj = None
+    if not (isinstance(obj, dict) and obj.get("format") == FORMAT):
+        raise DocumentError(str(p), "not an opmarket history file, so not appended to (it "
+                                    "would be overwritten); name a new file or a history")
+    return [r for _, r in _from_json(obj, str(p))]
+
+
+def _write_whole(p: Path, text: str) -> None:
+    """Write ``p`` through a temporary file renamed into place: never half a history."""
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def add_release(path: str | Path, opset: OpSet) -> str:
     """Append ``opset`` to the history file at ``path`` (created when missing) and say what
-    was done. A release with the same version replaces the recorded one."""
+    was done. A release with the same version replaces the recorded one. DocumentError for
+    a release version that is not PEP 440 and for a file that is not a history."""
     p = Path(path)
-    releases: list[OpSet] = []
-    if p.exists():
-        releases = [r for _, r in read_history(p)]
+    if opset.version:
+        try:
+            Version(opset.version)
+        except InvalidVersion:
+            raise DocumentError(str(path), f"release version {opset.version!r} is not a valid "
+                                           "version (PEP 440)") from None
+    releases = _existing_history(p)
     replaced = False
     if opset.version:
         for i, r in enumerate(releases):
@@ -128,6 +170,6 @@ def add_release(path: str | Path, opset: OpSet) -> str:
                 pass
     if not replaced:
         releases.append(opset)
-    p.write_text(write_history(releases), encoding="utf-8")
+    _write_whole(p, write_history(releases))
     what = "replaced" if replaced else "added"
     return f"{what} release {opset.version or len(releases)} in {path} ({len(releases)} releases)"

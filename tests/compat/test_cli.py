@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from opmarket.sdk import DType, OpSet, opset_to_json
@@ -223,3 +224,39 @@ def test_snapshot_of_nothing_exits_2(tmp_path: Path) -> None:
     done = run("opmarket", "snapshot", "no_such_module_or_dist_x", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("opmarket snapshot: error: no_such_module_or_dist_x: ")
+
+
+def _module(folder: Path) -> str:
+    (folder / "mymod.py").write_text("from opmarket.sdk import op\n"
+                                     "X = op('Mine>X').input('x: int32').output('y: int32')\n")
+    return "mymod"
+
+
+def test_snapshot_refuses_a_version_that_is_not_pep_440(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    done = run("opmarket", "snapshot", _module(tmp_path), "--version", "banana",
+               "--append", history, cwd=tmp_path, path=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == ("opmarket snapshot: error: --version: 'banana' is not a valid "
+                           "version (PEP 440)\n")
+    assert not history.exists()
+
+
+@pytest.mark.parametrize("kind", ["op-set", "spec", "pbtxt"])
+def test_snapshot_appends_only_to_a_history(tmp_path: Path, release: Release,
+                                            kind: str) -> None:
+    from opmarket.sdk import render_document
+
+    opset = release("1.0.0")
+    target = tmp_path / f"ops.{'pbtxt' if kind == 'pbtxt' else 'json'}"
+    formats: dict[str, Literal["json", "spec", "tf-pbtxt"]] = {
+        "op-set": "json", "spec": "spec", "pbtxt": "tf-pbtxt"}
+    text = render_document(opset.ops, formats[kind], opset.kernels)
+    target.write_text(text, encoding="utf-8")
+    done = run("opmarket", "snapshot", _module(tmp_path), "--version", "1.1.0",
+               "--append", target, cwd=tmp_path, path=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"opmarket snapshot: error: {target}: not an opmarket "
+                                  "history file")
+    assert done.stderr.count("\n") == 1
+    assert target.read_text(encoding="utf-8") == text

@@ -122,3 +122,14 @@ def test_unreadable_history(tmp_path: Path) -> None:
         read_history(path)
     with pytest.raises(DocumentError, match="no such file"):
         read_history(tmp_path / "missing.json")
+
+
+def test_add_release_refuses_a_version_that_is_not_pep_440(tmp_path: Path,
+                                                           release: Release) -> None:
+    path = tmp_path / "history.json"
+    add_release(path, release("1.0.0"))
+    before = path.read_text(encoding="utf-8")
+    with pytest.raises(DocumentError, match="release version 'banana' is not a valid version"):
+        add_release(path, release("banana"))
+    assert path.read_text(encoding="utf-8") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["history.json"]  # no temporary left
