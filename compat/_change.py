@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opmarket.registry import inferred_attrs
 from opmarket.sdk import ArgDef, AttrDef, DType, KernelDef, OpDef
 
 __all__ = ["OpChange", "SigToken", "arg_signature"]
@@ -78,14 +79,6 @@ def arg_signature(
     return out
 
 
-def _inferred_attrs(op: OpDef) -> set[str]:
-    # The generated Python wrapper infers these from the input tensors it is given.
-    out: set[str] = set()
-    for arg in op.inputs:
-        out.update(a for a in (arg.type_attr, arg.number_attr, arg.type_list_attr) if a)
-    return out
-
-
 class OpChange:
     """An op as two releases define it; ``old`` or ``new`` is None when it is missing.
 
@@ -112,7 +105,7 @@ class OpChange:
         self.old_kernels = old_kernels
         self.new_kernels = new_kernels
         self.renamed_to: str | None = None  # set by the engine when a removed op looks renamed
-        self._inferred: tuple[set[str], set[str]] | None = None
+        self._inferred: tuple[frozenset[str], frozenset[str]] | None = None
         self.old_attrs: dict[str, AttrDef] = {a.name: a for a in old.attrs} if old else {}
         self.new_attrs: dict[str, AttrDef] = {a.name: a for a in new.attrs} if new else {}
         #: (old, new) for every attr of the old op that the new one still has, in old order.
@@ -149,9 +142,10 @@ class OpChange:
         assert self.old is not None and self.new is not None
         return self.old, self.new
 
-    def inferred(self) -> tuple[set[str], set[str]]:
-        """The attrs each release's Python wrapper infers from its inputs (old, new)."""
+    def inferred(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The attrs each release's Python wrapper infers from its inputs (old, new), as
+        the wrapper generator decides them."""
         if self._inferred is None:
             old, new = self.pair
-            self._inferred = _inferred_attrs(old), _inferred_attrs(new)
+            self._inferred = inferred_attrs(old), inferred_attrs(new)
         return self._inferred

@@ -8,11 +8,9 @@ its ``__init__.py``. Wheels are read with zipfile and never installed.
 
 from __future__ import annotations
 
-import configparser
 import email.parser
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import re
 import tempfile
@@ -27,6 +25,13 @@ from pathlib import Path
 
 from opmarket.compat._history import FORMAT as HISTORY_FORMAT
 from opmarket.compat._history import read_history
+from opmarket.registry import (
+    ENTRY_POINT_GROUP,
+    MANIFEST,
+    find_manifest,
+    manifest_locations,
+    parse_entry_points,
+)
 from opmarket.sdk import (
     DocumentError,
     InvalidOpDef,
@@ -54,9 +59,6 @@ __all__ = [
     "opset_from_index",
     "opset_from_wheel",
 ]
-
-ENTRY_POINT_GROUP = "opmarket"
-MANIFEST = "opmarket.opset.json"
 
 
 @dataclass(frozen=True)
@@ -137,26 +139,6 @@ def _from_dir(path: Path, label: str) -> Source:
 # ---------------------------------------------------------------- wheels
 
 
-def _package_dir(module: str, exists: set[str]) -> str:
-    """The folder of the package that holds ``module`` (itself when it is a package)."""
-    path = module.replace(".", "/")
-    if f"{path}/__init__.py" in exists:
-        return path
-    return path.rpartition("/")[0]
-
-
-def _entry_modules(text: str, source: str) -> list[str]:
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep names' case
-    try:
-        parser.read_string(text)
-    except configparser.Error as exc:
-        raise DocumentError(source, f"unreadable entry_points.txt: {exc}") from None
-    if not parser.has_section(ENTRY_POINT_GROUP):
-        return []
-    return [v.partition(":")[0].strip() for _, v in parser.items(ENTRY_POINT_GROUP)]
-
-
 def _member_text(zf: zipfile.ZipFile, member: str, label: str) -> str:
     try:
         return zf.read(member).decode("utf-8")
@@ -183,20 +165,21 @@ def opset_from_wheel(path: str | Path) -> OpSet:
             meta = email.parser.Parser().parsestr(
                 _member_text(zf, f"{dist_info[0]}/METADATA", label))
             ep_path = f"{dist_info[0]}/entry_points.txt"
-            modules = (
-                _entry_modules(_member_text(zf, ep_path, label), f"{label}!{ep_path}")
-                if ep_path in names
-                else []
-            )
-            if not modules:
+            entries = (parse_entry_points(_member_text(zf, ep_path, label))
+                       if ep_path in names else [])
+            if not entries:
                 raise DocumentError(
                     label, f"declares no entry point in group {ENTRY_POINT_GROUP!r}; "
                     "not an opmarket plugin"
                 )
             opsets = []
-            for module in modules:
-                manifest = f"{_package_dir(module, names)}/{MANIFEST}".lstrip("/")
-                if manifest not in names:
+            for _, value in entries:
+                # Where discovery looks once the wheel is installed: a wheel's root is what
+                # lands in site-packages.
+                manifest = next((str(rel) for rel in manifest_locations(value)
+                                 if str(rel) in names), None)
+                if manifest is None:
+                    module = value.partition(":")[0].strip()
                     raise DocumentError(
                         label, f"entry point module {module!r} has no {MANIFEST} in its package"
                     )
@@ -217,8 +200,9 @@ def opset_from_wheel(path: str | Path) -> OpSet:
 def opset_from_dist(name: str) -> OpSet:
     """The op-set of an installed distribution, found through its ``opmarket`` entry points.
 
-    Plugin modules are not imported: the manifest is located through the distribution's
-    file list, or beside the top-level package when the list does not have it.
+    Plugin modules are not imported: the manifest is found as discovery finds it, in the
+    folder the distribution is installed in, or beside the top-level package (editable
+    installs).
     """
     try:
         dist = importlib.metadata.distribution(name)
@@ -231,43 +215,21 @@ def opset_from_dist(name: str) -> OpSet:
         raise DocumentError(
             name, f"installed, but declares no entry point in group {ENTRY_POINT_GROUP!r}"
         )
-    files = {str(f).replace("\\", "/"): f for f in dist.files or ()}
+    site = dist.locate_file("")
     opsets = []
     for ep in eps:
-        module = ep.module
-        package = _package_dir(module, set(files))
-        text: str | None = None
-        key = f"{package}/{MANIFEST}"
-        located: importlib.metadata.PackagePath | Path | None = (
-            files[key] if key in files else _locate_manifest(module))
-        if located is not None:
-            try:
-                text = located.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise DocumentError(f"{name}:{key}", f"not UTF-8 text ({exc.reason} at byte "
-                                                     f"{exc.start})") from None
-            except OSError as exc:
-                raise DocumentError(f"{name}:{key}", exc.strerror or str(exc)) from None
-        if text is None:
-            raise DocumentError(name, f"entry point module {module!r} ships no {MANIFEST}")
-        opsets.append(opset_from_json(text, source=f"{name}:{key}"))
+        located = find_manifest(ep.value, Path(str(site)))
+        if located is None:
+            raise DocumentError(name, f"entry point module {ep.module!r} ships no {MANIFEST}")
+        try:
+            text = located.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(str(located), f"not UTF-8 text ({exc.reason} at byte "
+                                              f"{exc.start})") from None
+        except OSError as exc:
+            raise DocumentError(str(located), exc.strerror or str(exc)) from None
+        opsets.append(opset_from_json(text, source=str(located)))
     return _merge(opsets, str(canonicalize_name(dist.metadata["Name"])), dist.version)
-
-
-def _locate_manifest(module: str) -> Path | None:
-    # For editable installs, whose file lists lack the package files. find_spec on a
-    # top-level name does not run the package.
-    top, _, rest = module.partition(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for base in spec.submodule_search_locations:
-        parts = rest.split(".") if rest else []
-        for depth in (len(parts), len(parts) - 1):
-            candidate = Path(base, *parts[: max(depth, 0)], MANIFEST)
-            if candidate.is_file():
-                return candidate
-    return None
 
 
 # ---------------------------------------------------------------- package index

@@ -8,6 +8,7 @@ from opmarket.registry._conformance import (
     check_conformance,
 )
 from opmarket.registry._custom_call import custom_call, register_custom_call_target
+from opmarket.registry._discovery import ENTRY_POINT_GROUP, parse_entry_points
 from opmarket.registry._dispatch import DEVICE_PREFERENCE, current_device, device
 from opmarket.registry._errors import (
     AmbiguousOpName,
@@ -39,6 +40,7 @@ from opmarket.registry._graph import (
     topological_order,
     validate_graph,
 )
+from opmarket.registry._manifest import MANIFEST, find_manifest, manifest_locations
 from opmarket.registry._native import OpLibrary, load_library
 from opmarket.registry._plugins import PluginInfo, load_plugins_from
 from opmarket.registry._registry import Registry
@@ -51,11 +53,14 @@ from opmarket.registry._runtime import (
     plugins,
     register,
 )
+from opmarket.registry._signature import inferred_attrs
 
 __all__ = [
     "BUILTIN_OPS",
     "DEVICE_PREFERENCE",
+    "ENTRY_POINT_GROUP",
     "GRAPH_FORMAT",
+    "MANIFEST",
     "PRODUCER_VERSION",
     "AmbiguousOpName",
     "ConformanceReport",
@@ -79,18 +84,22 @@ __all__ = [
     "device",
     "dumps_graph",
     "fill_defaults",
+    "find_manifest",
     "get_registry",
     "gradients",
     "graph_from_json",
     "graph_to_json",
     "infer_graph_shapes",
+    "inferred_attrs",
     "isolated_registry",
     "load_graph",
     "load_library",
     "load_plugins",
     "load_plugins_from",
+    "manifest_locations",
     "max_error",
     "new_registry",
+    "parse_entry_points",
     "parse_input",
     "plugins",
     "register",

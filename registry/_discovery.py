@@ -32,12 +32,14 @@ from opmarket.sdk._hookspecs import PROJECT
 
 __all__ = [
     "CACHE_FORMAT",
+    "ENTRY_POINT_GROUP",
     "MAX_CACHE_FILES",
     "RACY_NS",
     "EntryPointRecord",
     "Scan",
     "cache_dir",
     "normalize_name",
+    "parse_entry_points",
     "scan",
 ]
 
@@ -47,6 +49,9 @@ CACHE_FORMAT = 2
 RACY_NS = 2_000_000_000
 #: Cache files kept, the most recently written.
 MAX_CACHE_FILES = 32
+
+#: The entry point group plugins declare themselves in (pluggy's project name too).
+ENTRY_POINT_GROUP = PROJECT
 
 _SECTION = re.compile(r"^\s*\[\s*" + re.escape(PROJECT) + r"\s*\]\s*$", re.MULTILINE)
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -115,9 +120,10 @@ def normalize_name(name: str) -> str:
     return _NORMALIZE.sub("_", name).lower()
 
 
-def _parse_entry_points(text: str) -> list[tuple[str, str]]:
-    """The (name, value) pairs of the ``opmarket`` section (importlib.metadata's grammar:
-    ``name = value``, ``#`` and ``;`` comments)."""
+def parse_entry_points(text: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of the ``opmarket`` section of an ``entry_points.txt``
+    (importlib.metadata's grammar: ``name = value``, ``#`` and ``;`` comments), as discovery
+    reads installed distributions and compat reads wheels."""
     out: list[tuple[str, str]] = []
     inside = False
     for raw in text.splitlines():
@@ -195,7 +201,7 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int, list[s
                 continue
             if not _SECTION.search(text):
                 continue
-            pairs = _parse_entry_points(text)
+            pairs = parse_entry_points(text)
             if not pairs:
                 continue
             dist, version = _read_header(folder)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from opmarket.registry._capi import load_declarations
@@ -26,38 +26,61 @@ from opmarket.registry._plugins import (
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
 from opmarket.sdk._kernel import KernelSpec
 
-__all__ = ["MANIFEST", "manifest_path", "opset_from_code", "read_manifest"]
+__all__ = [
+    "MANIFEST",
+    "find_manifest",
+    "manifest_locations",
+    "manifest_path",
+    "opset_from_code",
+    "read_manifest",
+]
 
+#: The file name of a plugin's manifest.
 MANIFEST = "opmarket.opset.json"
 
 
-def _candidates(base: str, parts: list[str]) -> list[Path]:
-    # The module's own folder when it is a package, else the folder of its package.
-    return [Path(base, *parts[:depth], MANIFEST) for depth in (len(parts), len(parts) - 1)
+def manifest_locations(entry_point: str) -> list[PurePosixPath]:
+    """Where the manifest of the plugin whose entry point value is ``entry_point``
+    (``module``, ``module:attr`` or ``package:library.so``) may lie, first match wins,
+    relative to the folder holding its top-level package (site-packages, a wheel's root):
+    the module's folder when it is a package, else the folder of its package. A top-level
+    plain module has no package, so no place for one."""
+    parts = entry_point.partition(":")[0].strip().split(".")
+    return [PurePosixPath(*parts[:depth], MANIFEST) for depth in (len(parts), len(parts) - 1)
             if depth > 0]
 
 
-def manifest_path(entry: EntryPointRecord) -> Path | None:
-    """Where the entry point's package keeps its manifest, found without importing it."""
-    parts = entry.module.split(".")
-    # An installed wheel: the package lies beside the .dist-info folder.
-    for candidate in _candidates(os.path.dirname(entry.metadata_dir), parts):
-        if candidate.is_file():
-            return candidate
-    # Editable and other installs: where the import system finds the top-level package
-    # (find_spec on a top-level name does not run it).
+def find_manifest(entry_point: str, site: str | os.PathLike[str] | None = None) -> Path | None:
+    """The manifest file of the plugin whose entry point value is ``entry_point``, found
+    without importing it: under ``site`` (the folder its distribution is installed in), else
+    where the import system finds its top-level package (editable installs); None if none."""
+    locations = manifest_locations(entry_point)
+    if site is not None:
+        for rel in locations:
+            candidate = Path(site, rel)
+            if candidate.is_file():
+                return candidate
+    if not locations:
+        return None
+    # find_spec on a top-level name does not run the package.
     try:
-        spec = importlib.util.find_spec(parts[0])
+        spec = importlib.util.find_spec(locations[0].parts[0])
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    rel = parts[1:]
-    for base in spec.submodule_search_locations:
-        for candidate in (Path(base, *rel, MANIFEST), Path(base, *rel[:-1], MANIFEST)):
+    for base in spec.submodule_search_locations:  # the top-level package's own folder(s)
+        for rel in locations:
+            candidate = Path(base, *rel.parts[1:])
             if candidate.is_file():
                 return candidate
     return None
+
+
+def manifest_path(entry: EntryPointRecord) -> Path | None:
+    """Where the entry point's package keeps its manifest, found without importing it (an
+    installed wheel's package lies beside its .dist-info folder)."""
+    return find_manifest(entry.value, os.path.dirname(entry.metadata_dir))
 
 
 def read_manifest(entry: EntryPointRecord) -> OpSet:

@@ -80,6 +80,22 @@ def test_a_wheel_member_that_is_not_utf8_is_a_document_error(
         load_source(str(bad))
 
 
+def test_a_top_level_module_plugin_has_no_manifest_as_discovery_sees_it(
+        tmp_path: Path, release: Release) -> None:
+    # A wheel whose entry point is a plain top-level module, with a manifest at its root:
+    # installed, that file lands loose in site-packages, where discovery does not look.
+    dist = "opm_zero-1.0.0.dist-info"
+    path = tmp_path / "opm_zero-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("plug.py", "")
+        zf.writestr("opmarket.opset.json", opset_to_json(release("1.0.0")))
+        zf.writestr(f"{dist}/METADATA",
+                    "Metadata-Version: 2.1\nName: opm-zero\nVersion: 1.0.0\n")
+        zf.writestr(f"{dist}/entry_points.txt", "[opmarket]\nzero_out = plug\n")
+    with pytest.raises(DocumentError, match=r"module 'plug' has no opmarket\.opset\.json"):
+        opset_from_wheel(path)
+
+
 def test_installed_distribution(installed: Wheel, release: Release) -> None:
     installed(release("1.1.0"))
     source = load_source("opm-zero")

@@ -9,17 +9,19 @@ import opmarket
 
 def test_registry_exports() -> None:
     assert opmarket.registry.__all__ == [
-        "BUILTIN_OPS", "DEVICE_PREFERENCE", "GRAPH_FORMAT", "PRODUCER_VERSION",
+        "BUILTIN_OPS", "DEVICE_PREFERENCE", "ENTRY_POINT_GROUP", "GRAPH_FORMAT", "MANIFEST",
+        "PRODUCER_VERSION",
         "AmbiguousOpName", "ConformanceReport", "ConformanceResult", "Graph", "InvalidGraph",
         "KernelError", "KernelNotFound", "LibraryError", "Node", "OpLibrary", "OpResolver",
         "PluginInfo", "Registry",
         "RegistrationError", "check_conformance", "check_gradient", "compute_gradient",
         "current_device", "custom_call", "device", "dumps_graph", "fill_defaults",
-        "get_registry", "gradients", "graph_from_json", "graph_to_json", "infer_graph_shapes",
-        "isolated_registry", "load_graph", "load_library", "load_plugins", "load_plugins_from",
-        "max_error",
-        "new_registry", "parse_input", "plugins", "register", "register_custom_call_target",
-        "run_graph", "save_graph", "selective_resolver", "topological_order", "validate_graph",
+        "find_manifest", "get_registry", "gradients", "graph_from_json", "graph_to_json",
+        "infer_graph_shapes", "inferred_attrs", "isolated_registry", "load_graph",
+        "load_library", "load_plugins", "load_plugins_from", "manifest_locations", "max_error",
+        "new_registry", "parse_entry_points", "parse_input", "plugins", "register",
+        "register_custom_call_target", "run_graph", "save_graph", "selective_resolver",
+        "topological_order", "validate_graph",
     ]  # fmt: skip
     for name in opmarket.registry.__all__:
         assert getattr(opmarket.registry, name) is not None
