@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from opmarket.compat._report import Finding
 from opmarket.compat._rules import RULES_BY_ID
-from opmarket.registry import load_graph, validate_graph
+from opmarket.registry import GraphProblem, graph_problems, load_graph
 from opmarket.sdk import DocumentError, OpSet
 
 __all__ = ["graph_files", "replay_graphs"]
-
-_NODE_OP = re.compile(r"^node '[^']*' \(([^)]+)\)")
-
 
 def graph_files(folder: str | Path) -> list[Path]:
     """The saved graphs (``*.json``) under ``folder``, recursively, sorted."""
     return sorted(p for p in Path(folder).rglob("*.json") if p.is_file())
 
 
-def _op_of(problem: str) -> str:
-    m = _NODE_OP.match(problem)
-    return m.group(1) if m else "(graph)"
+def _op_of(problem: GraphProblem) -> str:
+    return problem.op or "(graph)"
 
 
 def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list[Finding]]:
@@ -43,13 +38,13 @@ def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list
             out.append(Finding("(graph)", before.id, before.severity,
                                f"unreadable: {str(exc).splitlines()[0]}", graph=label))
             continue
-        old_problems = validate_graph(graph, old)
+        old_problems = graph_problems(graph, old)
         if old_problems:
             out.append(Finding(_op_of(old_problems[0]), before.id, before.severity,
-                               "; ".join(old_problems), graph=label))  # fmt: skip
+                               "; ".join(p.message for p in old_problems), graph=label))
             continue
         out.extend(
-            Finding(_op_of(p), invalid.id, invalid.severity, p, graph=label)
-            for p in validate_graph(graph, new)
+            Finding(_op_of(p), invalid.id, invalid.severity, p.message, graph=label)
+            for p in graph_problems(graph, new)
         )
     return len(files), out

@@ -34,11 +34,13 @@ __all__ = [
     "GRAPH_FORMAT",
     "PRODUCER_VERSION",
     "Graph",
+    "GraphProblem",
     "Node",
     "OpLookup",
     "dumps_graph",
     "fill_defaults",
     "graph_from_json",
+    "graph_problems",
     "graph_to_json",
     "load_graph",
     "parse_input",
@@ -409,6 +411,19 @@ def _producer_type(ref: str, out_types: Mapping[str, list[DType] | None]) -> DTy
     return types[index] if types is not None and 0 <= index < len(types) else None
 
 
+@dataclass(frozen=True, slots=True)
+class GraphProblem:
+    """One problem :func:`graph_problems` found: the node and its op ("" for a problem of
+    the whole graph, a cycle) and the message, the line :func:`validate_graph` gives."""
+
+    node: str
+    op: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def validate_graph(graph: Graph, ops: OpLookup) -> list[str]:
     """Every problem of ``graph`` against ``ops`` (plus the built-in ``Placeholder``, ``Const``,
     ``Identity``, ...), each naming its node; an empty list when the graph is valid.
@@ -417,26 +432,34 @@ def validate_graph(graph: Graph, ops: OpLookup) -> list[str]:
     attrs, wrong input counts, dangling inputs, dtype mismatches on edges and cycles are
     reported.
     """
+    return [p.message for p in graph_problems(graph, ops)]
+
+
+def graph_problems(graph: Graph, ops: OpLookup) -> list[GraphProblem]:
+    """What :func:`validate_graph` reports, with the node and op of each problem as fields,
+    for tools that group problems by op (compat-check's graph replay)."""
     graph = fill_defaults(graph, ops)
-    problems: list[str] = []
+    problems: list[GraphProblem] = []
     seen: set[str] = set()
     for node in graph:
         where = f"node {node.name!r}"
         if node.name in seen:
-            problems.append(f"{where}: duplicate node name")
+            problems.append(GraphProblem(node.name, node.op, f"{where}: duplicate node name"))
         seen.add(node.name)
         if not _NODE_NAME.fullmatch(node.name):  # TensorFlow's node-name rule, plus '>'
-            problems.append(f"{where}: invalid node name")
+            problems.append(GraphProblem(node.name, node.op, f"{where}: invalid node name"))
         opdef = _lookup(ops, node.op)
         if opdef is None:
             known = [*(ops.keys() if isinstance(ops, Mapping) else (o.name for o in ops))]
             near = difflib.get_close_matches(node.op, [*known, *BUILTIN_OPS], n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            problems.append(f"{where}: op {node.op!r} is not registered{hint}")
+            problems.append(GraphProblem(node.name, node.op,
+                                         f"{where}: op {node.op!r} is not registered{hint}"))
             continue
         where = f"node {node.name!r} ({node.op})"
-        problems.extend(f"{where}: {p}" for p in _node_problems(node, opdef, graph, ops))
-    problems.extend(_cycle_problems(graph))
+        problems.extend(GraphProblem(node.name, node.op, f"{where}: {p}")
+                        for p in _node_problems(node, opdef, graph, ops))
+    problems.extend(GraphProblem("", "", p) for p in _cycle_problems(graph))
     return problems
 
 

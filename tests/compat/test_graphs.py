@@ -75,3 +75,12 @@ def test_an_unreadable_graph_is_reported_and_the_others_replayed(
         ("graph-invalid-before", "warning", "bad.json"), ("graph-invalid", "breaking", "good.json")
     ]
     assert findings[0].message.startswith("unreadable: ")
+
+
+def test_a_graph_using_a_removed_op_names_the_op(tmp_path: Path, release: Release) -> None:
+    save_graph(_zero_out_graph("int32"), tmp_path / "g.json")
+    old = release("1.0.0")
+    count, findings = replay_graphs(tmp_path, old, OpSet.of([], name=old.name, version="2.0.0"))
+    assert count == 1
+    assert [(f.rule, f.op) for f in findings] == [("graph-invalid", "Opm>ZeroOut")]
+    assert findings[0].message == "node 'zero': op 'Opm>ZeroOut' is not registered"

@@ -252,3 +252,15 @@ def test_bytes_in_a_string_tensor_attr_are_text(tmp_path: Path) -> None:
     saved = json.loads(path.read_text())["nodes"][0]["attrs"]["value"]
     assert saved["tensor"]["values"] == ["ab", "c"]
     assert load_graph(path)["k"].attrs["value"].to_numpy().tolist() == ["ab", "c"]
+
+
+def test_graph_problems_name_the_node_and_op(ops: dict[str, OpDef]) -> None:
+    from opmarket.registry import GraphProblem, graph_problems
+
+    g = Graph([Node("p", "Placeholder", attrs={"dtype": "nonsense"}), Node("u", "NoSuchOp"),
+               Node("a", "Identity", ("b:0",)), Node("b", "Identity", ("a:0",))])
+    problems = graph_problems(g, ops)
+    assert [(p.node, p.op) for p in problems] == [
+        ("p", "Placeholder"), ("u", "NoSuchOp"), ("a", "Identity"), ("b", "Identity"), ("", "")]
+    assert [p.message for p in problems] == validate_graph(g, ops)
+    assert all(isinstance(p, GraphProblem) and str(p) == p.message for p in problems)
