@@ -2,7 +2,7 @@
 
 from opmarket.sdk._builder import OpBuilder, finalize_op, op
 from opmarket.sdk._canonical import Document
-from opmarket.sdk._custom_call import CustomCallTarget, custom_call_target
+from opmarket.sdk._custom_call import CustomCallTarget, custom_call, custom_call_target
 from opmarket.sdk._documents import (
     opset_from_json,
     opset_to_json,
@@ -115,6 +115,7 @@ __all__ = [
     "broadcast_shape",
     "broadcasting",
     "check_attr_value",
+    "custom_call",
     "custom_call_target",
     "finalize_op",
     "format_shape",

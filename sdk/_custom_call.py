@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opmarket.sdk._kernel import declare
 
-__all__ = ["PLATFORMS", "CustomCallTarget", "custom_call_target"]
+__all__ = ["PLATFORMS", "CustomCallTarget", "custom_call", "custom_call_target"]
 
 #: XLA's platform names: ``Host`` (CPU) and ``CUDA``.
 PLATFORMS: tuple[str, ...] = ("Host", "CUDA")
@@ -35,3 +35,15 @@ def custom_call_target(name: str, platform: str = "Host") -> Callable[[F], F]:
         return fn
 
     return decorate
+
+
+def custom_call(target: str, inputs: Sequence[Any], result: Any, *, opaque: bytes = b"",
+                platform: str = "Host") -> Any:
+    """Call the registered custom-call target ``target`` on ``platform`` with the input
+    buffers and fresh output buffers, as an XLA program does: ``result`` is ``(shape,
+    dtype)`` for one output array, or a list of them for a tuple (see
+    ``opmarket.registry.custom_call``, which this calls on the process's registry). For
+    kernels, which import only ``opmarket.sdk``."""
+    from opmarket.registry import custom_call as call  # the run time, when a kernel runs
+
+    return call(target, inputs, result, opaque=opaque, platform=platform)

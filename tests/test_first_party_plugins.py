@@ -3,6 +3,7 @@ discovered through their entry points, loaded, and every kernel against its refe
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,17 @@ def test_the_environment_variables_limit_and_disable_discovery(
     with isolated_registry(plugins=True) as reg:
         assert load_plugins() == []
         assert "Opm>Atan" not in reg
+
+
+def test_first_party_plugins_import_only_the_sdk() -> None:
+    # What a third-party plugin may rely on: opmarket.sdk is the plugin API; the run time
+    # (opmarket.registry) and the rest may change under it.
+    found = []
+    for path in sorted((REPO / "plugins").glob("*/src/**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            found += [f"{path.relative_to(REPO)}:{node.lineno}: {name}" for name in names
+                      if name.split(".")[0] == "opmarket" and not name.startswith("opmarket.sdk")]
+    assert found == []

@@ -8,7 +8,7 @@ temp memory, as the seed's "tuple outputs as temp buffers" describes; callers re
 
 The op ``Opm>DoCustomCall`` wraps the target so that ``opmarket.ops.do_custom_call(b, c)``,
 graphs, gradients and conformance reach it; its kernel calls the target by name through
-``opmarket.registry.custom_call``, as an XLA program calls a registered target.
+``opmarket.sdk.custom_call``, as an XLA program calls a registered target.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from opmarket.sdk import (
     GradientOp,
     InferenceContext,
     InvalidArgument,
+    custom_call,
     custom_call_target,
     hookimpl,
     input_generator,
@@ -92,8 +93,6 @@ def do_custom_call(out: tuple[_Array, _Array], ins: list[_Array], opaque: bytes)
 @kernel("Opm>DoCustomCall")
 def do_custom_call_kernel(b: _Array, c: _Array) -> _Array:
     """Calls the registered target by name, with the sizes in the opaque bytes."""
-    from opmarket.registry import custom_call  # the run time, only when the op runs
-
     if b.ndim != 1 or c.ndim != 1 or b.shape[0] < 1:
         raise InvalidArgument("DoCustomCall expects a non-empty vector b and a vector c")
     n = c.shape[0]
