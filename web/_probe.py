@@ -93,6 +93,7 @@ def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
     steps.append(_step("snapshot", "passed",
                        f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)"))
 
+    manifest = None
     try:
         from opmarket.compat import opset_from_wheel
 
@@ -121,12 +122,23 @@ def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
     rows = [{"op": r.op, "device": r.device, "dtypes": ", ".join(f"{k}={v}" for k, v in r.types),
              "status": r.status, "message": r.message} for r in report.results]
     if not gpu:
-        for name in names:
-            for k in reg.kernels(name):
-                if k.device != "CPU":
-                    rows.append({"op": name, "device": k.device, "dtypes": "",
-                                 "status": f"{k.device.lower()}: not run",
-                                 "message": "no worker with that device validated it"})
+        # Non-CPU kernels: those registered here, and those the manifest declares that only
+        # register where their device is (a CUDA kernel on a machine without a GPU).
+        seen: set[tuple[str, str, str]] = set()
+        declared = [(name, k.device, "") for name in names for k in reg.kernels(name)]
+        here = {(name, device) for name, device, _ in declared}
+        if manifest is not None:
+            declared += [
+                (k.op, k.device, ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}"
+                                           for a, ts in k.constraints))
+                for k in manifest.kernels if k.op in names and (k.op, k.device) not in here
+            ]
+        for name, device, dtypes in declared:
+            if device != "CPU" and (name, device, dtypes) not in seen:
+                seen.add((name, device, dtypes))
+                rows.append({"op": name, "device": device, "dtypes": dtypes,
+                             "status": f"{device.lower()}: not run",
+                             "message": "no worker with that device validated it"})
     out["kernels"] = rows
     failures = [str(r) for r in report.failures]
     lines = [str(r) for r in report.results] + [

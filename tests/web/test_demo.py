@@ -44,6 +44,12 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
         logs = [json.load(urllib.request.urlopen(f"{url}/api/packages/{name}"))["files"][0]["log"]
                 for name in rejected]
         assert not rejected, "\n".join(logs)
+        # time_two's CUDA kernel registers only where a GPU is; its manifest declares it, so
+        # the catalog shows it as not run rather than hiding the GPU build.
+        with urllib.request.urlopen(f"{url}/api/packages/opmarket-time-two") as r:
+            kernels = json.load(r)["kernels"]
+        gpu = [k for k in kernels if k["device"] == "GPU"]
+        assert gpu and all(k["status"] in ("gpu: not run", "passed") for k in gpu), kernels
         for p in packages:
             request = urllib.request.Request(f"{url}/simple/{p['normalized']}/", headers={
                 "Accept": "application/vnd.pypi.simple.v1+json"})
