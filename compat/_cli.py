@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from opmarket.compat._check import check
@@ -19,25 +18,9 @@ from opmarket.compat._version import InvalidVersionError
 from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
 from packaging.version import InvalidVersion, Version
 
-from opmarket._usage import write_output
+from opmarket._usage import UsageError, write_output
 
 __all__ = ["main", "snapshot"]
-
-EXIT_USAGE = 2
-
-
-class _InputError(click.ClickException):
-    """Unreadable input or bad usage: one line on stderr, exit 2."""
-
-    exit_code = EXIT_USAGE
-
-    def __init__(self, message: str, prog: str = "compat-check") -> None:
-        super().__init__(message)
-        self.prog = prog
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"{self.prog}: error: {self.format_message()}", err=True)
-
 
 @click.command(
     "compat-check",
@@ -85,7 +68,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     wanted = 1 if history else 2
     if len(sources) != wanted:
         usage = "NEW (with --history)" if history else "OLD NEW"
-        raise _InputError(f"expected {usage}, got {len(sources)} argument(s)")
+        raise UsageError(f"expected {usage}, got {len(sources)} argument(s)")
     old, new = (None, sources[0]) if history else (sources[0], sources[1])
     try:
         report = check(
@@ -93,7 +76,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
             new_version=new_version, index_url=index_url,
         )  # fmt: skip
     except (DocumentError, InvalidOpDef, InvalidVersionError) as exc:
-        raise _InputError(str(exc).splitlines()[0]) from None
+        raise UsageError(str(exc).splitlines()[0]) from None
     write_output(render(report, fmt), output)
     sys.exit(report.exit_code)
 
@@ -121,16 +104,14 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
         try:
             Version(version)
         except InvalidVersion:
-            raise _InputError(f"--version: {version!r} is not a valid version (PEP 440)",
-                              prog="opmarket snapshot") from None
+            raise UsageError(f"--version: {version!r} is not a valid version (PEP 440)") from None
     try:
         opset = take_snapshot(target, version=version)
         if history is not None:
             click.echo(add_release(history, opset), err=True)
     except (DocumentError, InvalidOpDef) as exc:
-        raise _InputError(str(exc).splitlines()[0], prog="opmarket snapshot") from None
+        raise UsageError(str(exc).splitlines()[0]) from None
     except OSError as exc:
-        raise _InputError(f"{history}: cannot write: {exc.strerror or exc}",
-                          prog="opmarket snapshot") from None
+        raise UsageError(f"{history}: cannot write: {exc.strerror or exc}") from None
     if output is not None or history is None:
         write_output(opset_to_json(opset), output)

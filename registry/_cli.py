@@ -22,20 +22,12 @@ from opmarket.registry._manifest import MANIFEST, read_manifest
 from opmarket.registry._plugins import discover, plugins_disabled, selected
 from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, as_dtype
 
+from opmarket._usage import UsageError
+
 __all__ = ["ops", "plugins"]
 
 EXIT_PROBLEM = 1
-EXIT_USAGE = 2
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-class _UsageError(click.ClickException):
-    """Bad usage: one line on stderr, exit 2."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"opmarket: error: {self.format_message()}", err=True)
 
 
 # --- what is installed ------------------------------------------------------------------
@@ -300,7 +292,7 @@ def ops(device: str | None, dtype: str | None, fmt: str) -> None:
         try:
             wanted = as_dtype(dtype)
         except (UnknownDType, TypeError, ValueError):
-            raise _UsageError(f"--dtype: unknown dtype {dtype!r}") from None
+            raise UsageError(f"--dtype: unknown dtype {dtype!r}") from None
     rows, problems = op_rows(device.upper() if device else None, wanted)
     for problem in problems:
         click.echo(f"warning: {problem}", err=True)

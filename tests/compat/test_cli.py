@@ -129,6 +129,13 @@ def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path
     assert done.stdout == ""
 
 
+def test_errors_name_the_program_the_user_ran(tmp_path: Path) -> None:
+    for tool, args in [("compat-check", []), ("opmarket", ["compat"])]:
+        done = run(tool, *args, "missing.json", "other.json", cwd=tmp_path)
+        assert done.returncode == 2
+        assert done.stderr == f"{tool}: error: missing.json: no such file\n"
+
+
 def test_unreadable_file_exits_2_naming_it(tmp_path: Path, pair: tuple[Path, Path, Path]) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": "opmarket.opset", "format_version": 1, "ops": 3}')
@@ -223,7 +230,7 @@ def test_snapshot_of_a_module_with_ops(tmp_path: Path) -> None:
 def test_snapshot_of_nothing_exits_2(tmp_path: Path) -> None:
     done = run("opmarket", "snapshot", "no_such_module_or_dist_x", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.startswith("opmarket snapshot: error: no_such_module_or_dist_x: ")
+    assert done.stderr.startswith("opmarket: error: no_such_module_or_dist_x: ")
 
 
 def _module(folder: Path) -> str:
@@ -237,7 +244,7 @@ def test_snapshot_refuses_a_version_that_is_not_pep_440(tmp_path: Path) -> None:
     done = run("opmarket", "snapshot", _module(tmp_path), "--version", "banana",
                "--append", history, cwd=tmp_path, path=tmp_path)
     assert done.returncode == 2
-    assert done.stderr == ("opmarket snapshot: error: --version: 'banana' is not a valid "
+    assert done.stderr == ("opmarket: error: --version: 'banana' is not a valid "
                            "version (PEP 440)\n")
     assert not history.exists()
 
@@ -256,7 +263,7 @@ def test_snapshot_appends_only_to_a_history(tmp_path: Path, release: Release,
     done = run("opmarket", "snapshot", _module(tmp_path), "--version", "1.1.0",
                "--append", target, cwd=tmp_path, path=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.startswith(f"opmarket snapshot: error: {target}: not an opmarket "
+    assert done.stderr.startswith(f"opmarket: error: {target}: not an opmarket "
                                   "history file")
     assert done.stderr.count("\n") == 1
     assert target.read_text(encoding="utf-8") == text

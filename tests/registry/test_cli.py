@@ -120,9 +120,9 @@ def test_ops_filters_by_device_and_dtype(args: list[str], want: list[str],
 
 
 def test_ops_refuses_an_unknown_dtype_in_one_line() -> None:
-    done = CliRunner().invoke(ops, ["--dtype", "float17"])
-    assert done.exit_code == 2
-    assert done.output == "opmarket: error: --dtype: unknown dtype 'float17'\n"
+    done = run("ops", "--dtype", "float17")
+    assert done.returncode == 2
+    assert done.stderr == "opmarket: error: --dtype: unknown dtype 'float17'\n"
 
 
 def test_disabled_discovery_lists_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
