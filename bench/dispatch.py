@@ -27,10 +27,10 @@ from typing import Any
 os.environ["OPMARKET_DISABLE_PLUGINS"] = "1"
 
 import numpy as np  # after the environment is set
-import opmarket.registry
-from opmarket.sdk import DType, InvalidArgument, get_include, kernel, op, shape_fn
 
 import opmarket
+import opmarket.registry
+from opmarket.sdk import DType, InvalidArgument, get_include, kernel, op, shape_fn
 
 ZERO_OUT = (
     op("Bench>ZeroOut")

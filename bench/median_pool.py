@@ -20,9 +20,9 @@ from typing import Any
 os.environ["OPMARKET_PLUGINS"] = "median_pool"
 
 import numpy as np  # after the environment is set
-from opmarket.sdk import intra_op_threads, set_intra_op_threads
 
 import opmarket
+from opmarket.sdk import intra_op_threads, set_intra_op_threads
 
 
 def best_of(fn: Callable[[], Any], rounds: int) -> float:

@@ -10,15 +10,15 @@ import sys
 from pathlib import Path
 
 import click
+from packaging.version import InvalidVersion, Version
+
+from opmarket._usage import UsageError, write_output
 from opmarket.compat._check import check
 from opmarket.compat._history import add_release
 from opmarket.compat._report import FORMATS, render
 from opmarket.compat._snapshot import take_snapshot
 from opmarket.compat._version import InvalidVersionError
 from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
-from packaging.version import InvalidVersion, Version
-
-from opmarket._usage import UsageError, write_output
 
 __all__ = ["main", "snapshot"]
 

@@ -14,8 +14,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
 from packaging.version import InvalidVersion, Version
+
+from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "add_release", "read_history", "releases_from_versions",

@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
 from opmarket.compat._history import FORMAT as HISTORY_FORMAT
 from opmarket.compat._history import read_history
 from opmarket.registry import (
@@ -42,12 +49,6 @@ from opmarket.sdk import (
     opset_from_json,
     read_document,
 )
-from packaging.utils import (
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_wheel_filename,
-)
-from packaging.version import InvalidVersion, Version
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opmarket.sdk import OpmarketError
 from packaging.version import InvalidVersion, Version
+
+from opmarket.sdk import OpmarketError
 
 __all__ = ["BUMPS", "InvalidVersionError", "VersionVerdict", "check_bump", "required_bump"]
 

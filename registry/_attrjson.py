@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk import (
     DType,
     FuncValue,

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+
 from opmarket.registry._discovery import cache_dir
 from opmarket.registry._errors import KernelError, LibraryError
 from opmarket.sdk import (

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+
+from opmarket._usage import UsageError
 from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._manifest import MANIFEST, read_manifest
 from opmarket.registry._plugins import discover, plugins_disabled, selected
 from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, as_dtype
-
-from opmarket._usage import UsageError
 
 __all__ = ["ops", "plugins"]
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from opmarket.registry._dispatch import dtype_of
 from opmarket.registry._executor import _registry
 from opmarket.registry._registry import Registry

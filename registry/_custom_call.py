@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from opmarket.registry._registry import Registry
 from opmarket.sdk import NotFound
 from opmarket.sdk._custom_call import CustomCallTarget

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from opmarket.registry._builtins import BUILTIN_OPS
 from opmarket.sdk import TensorValue
 from opmarket.sdk._gradients import GradientOp, not_differentiable, register_gradient

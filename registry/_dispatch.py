@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from opmarket.registry._attrjson import coerce_attr
 from opmarket.registry._errors import KernelError, KernelNotFound
 from opmarket.registry._signature import arg_dtypes, inferred_attrs

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from opmarket.registry._errors import InvalidGraph
 from opmarket.registry._graph import (
     Graph,

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from opmarket.registry._executor import _registry, execute, prepare_graph, structure
 from opmarket.registry._graph import Graph, Node, parse_input
 from opmarket.registry._registry import Registry

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
+
 from opmarket.registry._capi import load_declarations
 from opmarket.registry._discovery import EntryPointRecord, normalize_name, scan
 from opmarket.registry._errors import LibraryError

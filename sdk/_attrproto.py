@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import text_format
+
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._tfproto import FULL_TYPE_IDS, messages
 from opmarket.sdk._values import (

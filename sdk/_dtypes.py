@@ -7,6 +7,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk._errors import UnknownDType
 
 __all__ = [

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import text_format
+
 from opmarket.sdk._attrproto import (
     full_type_from_proto,
     full_type_to_proto,

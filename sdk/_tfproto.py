@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 from opmarket.sdk._dtypes import DType
 
 __all__ = ["FULL_TYPE_IDS", "messages"]

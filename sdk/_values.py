@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
+
 from opmarket.sdk._dtypes import DType
 
 __all__ = [

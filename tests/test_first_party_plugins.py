@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from opmarket.registry import check_conformance, isolated_registry, load_plugins
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+
 from opmarket.web._catalog import (
     OpDetail,
     PackageDetail,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+
+from opmarket import __version__
 from opmarket.web import _api, _files, _pages, _simple, _upload
 from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
@@ -19,8 +21,6 @@ from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
 from opmarket.web._storage import storage_from_url
 from opmarket.web._validation import validation_handler
-
-from opmarket import __version__
 
 __all__ = ["app_from_environment", "create_app", "open_state"]
 

@@ -11,12 +11,13 @@ import secrets
 from typing import Annotated
 
 from fastapi import Depends, Request
-from opmarket.web._errors import HTTPProblem
-from opmarket.web._models import Token, User, utcnow
-from opmarket.web._state import SessionDep
 from packaging.utils import canonicalize_name
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+
+from opmarket.web._errors import HTTPProblem
+from opmarket.web._models import Token, User, utcnow
+from opmarket.web._state import SessionDep
 
 __all__ = ["Uploader", "UploaderDep", "add_user", "create_token", "token_digest"]
 

@@ -6,13 +6,14 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from opmarket.web._models import File, KernelEntry, OpEntry, Project, Release
-from opmarket.web._simple import file_url
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
+
+from opmarket.web._models import File, KernelEntry, OpEntry, Project, Release
+from opmarket.web._simple import file_url
 
 __all__ = [
     "FileInfo",

@@ -23,8 +23,9 @@ _data_option = click.option(
 
 
 def _settings(**overrides: Any) -> Any:
-    from opmarket.web._settings import Settings
     from pydantic import ValidationError
+
+    from opmarket.web._settings import Settings
 
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -18,9 +18,9 @@ import uuid
 from pathlib import Path
 
 import click
-from opmarket.web._settings import Settings
 
 from opmarket._cli import UsageError
+from opmarket.web._settings import Settings
 
 __all__ = ["find_plugins", "run_demo", "upload_wheel"]
 
@@ -111,6 +111,7 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
 
 def run_demo(settings: Settings) -> None:
     import uvicorn
+
     from opmarket.web._app import create_app
 
     projects = find_plugins()

@@ -6,11 +6,12 @@ import re
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
 from opmarket.web._errors import HTTPProblem
 from opmarket.web._models import File
 from opmarket.web._state import StateDep
 from opmarket.web._storage import StorageError
-from sqlalchemy import select
 
 __all__ = ["router"]
 

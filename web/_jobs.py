@@ -16,10 +16,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from opmarket.web._db import Database
-from opmarket.web._models import Job, utcnow
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+
+from opmarket.web._db import Database
+from opmarket.web._models import Job, utcnow
 
 __all__ = ["JobQueue", "Worker"]
 

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+
 from opmarket.web._catalog import get_op, get_package, search_packages
 from opmarket.web._state import SessionDep
 

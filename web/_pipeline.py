@@ -228,9 +228,8 @@ def _result(stdout: bytes) -> dict[str, Any] | None:
 
 
 def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
-    from opmarket.sdk import OpmarketError, opset_from_json
-
     from opmarket import compat
+    from opmarket.sdk import OpmarketError, opset_from_json
 
     check_sources = getattr(compat, "check_sources", None)
     if check_sources is None:

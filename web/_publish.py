@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
 from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPProblem
 from opmarket.web._models import File, Project, Release
 from opmarket.web._state import AppState
 from opmarket.web._wheels import WheelInfo, WheelLimits, WheelProblem, inspect_wheel
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 __all__ = ["Accepted", "Form", "accept_upload", "set_yanked"]
 

@@ -11,16 +11,17 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fastapi import APIRouter, Request, Response
-from opmarket.web._cache import INDEX
-from opmarket.web._errors import HTTPProblem
-from opmarket.web._models import File, Project, Release
-from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
-from opmarket.web._state import AppState
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
+
+from opmarket.web._cache import INDEX
+from opmarket.web._errors import HTTPProblem
+from opmarket.web._models import File, Project, Release
+from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
+from opmarket.web._state import AppState
 
 __all__ = ["API_VERSION", "file_url", "router"]
 

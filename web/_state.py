@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
 from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._jobs import JobQueue
 from opmarket.web._settings import Settings
 from opmarket.web._storage import Storage
-from sqlalchemy.orm import Session
 
 __all__ = ["AppState", "SessionDep", "StateDep", "app_state"]
 

@@ -6,12 +6,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
 from opmarket.web._auth import UploaderDep
 from opmarket.web._errors import HTTPProblem
 from opmarket.web._publish import Form, accept_upload
 from opmarket.web._state import StateDep
-from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
 
 __all__ = ["router"]
 

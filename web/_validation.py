@@ -8,11 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+from sqlalchemy import delete, select
+
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
-from packaging.version import InvalidVersion, Version
-from sqlalchemy import delete, select
 
 __all__ = ["previous_release", "record", "run_validation", "validation_handler"]
 

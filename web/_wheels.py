@@ -13,11 +13,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from opmarket.sdk import OpmarketError
 from packaging.metadata import parse_email
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
+
+from opmarket.sdk import OpmarketError
 
 __all__ = ["WheelInfo", "WheelLimits", "WheelProblem", "inspect_wheel"]
 

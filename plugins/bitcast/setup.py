@@ -7,10 +7,11 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
-import opmarket.sdk
 from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
+
+import opmarket.sdk
 
 LIBRARY = "libopm_bitcast.so"
 SOURCE = Path("src", "opmarket_bitcast", "bitcast.c")

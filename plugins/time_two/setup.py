@@ -12,9 +12,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import opmarket.sdk
 from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
+
+import opmarket.sdk
 
 CUDA_SOURCE = "src/opmarket_time_two/time_two_gpu.cu"
 GPU_LIBRARY = "libopm_time_two_gpu.so"

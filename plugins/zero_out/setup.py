@@ -2,9 +2,10 @@
 
 from pathlib import Path
 
-import opmarket.sdk
 from pybind11.setup_helpers import Pybind11Extension
 from setuptools import setup
+
+import opmarket.sdk
 
 # Rebuilt when opmarket's header changes too, not only the plugin's own sources.
 HEADER = str(Path(opmarket.sdk.get_include(), "opmarket", "kernel.h"))

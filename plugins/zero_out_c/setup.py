@@ -8,10 +8,11 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
-import opmarket.sdk
 from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
+
+import opmarket.sdk
 
 LIBRARY = "libopm_zero_out_c.so"
 SOURCE = Path("src", "opmarket_zero_out_c", "zero_out.cc")

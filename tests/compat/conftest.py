@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from opmarket.sdk import DType, KernelDef, OpSet, op, opset_to_json
 
 MakeOpSet = Callable[..., OpSet]

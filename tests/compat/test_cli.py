@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+
 from opmarket.sdk import DType, OpSet, opset_to_json
 
 Release = Callable[..., OpSet]

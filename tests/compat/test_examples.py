@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from opmarket.compat._examples import example_op
 from opmarket.sdk import DType, InvalidOpDef
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from opmarket.compat import Severity, add_release, compare_history, read_history
 from opmarket.sdk import DocumentError, OpSet, op, opdefs_to_pbtxt
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from opmarket.compat import RULES_BY_ID, Severity, compare_ops
 from opmarket.sdk import DType, OpDef, op
 

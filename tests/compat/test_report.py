@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from opmarket.compat import Finding, Report, Severity, check_bump, render
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from opmarket.compat import RULES, RULES_BY_ID, Rule, Scope, Severity, compare_ops
 from opmarket.compat._examples import example_op
 

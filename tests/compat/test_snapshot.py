@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from opmarket.compat import take_snapshot
 from opmarket.sdk import DocumentError, DType, OpSet
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from opmarket.compat import load_source, opset_from_dist, opset_from_wheel
 from opmarket.sdk import DocumentError, DType, OpSet, op, opdefs_to_pbtxt, opset_to_json
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from opmarket.compat import RULES_BY_ID, Severity, compare_ops
 from opmarket.sdk import OpDef, op, opdefs_from_pbtxt
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from opmarket.compat._values import show_value, values_equal
 from opmarket.sdk import DType, FuncValue, TaggedValue, TensorShape, TensorValue
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from opmarket.compat import InvalidVersionError, check_bump
 from opmarket.compat._version import required_bump
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from opmarket.registry import Registry, isolated_registry
 from opmarket.sdk import (
     DType,

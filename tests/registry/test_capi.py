@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import (
     KernelError,
     LibraryError,
@@ -22,8 +24,6 @@ from opmarket.registry import (
 )
 from opmarket.registry._capi import HOST_API_VERSION, host
 from opmarket.sdk import DType, InvalidArgument, get_include
-
-import opmarket
 
 HERE = Path(__file__).resolve().parent
 V1_INCLUDE = HERE / "data" / "c_api_v1"

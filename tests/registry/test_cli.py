@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from opmarket.registry._cli import ops, plugins
 
 OPMARKET = shutil.which("opmarket", path=str(Path(sys.executable).parent))

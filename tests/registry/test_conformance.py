@@ -4,6 +4,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from opmarket.registry import Registry, check_conformance
 from opmarket.sdk import OpDef, kernel
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from opmarket.registry._discovery import MAX_CACHE_FILES, scan
 
 

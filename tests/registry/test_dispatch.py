@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import (
     KernelError,
     KernelNotFound,
@@ -15,8 +17,6 @@ from opmarket.registry import (
     device,
 )
 from opmarket.sdk import InferenceContext, InvalidArgument, Kernel, OpDef, kernel, op, shape_fn
-
-import opmarket
 
 
 def test_zero_out_runs(zero_out: OpDef) -> None:

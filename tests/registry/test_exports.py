@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import opmarket.registry
-
 import opmarket
+import opmarket.registry
 
 
 def test_registry_exports() -> None:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from opmarket.registry import (
     BUILTIN_OPS,
     Graph,

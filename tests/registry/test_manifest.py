@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._manifest import manifest_path, opset_from_code, read_manifest
 from opmarket.sdk import DocumentError, OpSet, opset_from_json, opset_to_json

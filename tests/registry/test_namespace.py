@@ -4,10 +4,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from opmarket.registry import AmbiguousOpName, Registry
-from opmarket.sdk import NotFound, OpDef, kernel, op
 
 import opmarket
+from opmarket.registry import AmbiguousOpName, Registry
+from opmarket.sdk import NotFound, OpDef, kernel, op
 
 
 def test_three_ways_to_reach_an_op(zero_out: OpDef) -> None:

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from opmarket.registry import isolated_registry, load_plugins
 from opmarket.sdk import ArgDef, DType, KernelDef, OpDef, OpSet, opset_to_json
 

@@ -4,9 +4,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from opmarket.registry import RegistrationError, Registry
 from opmarket.sdk import DType, KernelDef, OpDef, kernel, not_differentiable, op, shape_fn
-
 from tests.registry.conftest import ZERO_OUT_ALL
 
 

@@ -4,6 +4,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from opmarket.registry import Graph, OpResolver, Registry, run_graph, selective_resolver
 from opmarket.sdk import Kernel, NotFound, OpDef
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import (
     Graph,
     check_conformance,
@@ -16,8 +18,6 @@ from opmarket.registry import (
     save_graph,
 )
 from opmarket.sdk import InvalidArgument, OpDef, infer_error, infer_ok
-
-import opmarket
 from tests.registry.conftest import zero_out_shape
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from opmarket.sdk import (
     DocumentError,
     DType,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+
 from opmarket.sdk import DType, UnknownDType, as_dtype
 from opmarket.sdk._dtypes import dtype_from_spec_name
 

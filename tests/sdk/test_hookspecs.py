@@ -6,6 +6,7 @@ from typing import Any
 
 import pluggy
 import pytest
+
 from opmarket.sdk import _hookspecs, hookimpl
 
 

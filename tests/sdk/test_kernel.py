@@ -4,6 +4,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from opmarket.sdk import DType, Kernel, KernelSpec, kernel
 from opmarket.sdk._kernel import declarations
 

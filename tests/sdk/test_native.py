@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import LibraryError, Registry, isolated_registry, load_library
 from opmarket.sdk import (
     InvalidArgument,
@@ -24,8 +26,6 @@ from opmarket.sdk import (
     library_declarations,
     set_intra_op_threads,
 )
-
-import opmarket
 
 TINY = Path(__file__).parent / "data" / "native" / "tiny.cpp"
 

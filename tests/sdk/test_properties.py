@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from opmarket.sdk import (
     DType,
     OpDef,

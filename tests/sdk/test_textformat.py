@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opmarket.sdk import (
     DocumentError,
     DType,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from opmarket.sdk import Deprecation, OpDef, finalize_op, opdefs_from_pbtxt, opdefs_to_pbtxt
 from opmarket.sdk._specjson import op_to_spec
 

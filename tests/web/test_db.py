@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+
 from opmarket.web import LocalFileStore, StorageError, storage_from_url
 from opmarket.web._db import Database, migrate
 from opmarket.web._jobs import JobQueue, Worker

@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from opmarket.web._demo import find_plugins
 
 from .conftest import OPMARKET, clean_env, free_port

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from opmarket.web import Limits, validate_wheel
 from opmarket.web._sandbox import _pids_cgroup_root
 

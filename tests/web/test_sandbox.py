@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from opmarket.web import Limits
 from opmarket.web._sandbox import _pids_cgroup_root, run_sandboxed
 

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from opmarket.web._demo import upload_wheel
 
 from .conftest import BIN, Market, Wheels, clean_env, twine

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opmarket.web import WheelLimits, WheelProblem, inspect_wheel
 
 from .plugins import handmade_wheel

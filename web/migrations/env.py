@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
-from opmarket.web._models import Base
 from sqlalchemy.engine import Connection
+
+from opmarket.web._models import Base
 
 connection: Connection = context.config.attributes["connection"]
 context.configure(

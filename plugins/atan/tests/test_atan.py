@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import (
     Graph,
     Registry,
@@ -16,8 +18,6 @@ from opmarket.registry import (
     run_graph,
 )
 from opmarket.sdk import Kernel
-
-import opmarket
 
 # The seed's training data: y = atan(x + 1.0).
 X = np.array([-8, 0.5, 2, 2.2, 201], np.float32)

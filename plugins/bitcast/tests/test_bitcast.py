@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import Registry, check_conformance, isolated_registry
 from opmarket.registry._capi import CAbiKernel
 from opmarket.registry._plugins import library_path
 from opmarket.sdk import DType, InferenceContext, InvalidArgument
-
-import opmarket
 
 PLUGIN = Path(__file__).resolve().parents[1]
 ENTRY = "opmarket_bitcast:libopm_bitcast.so"

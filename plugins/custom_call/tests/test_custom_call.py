@@ -6,6 +6,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from opmarket_custom_call import opaque_sizes
+
+import opmarket
 from opmarket.registry import (
     Registry,
     check_conformance,
@@ -14,9 +17,6 @@ from opmarket.registry import (
     isolated_registry,
 )
 from opmarket.sdk import InvalidArgument
-from opmarket_custom_call import opaque_sizes
-
-import opmarket
 
 
 @pytest.fixture

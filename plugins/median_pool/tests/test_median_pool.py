@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from opmarket.registry import Registry, check_conformance, check_gradient, isolated_registry
-from opmarket.sdk import InvalidArgument, infer_error, infer_ok, set_intra_op_threads
 from opmarket_median_pool import _median_pool, median_pool_reference, median_pool_shape
 
 import opmarket
+from opmarket.registry import Registry, check_conformance, check_gradient, isolated_registry
+from opmarket.sdk import InvalidArgument, infer_error, infer_ok, set_intra_op_threads
 
 
 @pytest.fixture

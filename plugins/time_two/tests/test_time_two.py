@@ -12,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from opmarket_time_two import GPU_LIBRARY, gpu_status
+
+import opmarket
 from opmarket.registry import (
     KernelNotFound,
     Registry,
@@ -20,9 +23,6 @@ from opmarket.registry import (
     isolated_registry,
 )
 from opmarket.sdk import set_intra_op_threads
-from opmarket_time_two import GPU_LIBRARY, gpu_status
-
-import opmarket
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "opmarket_time_two"
 

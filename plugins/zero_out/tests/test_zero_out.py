@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import (
     Registry,
     check_conformance,
@@ -15,8 +17,6 @@ from opmarket.registry import (
     load_library,
 )
 from opmarket.sdk import InvalidArgument
-
-import opmarket
 
 
 @pytest.fixture

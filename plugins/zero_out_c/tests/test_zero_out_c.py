@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+import opmarket
 from opmarket.registry import Registry, check_conformance, isolated_registry
 from opmarket.registry._capi import CAbiKernel
 from opmarket.sdk import InvalidArgument
-
-import opmarket
 
 
 @pytest.fixture

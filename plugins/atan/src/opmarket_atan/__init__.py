@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk import (
     DType,
     GradientOp,

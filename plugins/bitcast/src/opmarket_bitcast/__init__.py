@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk import DType, hookimpl, input_generator, reference
 
 __all__ = ["register"]

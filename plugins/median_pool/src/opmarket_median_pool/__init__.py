@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
 from opmarket.sdk import (
     DType,
     GradientOp,
@@ -26,7 +27,6 @@ from opmarket.sdk import (
     register_gradient,
     shape_fn,
 )
-
 from opmarket_median_pool import _median_pool
 
 __all__ = ["median_pool_reference", "register", "windows"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk import (
     DType,
     GradientOp,
@@ -30,7 +31,6 @@ from opmarket.sdk import (
     shape_fn,
     unchanged,
 )
-
 from opmarket_time_two import _time_two
 
 __all__ = ["GPU_LIBRARY", "gpu_status", "register"]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from opmarket.sdk import (
     DType,
     GradientOp,
@@ -22,7 +23,6 @@ from opmarket.sdk import (
     register_gradient,
     shape_fn,
 )
-
 from opmarket_zero_out import _zero_out
 
 __all__ = ["register"]
