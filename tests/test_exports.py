@@ -1,0 +1,66 @@
+"""The public surface of the SDK, the compat engine and the facade: adding or removing a name
+is a decision, made here on purpose (registry and web pin theirs beside their tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import opmarket
+import opmarket.compat
+import opmarket.sdk
+
+SDK = [
+    "DEVICES", "NUMBER_TYPES", "QUANTIZED_TYPES", "REAL_NUMBER_TYPES", "ArgDef", "AttrDef",
+    "CustomCallTarget", "DType", "Deprecation", "Dim", "Document", "DocumentError", "FullType",
+    "FuncValue", "GradientOp", "GradientSpec", "InferenceContext", "InputGeneratorSpec",
+    "InvalidArgument", "InvalidOpDef", "Kernel", "KernelDef", "KernelSpec", "NotFound",
+    "OpBuilder", "OpDef", "OpSet", "OpmarketError", "Problem", "ReferenceSpec", "Shape",
+    "ShapeFn", "ShapeFnSpec", "TaggedValue", "TensorShape", "TensorValue", "UnknownDType",
+    "as_dtype", "broadcast_shape", "broadcasting", "check_attr_value", "custom_call",
+    "custom_call_target", "finalize_op", "format_shape", "get_include", "hookimpl",
+    "infer_error", "infer_ok", "input_generator", "intra_op_threads", "is_valid_op_name",
+    "kernel", "library_declarations", "merge_all_inputs", "not_differentiable", "op",
+    "opdefs_from_pbtxt", "opdefs_to_pbtxt", "opset_from_json", "opset_to_json",
+    "parse_document", "parse_shape", "read_document", "read_opset", "reference",
+    "register_gradient", "render_document", "scalar_shape", "set_intra_op_threads", "shape_fn",
+    "snake_case", "unchanged", "unknown_shape", "validate_opdef",
+]  # fmt: skip
+FACADE = ["device", "hookimpl", "kernel", "load_library", "load_plugins", "op", "ops",
+          "register"]  # fmt: skip
+
+
+def test_sdk_public_names_are_pinned() -> None:
+    assert sorted(opmarket.sdk.__all__) == sorted(SDK)
+    for name in SDK:
+        assert getattr(opmarket.sdk, name) is not None
+
+
+def test_facade_public_names_are_pinned_and_lazy() -> None:
+    assert sorted(opmarket.__all__) == sorted(FACADE)
+    # Importing opmarket loads nothing heavy: no numpy, no plugin, no registry.
+    code = (
+        "import sys, opmarket\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('numpy', 'google', 'pluggy')"
+        " or m.startswith('opmarket.')]\n"
+        "print(heavy)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd="/")  # fmt: skip
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_error_is_under_opmarket_error() -> None:
+    import opmarket.registry
+
+    for module in (opmarket.sdk, opmarket.registry, opmarket.compat):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, Exception):
+                assert issubclass(value, opmarket.sdk.OpmarketError), f"{module.__name__}.{name}"
+
+
+def test_compat_names_exist() -> None:
+    assert opmarket.compat.__all__
+    for name in opmarket.compat.__all__:
+        assert hasattr(opmarket.compat, name), name
