@@ -131,6 +131,16 @@ class _Scanner:
             raise _Fail
         return text[start : self.pos]
 
+    def field_name(self) -> tuple[str, bool]:
+        """A field name and whether a ``:`` followed it (scalars need one, messages not)."""
+        ident = self.many(_IDENT)
+        self.skip_space_and_comments()
+        colon = self.peek() == ":"
+        if colon:
+            self.pos += 1
+            self.skip_space_and_comments()
+        return ident, colon
+
     def string_literal(self) -> bytes:
         quote = self.peek()
         if quote not in ("'", '"'):
@@ -242,12 +252,7 @@ def _map_entry(sc: _Scanner, container: Any, entry: Descriptor) -> None:
                 raise _Fail
             container[key].CopyFrom(value)
             return
-        ident = sc.many(_IDENT)
-        sc.skip_space_and_comments()
-        colon = sc.peek() == ":"
-        if colon:
-            sc.pos += 1
-            sc.skip_space_and_comments()
+        ident, colon = sc.field_name()
         if ident == "key":
             key = _scalar(sc, entry.fields_by_name["key"], colon)
         elif ident == "value":
@@ -266,12 +271,7 @@ def _fields(sc: _Scanner, msg: Any, desc: Descriptor, nested: bool, close: str) 
             return
         if not nested and sc.at_end():
             return
-        ident = sc.many(_IDENT)
-        sc.skip_space_and_comments()
-        colon = sc.peek() == ":"
-        if colon:
-            sc.pos += 1
-            sc.skip_space_and_comments()
+        ident, colon = sc.field_name()
         field = desc.fields_by_name.get(ident)
         if field is None:
             continue  # TensorFlow's parser skips names it does not know
