@@ -30,13 +30,16 @@ class Finding:
 
     @property
     def hint(self) -> str:
+        """How to fix what was found: the rule's hint, or ``""`` for a rule id not in the table."""
         rule = RULES_BY_ID.get(self.rule)
         return rule.hint if rule is not None else ""
 
     def sort_key(self) -> tuple[Any, ...]:
+        """Report order: breaking findings first, then by op, rule, graph, release, message."""
         return (_ORDER[self.severity], self.op, self.rule, self.graph, self.release, self.message)
 
     def to_json(self) -> dict[str, Any]:
+        """The finding as a JSON object; ``release`` and ``graph`` only when set."""
         out: dict[str, Any] = {
             "op": self.op, "rule": self.rule, "severity": str(self.severity),
             "message": self.message, "hint": self.hint,
@@ -70,13 +73,16 @@ class Report:
         return 0 if self.compatible and (self.version is None or self.version.ok) else 1
 
     def counts(self) -> dict[str, int]:
+        """The number of findings per severity name, every severity present (0 when none)."""
         c = Counter(str(f.severity) for f in self.findings)
         return {str(s): c.get(str(s), 0) for s in Severity}
 
     def sorted_findings(self) -> list[Finding]:
+        """The findings in the order reports list them (:meth:`Finding.sort_key`)."""
         return sorted(self.findings, key=Finding.sort_key)
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``--format json`` prints it, findings sorted."""
         return {
             "compatible": self.compatible,
             "ok": self.exit_code == 0,

@@ -73,6 +73,7 @@ class Source:
 
     @property
     def version(self) -> str:
+        """The release's version, ``""`` when not known."""
         return self.opset.version
 
 

@@ -31,6 +31,7 @@ class VersionVerdict:
     message: str
 
     def to_json(self) -> dict[str, object]:
+        """The verdict as the JSON object of a report's ``version`` field."""
         return {
             "old": self.old, "new": self.new, "required": self.required,
             "actual": self.actual, "ok": self.ok, "suggested": self.suggested,

@@ -54,10 +54,12 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
+        """True when no result failed; skipped results do not count against it."""
         return all(r.status != "failed" for r in self.results)
 
     @property
     def failures(self) -> tuple[ConformanceResult, ...]:
+        """The results that failed, in the order they were checked."""
         return tuple(r for r in self.results if r.status == "failed")
 
     def __str__(self) -> str:

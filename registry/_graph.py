@@ -78,10 +78,12 @@ class Node:
 
     @property
     def data_inputs(self) -> tuple[str, ...]:
+        """The inputs that carry tensors, as written (``"x:0"``, ``"x"``); not control inputs."""
         return tuple(i for i in self.inputs if not i.startswith("^"))
 
     @property
     def control_inputs(self) -> tuple[str, ...]:
+        """The nodes this one must run after: its ``^name`` inputs, without the ``^``."""
         return tuple(i[1:] for i in self.inputs if i.startswith("^"))
 
 
@@ -130,6 +132,7 @@ class Graph:
 
     @property
     def nodes(self) -> tuple[Node, ...]:
+        """Every node in insertion order, then those whose name was taken (kept for validation)."""
         return (*self._nodes.values(), *self._duplicates)
 
     def __iter__(self) -> Iterator[Node]:
@@ -145,6 +148,7 @@ class Graph:
         return self._nodes[name]
 
     def get(self, name: str) -> Node | None:
+        """The node called ``name``, or None (``graph[name]`` raises KeyError instead)."""
         return self._nodes.get(name)
 
     def __eq__(self, other: object) -> bool:

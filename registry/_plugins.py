@@ -64,6 +64,7 @@ class PluginInfo:
 
     @property
     def source(self) -> str:
+        """The plugin's source in the registry and messages: ``plugin NAME (DIST VERSION)``."""
         dist = f" ({self.distribution} {self.version})" if self.distribution else ""
         return f"plugin {self.name}{dist}"
 

@@ -231,6 +231,7 @@ class Registry:
         return len(self._ops)
 
     def op_def(self, name: str) -> OpDef | None:
+        """The OpDef registered as ``name``, or None."""
         e = self._ops.get(name)
         return e.op_def if e else None
 
@@ -240,6 +241,7 @@ class Registry:
         return e.source if e else None
 
     def kernels(self, op: str) -> tuple[KernelSpec, ...]:
+        """The kernels registered for ``op``, in registration order; empty for an unknown op."""
         e = self._ops.get(op)
         return tuple(k for k, _ in e.kernels) if e else ()
 
@@ -260,6 +262,7 @@ class Registry:
         return OpSet.of(ops, kernels, name=name, version=version)
 
     def shape_fn(self, op: str) -> ShapeFnSpec | None:
+        """The shape function declared for ``op``, or None."""
         e = self._ops.get(op)
         return e.shape_fn[0] if e and e.shape_fn else None
 
@@ -269,18 +272,22 @@ class Registry:
         return e.gradient[0] if e and e.gradient else None
 
     def reference(self, op: str) -> ReferenceSpec | None:
+        """The numpy reference declared for ``op``, or None."""
         e = self._ops.get(op)
         return e.reference[0] if e and e.reference else None
 
     def input_generator(self, op: str) -> InputGeneratorSpec | None:
+        """The input generator declared for ``op`` (what conformance feeds its kernels), or None."""
         e = self._ops.get(op)
         return e.generator[0] if e and e.generator else None
 
     def custom_call_target(self, name: str, platform: str = "Host") -> CustomCallTarget | None:
+        """The custom-call target ``name`` registered for ``platform``, or None."""
         found = self._targets.get((name, platform))
         return found[0] if found else None
 
     def custom_call_targets(self) -> tuple[CustomCallTarget, ...]:
+        """Every registered custom-call target, of every platform, in registration order."""
         return tuple(t for t, _ in self._targets.values())
 
     def dispatcher(self, op: str) -> Dispatcher:

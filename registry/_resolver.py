@@ -64,6 +64,7 @@ class OpResolver:
         self._custom.setdefault(name, {})[version] = _as_spec(name, kernel)
 
     def has(self, op: str, version: int = 1) -> bool:
+        """Whether ``op`` at ``version`` is in the resolver: :meth:`find` without the NotFound."""
         return version in self._builtin.get(op, {}) or version in self._custom.get(op, {})
 
     def find(self, op: str, version: int = 1) -> KernelSpec | None:

@@ -137,6 +137,7 @@ class OpBuilder:
         return self._changed()
 
     def control_output(self, name: str) -> Self:
+        """Add a named control output (TensorFlow's ControlOutput); ``build()`` checks the name."""
         self._control_outputs.append(name)
         return self._changed()
 
@@ -154,18 +155,26 @@ class OpBuilder:
         return self._changed()
 
     def commutative(self, value: bool = True) -> Self:
+        """Mark the op commutative (``op(a, b) == op(b, a)``): optimizers may swap its inputs."""
         self._flags["is_commutative"] = value
         return self._changed()
 
     def aggregate(self, value: bool = True) -> Self:
+        """Mark the op an aggregate like AddN: associative and commutative over N inputs.
+
+        Its inputs and output share one type and shape, and optimizers may split it into a tree of
+        partial aggregates.
+        """
         self._flags["is_aggregate"] = value
         return self._changed()
 
     def allows_uninitialized_input(self, value: bool = True) -> Self:
+        """Let an input be an uninitialized tensor, as ops that initialize variables (Assign) do."""
         self._flags["allows_uninitialized_input"] = value
         return self._changed()
 
     def distributed_communication(self, value: bool = True) -> Self:
+        """Mark the op as talking across hosts: its network errors trigger failure handling."""
         self._flags["is_distributed_communication"] = value
         return self._changed()
 

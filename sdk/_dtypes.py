@@ -105,6 +105,7 @@ class DType(enum.IntEnum):
 
     @property
     def is_ref(self) -> bool:
+        """True for a reference type such as ``FLOAT_REF`` (TensorFlow's IsRefType)."""
         return self.value > REF_OFFSET
 
     @property
@@ -114,6 +115,7 @@ class DType(enum.IntEnum):
 
     @property
     def as_ref(self) -> DType:
+        """The reference type of this one (``FLOAT_REF`` for ``FLOAT``); a ref type is itself."""
         return self if self.is_ref else DType(self.value + REF_OFFSET)
 
     @property

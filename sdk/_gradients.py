@@ -28,10 +28,12 @@ class GradientOp:
     name: str = ""
 
     def get_attr(self, name: str) -> Any:
+        """Attr ``name`` of the forward op (TensorFlow's ``op.get_attr``); KeyError if none."""
         return self.attrs[name]
 
     @property
     def type(self) -> str:
+        """The forward op's registered name, e.g. ``Opm>ZeroOut`` (TensorFlow's ``op.type``)."""
         return self.op_def.name
 
 

@@ -78,6 +78,7 @@ class KernelSpec:
 
     @property
     def is_lifecycle(self) -> bool:
+        """True when ``impl`` is a :class:`Kernel` subclass, made per attr set, not a function."""
         return isinstance(self.impl, type) and issubclass(self.impl, Kernel)
 
     @property
@@ -89,6 +90,7 @@ class KernelSpec:
         return f"{getattr(impl, '__module__', '?')}.{name}"
 
     def constraint(self, attr: str) -> tuple[DType, ...] | None:
+        """The dtypes the kernel accepts for type attr ``attr``; None if it is unconstrained."""
         return next((types for name, types in self.constraints if name == attr), None)
 
     def describe(self) -> str:

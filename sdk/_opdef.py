@@ -65,6 +65,7 @@ class AttrDef:
 
     @property
     def is_list(self) -> bool:
+        """True for a ``list(...)`` attr type, such as ``list(int)``."""
         return self.type.startswith("list(")
 
     @property
@@ -120,9 +121,11 @@ class OpDef:
         return self._attr_index.get(name)
 
     def input(self, name: str) -> ArgDef | None:
+        """The input called ``name``, or None."""
         return next((a for a in self.inputs if a.name == name), None)
 
     def output(self, name: str) -> ArgDef | None:
+        """The output called ``name``, or None."""
         return next((a for a in self.outputs if a.name == name), None)
 
     @property

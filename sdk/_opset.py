@@ -27,6 +27,7 @@ class KernelDef:
     priority: int = 0
 
     def constraint(self, attr: str) -> tuple[DType, ...] | None:
+        """The dtypes the kernel accepts for type attr ``attr``; None if it is unconstrained."""
         return next((types for name, types in self.constraints if name == attr), None)
 
 
@@ -47,12 +48,14 @@ class OpSet:
 
     @classmethod
     def of(cls, ops: Iterable[OpDef], kernels: Iterable[KernelDef] = (), **meta: str) -> OpSet:
+        """An OpSet from iterables of ops and kernels; ``meta`` sets ``name`` and ``version``."""
         return cls(tuple(ops), tuple(kernels), **meta)
 
     def __getitem__(self, name: str) -> OpDef:
         return self._by_name[name]
 
     def get(self, name: str) -> OpDef | None:
+        """The op called ``name``, or None (``opset[name]`` raises KeyError instead)."""
         return self._by_name.get(name)
 
     def __contains__(self, name: object) -> bool:
@@ -65,4 +68,5 @@ class OpSet:
         return len(self.ops)
 
     def kernels_for(self, op: str) -> tuple[KernelDef, ...]:
+        """The kernels recorded for ``op``; empty if there are none or they are not known."""
         return tuple(k for k in self.kernels if k.op == op)

@@ -82,10 +82,12 @@ class InferenceContext:
     # inputs, outputs, attrs
     @property
     def num_inputs(self) -> int:
+        """How many input shapes the shape function was given (TensorFlow's num_inputs)."""
         return len(self._inputs)
 
     @property
     def num_outputs(self) -> int:
+        """How many output shapes the shape function is to set (TensorFlow's num_outputs)."""
         return len(self._outputs)
 
     def input(self, index: int) -> Shape:
@@ -95,6 +97,7 @@ class InferenceContext:
         return self._inputs[index]
 
     def set_output(self, index: int, shape: Shape) -> None:
+        """Set output ``index``'s shape (TensorFlow's set_output); InvalidArgument if it is none."""
         if not 0 <= index < len(self._outputs):
             raise InvalidArgument(
                 f"output index {index} out of range: {len(self._outputs)} outputs"
@@ -103,10 +106,15 @@ class InferenceContext:
         self._set[index] = True
 
     def output(self, index: int) -> Shape:
+        """The shape set for output ``index`` so far, None until set (TensorFlow's output).
+
+        Unlike :meth:`input`, an index out of range raises IndexError, not InvalidArgument.
+        """
         return self._outputs[index]
 
     @property
     def outputs(self) -> list[Shape]:
+        """A copy of every output's shape so far; one not set yet is None (unknown)."""
         return list(self._outputs)
 
     def get_attr(self, name: str) -> Any:
@@ -117,15 +125,19 @@ class InferenceContext:
 
     # building shapes and dims
     def scalar(self) -> Shape:
+        """The shape of a scalar, ``()`` (TensorFlow's Scalar)."""
         return ()
 
     def vector(self, dim: Dim) -> Shape:
+        """A rank-1 shape of ``dim`` elements (TensorFlow's Vector)."""
         return (dim,)
 
     def matrix(self, rows: Dim, cols: Dim) -> Shape:
+        """A rank-2 shape of ``rows`` by ``cols`` (TensorFlow's Matrix)."""
         return (rows, cols)
 
     def make_shape(self, dims: Sequence[Dim]) -> Shape:
+        """A shape of known rank from ``dims``, None for unknown (TensorFlow's MakeShape)."""
         return tuple(dims)
 
     def unknown(self) -> Shape:
@@ -133,16 +145,20 @@ class InferenceContext:
         return None
 
     def unknown_shape_of_rank(self, rank: int) -> Shape:
+        """A shape of rank ``rank`` whose dims are all unknown (TensorFlow's UnknownShapeOfRank)."""
         return (None,) * rank
 
     def unknown_dim(self) -> Dim:
+        """A dim of unknown size, None (TensorFlow's UnknownDim)."""
         return None
 
     # queries
     def rank(self, shape: Shape) -> int | None:
+        """The rank of ``shape``, or None when it is unknown (TensorFlow's Rank)."""
         return None if shape is None else len(shape)
 
     def rank_known(self, shape: Shape) -> bool:
+        """Whether ``shape`` has a known rank, whatever its dims (TensorFlow's RankKnown)."""
         return shape is not None
 
     def dim(self, shape: Shape, index: int) -> Dim:
@@ -156,12 +172,15 @@ class InferenceContext:
         return shape[index]
 
     def value(self, dim: Dim) -> int | None:
+        """The size ``dim`` stands for, None if unknown (TensorFlow's Value; a dim is its size)."""
         return dim
 
     def fully_defined(self, shape: Shape) -> bool:
+        """Whether ``shape`` has a known rank and every dim known (TensorFlow's FullyDefined)."""
         return shape is not None and all(d is not None for d in shape)
 
     def num_elements(self, shape: Shape) -> Dim:
+        """The element count of ``shape``; None unless fully defined (TensorFlow's NumElements)."""
         if shape is None or any(d is None for d in shape):
             return None
         n = 1
@@ -179,21 +198,34 @@ class InferenceContext:
         return shape
 
     def with_rank_at_least(self, shape: Shape, rank: int) -> Shape:
+        """``shape``, checked to have rank ``rank`` or more (TensorFlow's WithRankAtLeast).
+
+        InvalidArgument if it has fewer dims; an unknown rank passes and stays unknown.
+        """
         if shape is not None and len(shape) < rank:
             raise InvalidArgument(f"Shape must be at least rank {rank} but is rank {len(shape)}")
         return shape
 
     def with_rank_at_most(self, shape: Shape, rank: int) -> Shape:
+        """``shape``, checked to have rank ``rank`` or less (TensorFlow's WithRankAtMost).
+
+        InvalidArgument if it has more dims; an unknown rank passes and stays unknown.
+        """
         if shape is not None and len(shape) > rank:
             raise InvalidArgument(f"Shape must be at most rank {rank} but is rank {len(shape)}")
         return shape
 
     def with_value(self, dim: Dim, value: int) -> Dim:
+        """``dim``, known to be ``value`` (TensorFlow's WithValue); InvalidArgument if it is not."""
         if dim is not None and dim != value:
             raise InvalidArgument(f"Dimension must be {value} but is {dim}")
         return value
 
     def merge_dim(self, a: Dim, b: Dim) -> Dim:
+        """The dim that both ``a`` and ``b`` are: the known one, if any (TensorFlow's Merge).
+
+        InvalidArgument if both are known and differ.
+        """
         if a is None:
             return b
         if b is not None and a != b:
@@ -219,16 +251,24 @@ class InferenceContext:
             ) from None
 
     def concatenate(self, a: Shape, b: Shape) -> Shape:
+        """``a``'s dims then ``b``'s; unknown rank if either's is (TensorFlow's Concatenate)."""
         return None if a is None or b is None else a + b
 
     def subshape(self, shape: Shape, start: int, end: int | None = None) -> Shape:
+        """Dims ``start`` up to ``end`` of ``shape``, or unknown rank (TensorFlow's Subshape).
+
+        Negative bounds count from the end. Bounds past the rank are clipped, as a Python slice's
+        are, where TensorFlow rejects them.
+        """
         return None if shape is None else shape[start:end]
 
     # dim arithmetic
     def add(self, a: Dim, b: Dim) -> Dim:
+        """``a + b``, unknown if either is (TensorFlow's Add)."""
         return None if a is None or b is None else a + b
 
     def subtract(self, a: Dim, b: Dim) -> Dim:
+        """``a - b``, unknown if either is (TensorFlow's Subtract); InvalidArgument if ``b > a``."""
         if a is None or b is None:
             return None
         if b > a:
@@ -236,11 +276,16 @@ class InferenceContext:
         return a - b
 
     def multiply(self, a: Dim, b: Dim) -> Dim:
+        """``a * b``, unknown if either is, but 0 when either is 0 (TensorFlow's Multiply)."""
         if a == 0 or b == 0:
             return 0
         return None if a is None or b is None else a * b
 
     def divide(self, a: Dim, b: int, evenly: bool = False) -> Dim:
+        """``a // b``, unknown if ``a`` is (TensorFlow's Divide); ``b`` must be known.
+
+        InvalidArgument if ``b`` is not positive, or, with ``evenly``, if it does not divide ``a``.
+        """
         if b <= 0:
             raise InvalidArgument(f"Divisor must be positive but is {b}")
         if a is None:
@@ -263,11 +308,13 @@ def unchanged(c: InferenceContext) -> None:
 
 
 def scalar_shape(c: InferenceContext) -> None:
+    """Every output is a scalar (TensorFlow's ScalarShape, for each output)."""
     for i in range(c.num_outputs):
         c.set_output(i, ())
 
 
 def unknown_shape(c: InferenceContext) -> None:
+    """Every output is of unknown shape: nothing is inferred (TensorFlow's UnknownShape)."""
     for i in range(c.num_outputs):
         c.set_output(i, None)
 

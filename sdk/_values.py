@@ -41,10 +41,12 @@ class TensorShape:
 
     @property
     def rank(self) -> int | None:
+        """The number of dims, or None when the rank is unknown."""
         return None if self.dims is None else len(self.dims)
 
     @property
     def is_fully_defined(self) -> bool:
+        """Whether the rank and every dim are known (no dim is -1)."""
         return self.dims is not None and all(d >= 0 for d in self.dims)
 
     def __str__(self) -> str:

@@ -36,6 +36,8 @@ _STATUSES = ("passed", "failed", "skipped", "not available")
 
 @dataclass(slots=True)
 class Step:
+    """One validation step: name, status (passed, failed, skipped, not available) and log."""
+
     name: str
     status: str  # one of _STATUSES
     log: list[str] = field(default_factory=list)
@@ -62,14 +64,17 @@ class Verdict:
 
     @property
     def status(self) -> str:
+        """``validated`` when at least one step ran and none failed, else ``rejected``."""
         ok = self.steps and all(s.status != "failed" for s in self.steps)
         return "validated" if ok else "rejected"
 
     @property
     def failures(self) -> list[Step]:
+        """The steps that failed, in order."""
         return [s for s in self.steps if s.status == "failed"]
 
     def log_text(self) -> str:
+        """What a person reads: the verdict, then each step's status and name, its log indented."""
         lines = [f"{self.filename}: {self.status}"]
         for step in self.steps:
             lines.append(f"[{step.status}] {step.name}")
@@ -77,6 +82,7 @@ class Verdict:
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as the marketplace stores it and ``opmarket validate --json`` prints it."""
         return {"filename": self.filename, "status": self.status,
                 "steps": [asdict(s) for s in self.steps], "ops": self.ops,
                 "kernels": self.kernels, "compat": self.compat}

@@ -37,6 +37,8 @@ __all__ = ["Limits", "Outcome", "run_sandboxed"]
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """What the sandbox allows a command: time, memory, processes, output, file size, user."""
+
     timeout_s: float = 300.0
     memory_mb: int = 4096
     max_pids: int = 256

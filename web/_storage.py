@@ -64,6 +64,10 @@ class LocalFileStore:
         return self.root / digest[:2] / digest[2:4] / digest
 
     def put_file(self, path: Path, digest: str) -> None:
+        """Copy the file at ``path`` in as blob ``digest``, synced, unless the blob is there.
+
+        ``digest`` is trusted: it is not checked against the file's contents.
+        """
         target = self._path(digest)
         if target.exists():
             return
@@ -78,6 +82,7 @@ class LocalFileStore:
             tmp.unlink(missing_ok=True)
 
     def put_bytes(self, data: bytes) -> str:
+        """Store ``data`` and return its key, its SHA-256; a blob already there is kept."""
         digest = hashlib.sha256(data).hexdigest()
         target = self._path(digest)
         if not target.exists():
@@ -91,12 +96,17 @@ class LocalFileStore:
         return digest
 
     def size(self, digest: str) -> int:
+        """The blob's size in bytes; StorageError when it is missing."""
         try:
             return self._path(digest).stat().st_size
         except FileNotFoundError:
             raise StorageError(f"no blob {digest}") from None
 
     def read(self, digest: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The bytes ``[start, end)`` of the blob, in chunks of 256 KiB.
+
+        StorageError when it is missing, raised by this call rather than on iteration.
+        """
         path = self._path(digest)
         if not path.is_file():
             raise StorageError(f"no blob {digest}")
@@ -116,9 +126,11 @@ class LocalFileStore:
                 yield chunk
 
     def local_path(self, digest: str) -> Path | None:
+        """Where the blob is, or would be, on disk; the file is not checked to exist."""
         return self._path(digest)
 
     def delete(self, digest: str) -> None:
+        """Remove the blob; no error when it is already gone."""
         self._path(digest).unlink(missing_ok=True)
 
 

@@ -31,6 +31,8 @@ class WheelProblem(OpmarketError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WheelLimits:
+    """Zip-bomb limits on an upload: unpacked bytes, entry count, an entry's compression ratio."""
+
     max_unpacked_bytes: int = 1024 * 1024 * 1024
     max_entries: int = 20_000
     max_ratio: int = 200
@@ -38,6 +40,8 @@ class WheelLimits:
 
 @dataclass(frozen=True, slots=True)
 class WheelInfo:
+    """What :func:`inspect_wheel` read from an accepted wheel, METADATA included."""
+
     filename: str
     name: str  # as METADATA spells it
     normalized: str
