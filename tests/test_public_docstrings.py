@@ -1,0 +1,143 @@
+"""Every public name of sdk, registry, compat and web has a docstring (STYLE habit 14), as
+datasette tests that every plugin hook is documented; and each ``__all__`` is in order and
+names only what exists."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import opmarket.compat
+import opmarket.registry
+import opmarket.sdk
+import opmarket.web
+
+MODULES = [opmarket.sdk, opmarket.registry, opmarket.compat, opmarket.web]
+
+
+def _all_order(name: str) -> tuple[int, str]:
+    """ruff's isort-style order for ``__all__`` (RUF022): CONSTANTS, then Classes, then the
+    rest, each group by code point (``DType`` before ``Deprecation``)."""
+    if len(name) > 1 and name.isupper():
+        return 0, name
+    return (1 if name[0].isupper() else 2), name
+
+
+def _has_doc(obj: Any) -> bool:
+    """Whether ``obj`` has a docstring of its own; a dataclass's generated signature is none."""
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+        # What dataclasses writes into __doc__ when the class has none.
+        generated = obj.__name__ + str(inspect.signature(obj)).replace(" -> None", "")
+        return bool(doc) and doc != generated
+    return bool(doc)
+
+
+def _members(cls: type) -> Iterator[tuple[str, Any]]:
+    """The public methods and properties ``cls`` itself defines, as the callables that carry
+    their docstrings (a property's getter, a classmethod's function)."""
+    for name, value in vars(cls).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, (classmethod, staticmethod)):
+            yield name, value.__func__
+        elif isinstance(value, property):
+            yield name, value.fget
+        elif isinstance(value, functools.cached_property):
+            yield name, value.func
+        elif inspect.isfunction(value):
+            yield name, value
+
+
+def undocumented(modules: list[ModuleType]) -> list[str]:
+    """Every function or class in each module's ``__all__``, and every public method or
+    property of those classes, that has no docstring, as ``module.Name.member``."""
+    missing: list[str] = []
+    seen: set[int] = set()
+    for module in modules:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            where = f"{module.__name__}.{name}"
+            if not _has_doc(obj):
+                missing.append(where)
+            if inspect.isclass(obj):
+                missing.extend(
+                    f"{where}.{member}" for member, fn in _members(obj) if not _has_doc(fn)
+                )
+    return missing
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = undocumented(MODULES)
+    assert not missing, (
+        f"{len(missing)} public names have no docstring (STYLE habit 14: say what it does for "
+        "a caller, one line where one line does):\n  " + "\n  ".join(missing)
+    )
+
+
+def test_the_check_finds_what_is_undocumented() -> None:
+    """The check above would fail: it sees each kind of public name that can lack a doc."""
+
+    @dataclasses.dataclass
+    class Record:
+        size: int
+
+        @property
+        def empty(self) -> bool:
+            return not self.size
+
+        @classmethod
+        def of(cls, size: int) -> Record:
+            return cls(size)
+
+        @staticmethod
+        def unit() -> int:
+            return 1
+
+        @functools.cached_property
+        def double(self) -> int:
+            return 2 * self.size
+
+        def grow(self) -> None:
+            self.size += 1
+
+        def _private(self) -> None:
+            pass
+
+    class Documented:
+        """Has a docstring."""
+
+        def method(self) -> None:
+            """So does this."""
+
+    def function() -> None:
+        pass
+
+    module = ModuleType("fake")
+    exported = {"CONSTANT": 1, "Documented": Documented, "Record": Record, "function": function}
+    # CONSTANT is neither a function nor a class: the check passes over it.
+    vars(module).update(exported, __all__=list(exported))
+    assert undocumented([module]) == [
+        "fake.Record", "fake.Record.empty", "fake.Record.of", "fake.Record.unit",
+        "fake.Record.double", "fake.Record.grow", "fake.function",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_all_is_sorted_and_every_name_exists(module: ModuleType) -> None:
+    names = list(module.__all__)
+    assert names == sorted(set(names), key=_all_order), (
+        f"{module.__name__}.__all__ is not in ruff's isort-style order (constants, classes, "
+        "the rest) or repeats a name"
+    )
+    absent = [n for n in names if not hasattr(module, n)]
+    assert not absent, f"{module.__name__}.__all__ names what it lacks: {', '.join(absent)}"
