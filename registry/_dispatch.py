@@ -30,6 +30,7 @@ from opmarket.sdk import (
     DType,
     InvalidArgument,
     OpDef,
+    TensorShape,
     as_dtype,
     check_attr_value,
 )
@@ -567,6 +568,8 @@ def _np_dtype_ok(npdt: np.dtype[Any], candidates: Sequence[DType]) -> bool:
 def _show_attr(v: Any) -> str:
     if isinstance(v, DType):
         return v.spec_name
+    if isinstance(v, TensorShape):
+        return str(v)  # [2,?] or <unknown>, not the dataclass repr
     if isinstance(v, tuple):
         return "[" + ", ".join(_show_attr(x) for x in v) + "]"
     return repr(v)

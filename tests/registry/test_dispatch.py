@@ -362,3 +362,14 @@ def test_a_type_attr_given_as_a_number_reaches_the_kernel_as_a_dtype(registry: R
         opmarket.ops.cast(x, DstT=True)
     with pytest.raises(InvalidArgument, match="attr 'DstT': 999 is not a valid dtype number"):
         opmarket.ops.cast(x, DstT=999)
+
+
+
+def test_docstring_shows_shape_defaults_readably(registry: Registry) -> None:
+    registry.register(
+        op("Opm>Shaped").output("y: float").attr("s: shape = { dim { size: 2 } dim { size: -1 } }")
+        .attr("u: shape = { unknown_rank: true }").build()
+    )  # fmt: skip
+    doc = opmarket.ops.shaped.__doc__ or ""
+    assert "s: shape, default [2,?]." in doc
+    assert "u: shape, default <unknown>." in doc
