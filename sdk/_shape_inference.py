@@ -106,10 +106,12 @@ class InferenceContext:
         self._set[index] = True
 
     def output(self, index: int) -> Shape:
-        """The shape set for output ``index`` so far, None until set (TensorFlow's output).
-
-        Unlike :meth:`input`, an index out of range raises IndexError, not InvalidArgument.
-        """
+        """The shape set for output ``index`` so far, None until set (TensorFlow's output);
+        InvalidArgument if there is no such output."""
+        if not 0 <= index < len(self._outputs):
+            raise InvalidArgument(
+                f"output index {index} out of range: {len(self._outputs)} outputs"
+            )
         return self._outputs[index]
 
     @property
@@ -257,10 +259,19 @@ class InferenceContext:
     def subshape(self, shape: Shape, start: int, end: int | None = None) -> Shape:
         """Dims ``start`` up to ``end`` of ``shape``, or unknown rank (TensorFlow's Subshape).
 
-        Negative bounds count from the end. Bounds past the rank are clipped, as a Python slice's
-        are, where TensorFlow rejects them.
+        Negative bounds count from the end; bounds outside the rank raise InvalidArgument, as
+        TensorFlow's do.
         """
-        return None if shape is None else shape[start:end]
+        if shape is None:
+            return None
+        rank = len(shape)
+        lo = start + rank if start < 0 else start
+        hi = rank if end is None else (end + rank if end < 0 else end)
+        if not 0 <= lo <= rank or not 0 <= hi <= rank:
+            raise InvalidArgument(
+                f"Subshape [{start}:{end}] is out of range for shape {format_shape(shape)}"
+            )
+        return shape[lo : max(lo, hi)]
 
     # dim arithmetic
     def add(self, a: Dim, b: Dim) -> Dim:
@@ -281,11 +292,13 @@ class InferenceContext:
             return 0
         return None if a is None or b is None else a * b
 
-    def divide(self, a: Dim, b: int, evenly: bool = False) -> Dim:
-        """``a // b``, unknown if ``a`` is (TensorFlow's Divide); ``b`` must be known.
+    def divide(self, a: Dim, b: Dim, evenly: bool = False) -> Dim:
+        """``a // b``, unknown if either is (TensorFlow's Divide).
 
         InvalidArgument if ``b`` is not positive, or, with ``evenly``, if it does not divide ``a``.
         """
+        if b is None:
+            return None
         if b <= 0:
             raise InvalidArgument(f"Divisor must be positive but is {b}")
         if a is None:
@@ -308,9 +321,8 @@ def unchanged(c: InferenceContext) -> None:
 
 
 def scalar_shape(c: InferenceContext) -> None:
-    """Every output is a scalar (TensorFlow's ScalarShape, for each output)."""
-    for i in range(c.num_outputs):
-        c.set_output(i, ())
+    """Output 0 is a scalar (TensorFlow's ScalarShape); other outputs stay unknown."""
+    c.set_output(0, ())
 
 
 def unknown_shape(c: InferenceContext) -> None:

@@ -119,3 +119,23 @@ def test_declaring_a_shape_function() -> None:
 
 def test_vector_op_is_an_opdef() -> None:
     assert isinstance(VECTOR_OP, OpDef)
+
+
+def test_parity_with_tensorflow_edges() -> None:
+    c = InferenceContext(None, [(4, None, 3)], {}, num_outputs=2)
+    # Subshape: negative bounds count from the end; bounds past the rank are errors.
+    assert c.subshape(c.input(0), 1) == (None, 3)
+    assert c.subshape(c.input(0), -2, -1) == (None,)
+    with pytest.raises(InvalidArgument, match="out of range"):
+        c.subshape(c.input(0), 0, 4)
+    with pytest.raises(InvalidArgument, match="out of range"):
+        c.subshape(c.input(0), -4)
+    assert c.subshape(None, 0, 9) is None
+    # Divide by an unknown dim is unknown, not an error.
+    assert c.divide(8, None) is None and c.divide(8, 2, evenly=True) == 4
+    # Output indexes are checked like input indexes.
+    with pytest.raises(InvalidArgument, match="output index 2 out of range"):
+        c.output(2)
+    # ScalarShape sets output 0 only, as TensorFlow's does.
+    scalar_shape(c)
+    assert c.finish() == [(), None]
