@@ -28,21 +28,6 @@ def _signature(op: Any) -> str:
     return f"{op.name}({ins}) -> ({outs})" + (f" [{attrs}]" if attrs else "")
 
 
-def _load(reg: Any, dist: Any, eps: list[Any]) -> list[Any]:
-    """Load exactly this distribution's entry points with the registry's own loader, which
-    isolates each plugin and records failures. (It is not public yet: the run time has no
-    call that loads given entry points; see docs/marketplace.md.)"""
-    from opmarket.registry._plugins import load_into
-
-    try:
-        from opmarket.registry._discovery import EntryPointRecord
-    except ImportError:  # the loader before discovery was cached took EntryPoint objects
-        return list(load_into(reg, eps))
-    records = [EntryPointRecord(ep.name, ep.value, dist.metadata["Name"], dist.version,
-                                str(getattr(dist, "_path", ""))) for ep in eps]
-    return list(load_into(reg, records))
-
-
 def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
     import importlib.metadata
 
@@ -67,7 +52,8 @@ def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
     from opmarket import registry
 
     reg = registry.new_registry()
-    infos = _load(reg, dist, eps)
+    # This distribution's entry points only, each isolated, whatever OPMARKET_PLUGINS says.
+    infos = registry.load_plugins_from([target], registry=reg, distribution=dist_name)
     failed = [i for i in infos if i.status != "loaded"]
     if failed:
         steps.append(_step("load", "failed", *(f"{i.name}: {i.error}" for i in failed)))
