@@ -164,11 +164,7 @@ def value_from_proto(attr_type: str, p: Any) -> AttrValue:
     if attr_type.startswith("list("):
         base = attr_type[5:-1]
         return tuple(_scalar_from(base, v) for v in getattr(p.list, _FIELD[base]))
-    base = attr_type
-    field = _FIELD[base]
-    if base in ("shape", "tensor", "func"):
-        return _scalar_from(base, getattr(p, field))
-    return _scalar_from(base, getattr(p, field))
+    return _scalar_from(attr_type, getattr(p, _FIELD[attr_type]))
 
 
 def _scalar_to(base: str, v: Any, container: Any, field: str, repeated: bool) -> None:

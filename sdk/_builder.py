@@ -54,7 +54,7 @@ def finalize_op(
     build = _OpUnderConstruction(name)
     problems = list(errors)
     for spec in attrs:
-        parse_attr(spec, name, build.attrs, problems)
+        parse_attr(spec, build.attrs, problems)
     for spec in inputs:
         parse_input_or_output(spec, False, build, problems)
     for spec in outputs:

@@ -85,12 +85,11 @@ class MutableArg:
     type_list_attr: str = ""
     is_ref: bool = False
     description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def freeze(self) -> ArgDef:
         return ArgDef(
             self.name, DType(self.type), self.type_attr, self.number_attr, self.type_list_attr,
-            self.is_ref, self.description, self.extra.get("full_type"),
+            self.is_ref, self.description,
         )  # fmt: skip
 
 
@@ -152,7 +151,7 @@ def parse_attr_default(attr_type: str, text: str) -> tuple[bool, Any]:
     return True, value_from_proto(attr_type, proto)
 
 
-def parse_attr(spec: str, op_name: str, attrs: list[MutableAttr], errors: list[str]) -> None:
+def parse_attr(spec: str, attrs: list[MutableAttr], errors: list[str]) -> None:
     """OpDefBuilder's FinalizeAttr: append the attr ``spec`` declares to ``attrs``."""
     attr = MutableAttr()
     attrs.append(attr)
