@@ -140,11 +140,26 @@ def _store(state: AppState, who: Uploader, info: WheelInfo, path: Path,  # noqa:
     with state.db.session() as session:
         existing = session.scalar(select(File).where(File.filename == filename))
         if existing is not None:
-            if existing.sha256 == digests["sha256"]:
+            if existing.release.project.owner_id != who.user.id:
+                raise HTTPProblem(403, "forbidden", f"project {normalized!r} belongs to "
+                                  f"another user; {who.user.name!r} may not upload to it")
+            if existing.sha256 != digests["sha256"]:
+                raise HTTPProblem(400, "file-exists", f"File already exists: {filename!r} was "
+                                  "uploaded before with other contents; a file name is never "
+                                  "reused, so publish a new version")
+            if existing.status == "validated":
                 return Accepted(filename, existing.sha256, normalized, existing.status, False)
-            raise HTTPProblem(400, "file-exists", f"File already exists: {filename!r} was "
-                              "uploaded before with other contents; a file name is never "
-                              "reused, so publish a new version")
+            # Not validated (rejected, or stuck pending after a failure): the same bytes
+            # again are a request to validate once more, with the blobs restored if lost.
+            if _missing(state, existing.sha256):
+                storage.put_file(path, existing.sha256)
+            if _missing(state, existing.metadata_sha256):
+                storage.put_bytes(metadata)
+            existing.status, existing.log = "pending", "validation queued again\n"
+            state.queue.enqueue(session, "validate", {"file_id": existing.id})
+            session.commit()
+            state.queue.notify()
+            return Accepted(filename, existing.sha256, normalized, "pending", False)
         project = session.scalar(select(Project).where(Project.normalized == normalized))
         if project is None:
             project = Project(name=name, normalized=normalized, owner_id=who.user.id,

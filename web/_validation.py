@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
-from opmarket.web._pipeline import Previous, Verdict, limits_from, validate_wheel
+from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
 
 __all__ = ["previous_release", "record", "run_validation", "validation_handler"]
@@ -71,6 +71,12 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
         verdict = validate_wheel(local, previous=previous_release(state, project_id, version),
                                  limits=limits, wheel_limits=wheel_limits,
                                  gpu=state.settings.gpu_available)
+    except Exception as exc:  # never leave a file pending for ever: say why it failed
+        log.exception("%s: validation could not run", filename)
+        verdict = Verdict(filename, steps=[Step("validation", "failed", [
+            f"the marketplace could not validate this file: {type(exc).__name__}: {exc}",
+            "upload the same file again to retry",
+        ])])  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     record(state, file_id, verdict)
