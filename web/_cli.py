@@ -38,7 +38,10 @@ def _state(data: Path | None) -> Any:
     settings = _settings(data_dir=data)
     from opmarket.web._app import open_state
 
-    return open_state(settings)
+    try:
+        return open_state(settings)
+    except OSError as exc:  # a data folder that cannot be made or written
+        raise UsageError(f"--data {settings.data_dir}: {exc.strerror or exc}") from None
 
 
 @click.command()
@@ -153,7 +156,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
         prior = Previous(str(previous), _opset_text(previous))
     try:  # the server's limits, from OPMARKET_* as the server reads them
         settings = _settings()
-    except UsageError:  # no web extra: an author's machine; the defaults are the server's
+    except (UsageError, ImportError):  # no web extra: an author's machine; server defaults
         settings = None
     limits, wheel_limits = limits_from(settings)
     verdict = validate_wheel(wheel, previous=prior, limits=limits, wheel_limits=wheel_limits)

@@ -85,3 +85,24 @@ def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=clean_env(), check=False, cwd="/", timeout=300)
     assert "EXIT 0 HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
+def test_validate_runs_where_the_web_extra_is_missing(wheels: Wheels) -> None:
+    """An author's machine without opmarket[web] (no pydantic): the server's default limits."""
+    code = (
+        "import sys\nsys.modules['pydantic'] = None  # as if not installed\n"
+        "from opmarket._cli import main\n"
+        f"main(['validate', {str(wheels.double_1_0)!r}])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=clean_env(), check=False, cwd="/", timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "validated" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_an_unusable_data_folder_is_a_one_line_error() -> None:
+    done = subprocess.run([OPMARKET, "users", "add", "x", "--data", "/proc/opmarket-nope"],
+                          capture_output=True, text=True, env=clean_env(), check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("opmarket: error: --data /proc/opmarket-nope")
+    assert done.stderr.count("\n") == 1
