@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPProblem
@@ -169,8 +170,7 @@ def _store(state: AppState, who: Uploader, info: WheelInfo, path: Path,  # noqa:
         elif project.owner_id != who.user.id:
             raise HTTPProblem(403, "forbidden", f"project {normalized!r} belongs to another "
                               f"user; {who.user.name!r} may not upload to it")
-        release = session.scalar(select(Release).where(Release.project_id == project.id,
-                                                       Release.version == version))
+        release = _find_release(session, project.id, version)
         if release is None:
             release = Release(project_id=project.id, version=version)
             session.add(release)
@@ -199,6 +199,18 @@ def _store(state: AppState, who: Uploader, info: WheelInfo, path: Path,  # noqa:
     return Accepted(filename, digests["sha256"], normalized, "pending", True)
 
 
+def _find_release(session: Session, project_id: int, version: str) -> Release | None:
+    """The project's release of ``version`` by PEP 440 equality: 1.0 and 1.0.0 are one."""
+    wanted = Version(version)
+    for release in session.scalars(select(Release).where(Release.project_id == project_id)):
+        try:
+            if Version(release.version) == wanted:
+                return release
+        except InvalidVersion:
+            continue
+    return None
+
+
 def _missing(state: AppState, key: str) -> bool:
     try:
         state.storage.size(key)
@@ -216,10 +228,8 @@ def set_yanked(state: AppState, project: str, version: str, yanked: bool, reason
     except InvalidVersion:
         raise LookupError(f"{version!r} is not a valid version") from None
     with state.db.transaction() as session:
-        release = session.scalar(
-            select(Release).join(Project)
-            .where(Project.normalized == normalized, Release.version == wanted)
-        )  # fmt: skip
+        project_id = session.scalar(select(Project.id).where(Project.normalized == normalized))
+        release = None if project_id is None else _find_release(session, project_id, wanted)
         if release is None:
             raise LookupError(f"no release {wanted} of {normalized!r}")
         files = session.scalars(select(File).where(File.release_id == release.id)).all()

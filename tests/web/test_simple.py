@@ -147,3 +147,21 @@ def test_unknown_project_is_404_json(uploaded: Market) -> None:
     status, _headers, body = uploaded.get("/simple/no-such-project/")
     assert status == 404
     assert json.loads(body)["error"]["status"] == 404
+
+
+@pytest.mark.slow
+def test_a_release_is_found_however_its_version_is_spelled(uploaded: Market,
+                                                           wheels: Wheels) -> None:
+    name = wheels.double_1_0.name  # version 1.0.0; PEP 440 says 1.0 is the same release
+
+    def yanked(page: dict[str, Any]) -> object:
+        return next(f["yanked"] for f in page["files"] if f["filename"] == name)
+
+    done = uploaded.cli("yank", "opm-double", "1.0", "--reason", "spelled short")
+    assert done.returncode == 0, done.stderr
+    try:
+        page = project_json(uploaded, until=lambda p: yanked(p) is not False)
+        assert yanked(page) == "spelled short"
+    finally:
+        assert uploaded.cli("yank", "opm-double", "1.0", "--undo").returncode == 0
+    assert yanked(project_json(uploaded, until=lambda p: yanked(p) is False)) is False
