@@ -10,17 +10,14 @@ import sys
 from pathlib import Path
 
 import click
-from packaging.version import InvalidVersion, Version
 
 from opmarket._usage import UsageError, write_output
-from opmarket.compat._check import check
-from opmarket.compat._history import add_release
-from opmarket.compat._report import FORMATS, render
-from opmarket.compat._snapshot import take_snapshot
-from opmarket.compat._version import InvalidVersionError
-from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
 
 __all__ = ["main", "snapshot"]
+
+# The report formats (compat._report.FORMATS, which a test keeps equal): spelled here so that
+# `compat-check --help` imports nothing of the engine. Each command imports what it runs.
+FORMATS = ("text", "json", "markdown")
 
 @click.command(
     "compat-check",
@@ -65,6 +62,11 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
       compat-check --history opmarket-history.json new.json --format markdown
       compat-check opmarket-zero-out==1.0.0 dist/*.whl --index-url http://host/simple/
     """
+    from opmarket.compat._check import check
+    from opmarket.compat._report import render
+    from opmarket.compat._version import InvalidVersionError
+    from opmarket.sdk import DocumentError, InvalidOpDef
+
     wanted = 1 if history else 2
     if len(sources) != wanted:
         usage = "NEW (with --history)" if history else "OLD NEW"
@@ -100,6 +102,12 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
       opmarket snapshot opmarket-zero-out -o opset.json
       opmarket snapshot opmarket-zero-out --append opmarket-history.json
     """
+    from packaging.version import InvalidVersion, Version
+
+    from opmarket.compat._history import add_release
+    from opmarket.compat._snapshot import take_snapshot
+    from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
+
     if version is not None:
         try:
             Version(version)

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from opmarket._usage import UsageError
+from opmarket._usage import EXIT_PROBLEM, UsageError
 from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._manifest import MANIFEST, read_manifest
 from opmarket.registry._plugins import discover, plugins_disabled, selected
@@ -26,7 +26,7 @@ from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, a
 
 __all__ = ["ops", "plugins"]
 
-EXIT_PROBLEM = 1
+
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 

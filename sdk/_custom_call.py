@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from opmarket.sdk._errors import NotFound
 from opmarket.sdk._kernel import declare
 
 __all__ = ["PLATFORMS", "CustomCallTarget", "custom_call", "custom_call_target"]
@@ -14,6 +15,15 @@ __all__ = ["PLATFORMS", "CustomCallTarget", "custom_call", "custom_call_target"]
 PLATFORMS: tuple[str, ...] = ("Host", "CUDA")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The run time's custom_call (opmarket.registry installs it when it is imported): the sdk
+# imports nothing of ours, and a kernel only runs through the registry, so it is set by then.
+_runner: list[Callable[..., Any]] = []
+
+
+def install_runner(runner: Callable[..., Any]) -> None:
+    """Install the run time's ``custom_call`` (what ``opmarket.registry`` does on import)."""
+    _runner[:] = [runner]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,8 @@ def custom_call(target: str, inputs: Sequence[Any], result: Any, *, opaque: byte
     dtype)`` for one output array, or a list of them for a tuple (see
     ``opmarket.registry.custom_call``, which this calls on the process's registry). For
     kernels, which import only ``opmarket.sdk``."""
-    from opmarket.registry import custom_call as call  # the run time, when a kernel runs
-
-    return call(target, inputs, result, opaque=opaque, platform=platform)
+    if not _runner:
+        raise NotFound(
+            f"custom_call({target!r}) needs opmarket's run time: import opmarket.registry"
+        )
+    return _runner[0](target, inputs, result, opaque=opaque, platform=platform)

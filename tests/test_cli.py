@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -98,3 +100,81 @@ def test_converting_away_from_json_says_kernels_are_left_out(tmp_path: Path) -> 
     assert done.returncode == 0
     assert "note: 1 kernel(s) left out: only canonical JSON carries kernels" in done.stderr
     assert "note:" not in run("convert", str(path), "--to", "json").stderr
+
+
+
+# What a command's --help may import: click and opmarket's CLI modules, nothing that does work.
+HEAVY = (
+    "numpy",
+    "google.protobuf",
+    "opmarket.sdk",
+    "opmarket.registry._dispatch",
+    "opmarket.compat._engine",
+    "fastapi",
+    "sqlalchemy",
+)
+
+HELP_PROBE = """
+import sys
+from {module} import main
+try:
+    main(["--help"])
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+print("imported:", ",".join(sorted(m for m in sys.modules if m.startswith({heavy}))))
+"""
+
+
+@pytest.mark.parametrize("module", ["opmarket._cli", "opmarket.compat._cli"])
+def test_help_imports_nothing_heavy(module: str) -> None:
+    """`opmarket --help` and `compat-check --help` answer without importing the engine (they
+    answer in well under 0.1 s; what they import is what can be checked without a clock)."""
+    code = HELP_PROBE.format(module=module, heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "imported: ", done.stdout
+
+
+def test_listing_help_is_each_commands_own() -> None:
+    """The root listing's one-line helps (kept beside the lazy table) start each command's
+    docstring, so they cannot drift from what `opmarket COMMAND --help` says."""
+    from opmarket._cli import _LAZY_COMMANDS
+
+    for name, (module, attr, help_) in _LAZY_COMMANDS.items():
+        command = getattr(importlib.import_module(module), attr)
+        assert " ".join((command.help or "").split()).startswith(help_), name
+
+
+# Third-party libraries are imported once up front (a cycle can only run through our own
+# modules); then each of our modules is imported first in a forked child that has none of ours.
+IMPORT_ALONE = """
+import importlib, os, sys
+import click, numpy, pluggy, packaging.version, google.protobuf, fastapi, sqlalchemy
+assert not [m for m in sys.modules if m.startswith("opmarket")]
+for name in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:
+            print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
+            os._exit(1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """No import cycle: each module of the package imports first, in a fresh interpreter."""
+    names = ["opmarket"]
+    for pkg in ("opmarket", "opmarket.sdk", "opmarket.registry", "opmarket.compat", "opmarket.web"):
+        path = importlib.import_module(pkg).__path__
+        names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules(path)]
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALONE, *sorted(set(names))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from opmarket._cli import EXIT_PROBLEM, UsageError
+from opmarket._usage import EXIT_PROBLEM, UsageError
 
 __all__ = ["serve", "tokens", "users", "validate", "worker", "yank"]
 

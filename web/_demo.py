@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._cli import UsageError
+from opmarket._usage import UsageError
 from opmarket.web._settings import Settings
 
 __all__ = ["find_plugins", "run_demo", "upload_wheel"]

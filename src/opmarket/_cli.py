@@ -11,16 +11,98 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
+from click.utils import make_default_short_help
 
 from opmarket import __version__
-from opmarket._usage import EXIT_USAGE, UsageError, write_output
+from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError, write_output
 
 __all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "main", "write_output"]
 
-EXIT_PROBLEM = 1
+# Each command's module, attribute and one-line help: a command's module is imported only
+# when that command runs (or shows its own --help), so `opmarket --help` imports none of them.
+_LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "compat": (
+        "opmarket.compat._cli",
+        "main",
+        "Tell whether release NEW breaks graphs or code written against release OLD.",
+    ),
+    "snapshot": (
+        "opmarket.compat._cli",
+        "snapshot",
+        "Write the op-set (ops and kernels) of one release, as plugin repos commit it.",
+    ),
+    "plugins": (
+        "opmarket.registry._cli",
+        "plugins",
+        "List the installed plugins: name, version, ops, kernels by device, status, errors.",
+    ),
+    "ops": (
+        "opmarket.registry._cli",
+        "ops",
+        "List the installed plugins' ops: op, plugin, signature, kernels.",
+    ),
+    "serve": (
+        "opmarket.web._cli",
+        "serve",
+        "Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog",
+    ),
+    "users": ("opmarket.web._cli", "users", "Marketplace users (who may upload)."),
+    "tokens": (
+        "opmarket.web._cli",
+        "tokens",
+        "API tokens for uploads (twine: user __token__, password the token).",
+    ),
+    "validate": (
+        "opmarket.web._cli",
+        "validate",
+        "Validate WHEEL as the marketplace does on upload: archive checks, install in",
+    ),
+    "yank": (
+        "opmarket.web._cli",
+        "yank",
+        "Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it.",
+    ),
+    "worker": (
+        "opmarket.web._cli",
+        "worker",
+        "Validate uploads without serving: take jobs from the catalog's database until",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (``_LAZY_COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_COMMANDS:
+            import importlib  # lazy by design: only the command that runs is imported
+
+            module, attr, _ = _LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # As click lists commands, but from the one-line help above: no command is imported.
+        helps = {name: help_ for name, (_, _, help_) in _LAZY_COMMANDS.items()}
+        for name in super().list_commands(ctx):
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                helps[name] = command.help or ""
+        limit = formatter.width - 6 - max(map(len, helps))
+        rows = [(n, make_default_short_help(h, limit)) for n, h in sorted(helps.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="opmarket")
 def main() -> None:
     """opmarket: ML op/kernel plugins, their compatibility, and a marketplace for them.
@@ -101,32 +183,3 @@ def report_problems(problems: Any) -> None:
     for p in problems:
         click.echo(f"error: {p}", err=True)
     click.echo(f"{len(problems)} problem(s) found", err=True)
-
-
-# Subcommands of the other packages are registered below.
-
-from opmarket.compat import _cli as compat_cli  # noqa: E402 (registered after the group)
-
-main.add_command(compat_cli.main, "compat")
-main.add_command(compat_cli.snapshot)
-
-from opmarket.web._cli import (  # noqa: E402  # after main
-    serve,
-    tokens,
-    users,
-    validate,
-    worker,
-    yank,
-)
-
-main.add_command(serve)
-main.add_command(users)
-main.add_command(tokens)
-main.add_command(validate)
-main.add_command(yank)
-main.add_command(worker)
-
-from opmarket.registry import _cli as registry_cli  # noqa: E402  # after main
-
-main.add_command(registry_cli.plugins)
-main.add_command(registry_cli.ops)

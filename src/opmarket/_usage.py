@@ -13,8 +13,11 @@ from typing import Any
 
 import click
 
-__all__ = ["EXIT_USAGE", "UsageError", "write_output"]
+__all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "write_output"]
 
+#: The command found a problem in its input (invalid ops, breaking changes, a rejected wheel).
+EXIT_PROBLEM = 1
+#: Bad usage or unreadable input.
 EXIT_USAGE = 2
 
 
