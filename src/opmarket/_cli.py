@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
-from click.utils import make_default_short_help
 
 from opmarket import __version__
 from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError, write_output
@@ -94,7 +93,9 @@ class _LazyGroup(click.Group):
             if command is not None and not command.hidden:
                 helps[name] = command.help or ""
         limit = formatter.width - 6 - max(map(len, helps))
-        rows = [(n, make_default_short_help(h, limit)) for n, h in sorted(helps.items())]
+        # A stand-in command with the same help gives click's own shortening of it.
+        short = {n: click.Command(n, help=h).get_short_help_str(limit) for n, h in helps.items()}
+        rows = sorted(short.items())
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
