@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from opmarket.sdk import DType, FuncValue, TaggedValue, TensorShape, TensorValue
+from opmarket.sdk import AttrType, DType, FuncValue, TaggedValue, TensorShape, TensorValue
 
 __all__ = ["show_value", "values_equal"]
 
@@ -61,8 +61,8 @@ def _tagged_equal(a: TaggedValue, b: TaggedValue) -> bool:
 
 def values_equal(attr_type: str, a: Any, b: Any) -> bool:
     """Whether two values of an ``attr_type`` attr are equal as TensorFlow compares them."""
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         if not isinstance(a, tuple) or not isinstance(b, tuple):
             return bool(a == b)
         if len(a) != len(b):
@@ -90,7 +90,7 @@ def _show_scalar(base: str, v: Any) -> str:
 
 def show_value(attr_type: str, value: Any) -> str:
     """A value as a spec default would spell it: ``float``, ``'SAME'``, ``[1, 2]``."""
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         return "[" + ", ".join(_show_scalar(base, v) for v in value) + "]"
     return _show_scalar(attr_type, value)

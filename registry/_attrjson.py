@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from opmarket.sdk import (
+    AttrType,
     DType,
     FuncValue,
     TaggedValue,
@@ -72,7 +73,7 @@ def coerce_attr(value: Any, attr_type: str, *, strict: bool = False) -> Any:
     numpy dtypes and dtype names for ``type``, ints for ``float``, tuples for ``shape``,
     arrays and numbers for ``tensor``, lists for ``list(...)``. A dtype name that names no
     dtype raises UnknownDType when ``strict``, else stays a string for the validator."""
-    base = attr_type[5:-1] if attr_type.startswith("list(") else attr_type
+    base = AttrType.parse(attr_type).base
     if base == "tensor" and base == attr_type and not isinstance(value, TensorValue):
         try:
             return tensor_value(value)

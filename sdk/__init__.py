@@ -36,7 +36,7 @@ from opmarket.sdk._gradients import (
 from opmarket.sdk._hookspecs import hookimpl
 from opmarket.sdk._kernel import DEVICES, Kernel, KernelSpec, kernel
 from opmarket.sdk._native import get_include, library_declarations
-from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef, snake_case
+from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef, snake_case
 from opmarket.sdk._opset import KernelDef, OpSet
 from opmarket.sdk._reference import (
     InputGeneratorSpec,
@@ -80,6 +80,7 @@ __all__ = [
     "REAL_NUMBER_TYPES",
     "ArgDef",
     "AttrDef",
+    "AttrType",
     "CustomCallTarget",
     "DType",
     "Deprecation",

@@ -7,6 +7,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from opmarket.sdk._dtypes import DType
+from opmarket.sdk._opdef import AttrType
 from opmarket.sdk._tfproto import FULL_TYPE_IDS, messages
 from opmarket.sdk._values import (
     AttrValue,
@@ -161,8 +162,8 @@ def value_from_proto(attr_type: str, p: Any) -> AttrValue:
 
     A ``type`` value outside the DataType enum comes back as a plain int for the validator.
     """
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         return tuple(_scalar_from(base, v) for v in getattr(p.list, _FIELD[base]))
     return _scalar_from(attr_type, getattr(p, _FIELD[attr_type]))
 
@@ -192,8 +193,8 @@ def value_to_proto(attr_type: str, value: AttrValue) -> Any:
     if attr_type == "placeholder":
         out.placeholder = value
         return out
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         out.list.SetInParent()
         for v in value:
             _scalar_to(base, v, out.list, _FIELD[base], repeated=True)
@@ -241,8 +242,8 @@ def full_type_to_proto(ft: FullType, out: Any) -> None:
 
 def format_value(attr_type: str, value: AttrValue) -> str:
     """``value`` in the text a spec default or TensorFlow's text format would use."""
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         return "[" + ", ".join(format_value(base, v) for v in value) + "]"
     p = value_to_proto(attr_type, value)
     text = text_format.MessageToString(p, as_one_line=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from opmarket.sdk._dtypes import DType, dtype_from_spec_name
 from opmarket.sdk._errors import DocumentError, Problem
-from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
+from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef
 from opmarket.sdk._opset import KernelDef
 from opmarket.sdk._tfproto import FULL_TYPE_IDS
 from opmarket.sdk._values import (
@@ -114,8 +114,8 @@ def _tensor_to_json(t: TensorValue) -> dict[str, Any]:
 
 def value_to_json(attr_type: str, value: Any) -> Any:
     """An attr value of ``attr_type`` in its canonical JSON form."""
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         return [value_to_json(base, v) for v in value]
     if attr_type == "float":
         return _float_to_json(value)
@@ -358,8 +358,8 @@ def _tensor(v: Any, where: str) -> TensorValue:
 
 def value_from_json(attr_type: str, v: Any, where: str = "value") -> Any:
     """Read the canonical JSON form of an ``attr_type`` value; raises ValueError if malformed."""
-    if attr_type.startswith("list("):
-        base = attr_type[5:-1]
+    base, is_list = AttrType.parse(attr_type)
+    if is_list:
         return tuple(
             value_from_json(base, x, f"{where}[{i}]") for i, x in enumerate(_list(v, where))
         )
@@ -438,7 +438,7 @@ def _attr(v: Any, where: str) -> AttrDef:
     name = _str(v["name"], where)
     where = f"attr {name!r}"
     typ = _str(v["type"], where)
-    base = typ[5:-1] if typ.startswith("list(") and typ.endswith(")") else typ
+    base = AttrType.parse(typ).base
     _expect(base in ATTR_BASE_TYPES, where, f"unknown attr type {typ!r}")
     return AttrDef(
         name=name,

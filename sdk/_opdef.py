@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._values import AttrValue, FullType
 
-__all__ = ["ArgDef", "AttrDef", "Deprecation", "OpDef", "snake_case"]
+__all__ = ["ArgDef", "AttrDef", "AttrType", "Deprecation", "OpDef", "snake_case"]
+
+
+class AttrType(NamedTuple):
+    """An attr type string taken apart: ``list(int)`` is ``AttrType("int", True)``."""
+
+    base: str
+    is_list: bool
+
+    @classmethod
+    def parse(cls, text: str) -> AttrType:
+        """Split ``text``; a malformed ``list(`` spelling stays whole (an unknown base type)."""
+        if text.startswith("list(") and text.endswith(")"):
+            return cls(text[5:-1], True)
+        return cls(text, False)
+
+    def __str__(self) -> str:
+        return f"list({self.base})" if self.is_list else self.base
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +83,12 @@ class AttrDef:
     @property
     def is_list(self) -> bool:
         """True for a ``list(...)`` attr type, such as ``list(int)``."""
-        return self.type.startswith("list(")
+        return AttrType.parse(self.type).is_list
 
     @property
     def base_type(self) -> str:
         """The element type: ``int`` for both ``int`` and ``list(int)``."""
-        return self.type[5:-1] if self.is_list else self.type
+        return AttrType.parse(self.type).base
 
     @property
     def spec(self) -> str:

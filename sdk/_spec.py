@@ -14,7 +14,7 @@ from typing import Any
 
 from opmarket.sdk._attrproto import format_value, proto_field_for, value_from_proto
 from opmarket.sdk._dtypes import COMPOUND_TYPES, DType, dtype_from_spec_name
-from opmarket.sdk._opdef import ArgDef, AttrDef
+from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType
 from opmarket.sdk._prototext import parse_proto_text, unescape_c
 from opmarket.sdk._tfproto import messages
 
@@ -130,8 +130,7 @@ def parse_attr_default(attr_type: str, text: str) -> tuple[bool, Any]:
 
     Returns (True, value) or (False, reason).
     """
-    is_list = attr_type.startswith("list(")
-    base = attr_type[5:-1] if is_list else attr_type
+    base, is_list = AttrType.parse(attr_type)
     fld = proto_field_for(base)
     if is_list:
         cleaned = text.strip(_SPACE)

@@ -16,7 +16,7 @@ from opmarket.sdk._attrproto import (
 )
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._errors import DocumentError
-from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
+from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef
 from opmarket.sdk._tfproto import messages
 
 __all__ = ["opdef_from_proto", "opdef_to_proto", "opdefs_from_pbtxt", "opdefs_to_pbtxt"]
@@ -52,7 +52,7 @@ def _arg_from_proto(p: Any) -> ArgDef:
 
 
 def _attr_type_ok(t: str) -> bool:
-    base = t[5:-1] if t.startswith("list(") and t.endswith(")") else t
+    base = AttrType.parse(t).base
     return base in ("string", "int", "float", "bool", "type", "shape", "tensor", "func")
 
 

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from opmarket.sdk._dtypes import DType, dtype_from_spec_name
-from opmarket.sdk._opdef import ArgDef, AttrDef, OpDef
+from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, OpDef
 from opmarket.sdk._values import (
     ATTR_BASE_TYPES,
     FuncValue,
@@ -38,8 +38,7 @@ def is_valid_op_name(name: str) -> bool:
 
 def _type_problem(value: Any, attr_type: str) -> str | None:
     """What is wrong with ``value`` as an ``attr_type`` value (TensorFlow's AttrValueHasType)."""
-    is_list = attr_type.startswith("list(")
-    base = attr_type[5:-1] if is_list else attr_type
+    base, is_list = AttrType.parse(attr_type)
     if isinstance(value, TaggedValue):  # read from a file holding another kind of value
         if value.type == "none":
             return f"the value is missing (expected {attr_type})"
@@ -102,8 +101,7 @@ def _check_attr(attr: AttrDef, names: set[str]) -> list[str]:
     names.add(attr.name)
     if dtype_from_spec_name(attr.name) is not None:
         out.append(f"attr {attr.name!r} may not be named like a dtype")
-    is_list = attr.type.startswith("list(")
-    base = attr.type[5:-1] if is_list and attr.type.endswith(")") else attr.type
+    base, is_list = AttrType.parse(attr.type)
     if base not in ATTR_BASE_TYPES:
         out.append(f"attr {attr.name!r} has unknown type {attr.type!r}")
         return out

@@ -12,7 +12,7 @@ import opmarket.sdk
 
 SDK = [
     "DEVICES", "NUMBER_TYPES", "QUANTIZED_TYPES", "REAL_NUMBER_TYPES", "ArgDef", "AttrDef",
-    "CustomCallTarget", "DType", "Deprecation", "Dim", "Document", "DocumentError", "FullType",
+    "AttrType", "CustomCallTarget", "DType", "Deprecation", "Dim", "Document", "DocumentError", "FullType",
     "FuncValue", "GradientOp", "GradientSpec", "InferenceContext", "InputGeneratorSpec",
     "InvalidArgument", "InvalidOpDef", "Kernel", "KernelDef", "KernelSpec", "NotFound",
     "OpBuilder", "OpDef", "OpSet", "OpmarketError", "Problem", "ReferenceSpec", "Shape",
