@@ -12,8 +12,8 @@ import opmarket.sdk
 
 SDK = [
     "DEVICES", "NUMBER_TYPES", "QUANTIZED_TYPES", "REAL_NUMBER_TYPES", "ArgDef", "AttrDef",
-    "AttrType", "CustomCallTarget", "DType", "Deprecation", "Dim", "Document", "DocumentError", "FullType",
-    "FuncValue", "GradientOp", "GradientSpec", "InferenceContext", "InputGeneratorSpec",
+    "AttrType", "CustomCallTarget", "DType", "Deprecation", "Dim", "Document", "DocumentError",
+    "FullType", "FuncValue", "GradientOp", "GradientSpec", "InferenceContext", "InputGeneratorSpec",
     "InvalidArgument", "InvalidOpDef", "Kernel", "KernelDef", "KernelSpec", "NotFound",
     "OpBuilder", "OpDef", "OpSet", "OpmarketError", "Problem", "ReferenceSpec", "Shape",
     "ShapeFn", "ShapeFnSpec", "TaggedValue", "TensorShape", "TensorValue", "UnknownDType",
