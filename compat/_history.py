@@ -7,16 +7,14 @@ OpList per op, every version oldest first; one file or a folder of them) are rea
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
+from opmarket.sdk._files import write_atomic
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "add_release", "read_history", "releases_from_versions",
@@ -128,19 +126,6 @@ def _existing_history(p: Path) -> list[OpSet]:
     return [r for _, r in _from_json(obj, str(p))]
 
 
-def _write_whole(p: Path, text: str) -> None:
-    """Write ``p`` through a temporary file renamed into place: never half a history."""
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def add_release(path: str | Path, opset: OpSet) -> str:
     """Append ``opset`` to the history file at ``path`` (created when missing) and say what
     was done. A release with the same version replaces the recorded one. DocumentError for
@@ -171,6 +156,6 @@ def add_release(path: str | Path, opset: OpSet) -> str:
                 pass
     if not replaced:
         releases.append(opset)
-    _write_whole(p, write_history(releases))
+    write_atomic(p, write_history(releases))  # never half a history
     what = "replaced" if replaced else "added"
     return f"{what} release {opset.version or len(releases)} in {path} ({len(releases)} releases)"

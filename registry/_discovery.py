@@ -22,12 +22,12 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from opmarket.sdk._files import write_atomic
 from opmarket.sdk._hookspecs import PROJECT
 
 __all__ = [
@@ -260,10 +260,8 @@ def _store_cache(file: Path, dirs: Sequence[str], result: Scan,
     }
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".entry-points-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.replace(tmp, file)  # readers see the old file or the new one, never half of one
+        # Readers see the old file or the new one, never half of one.
+        write_atomic(file, json.dumps(data, separators=(",", ":")))
         _prune(file.parent)
     except OSError:
         pass  # an unwritable cache only makes the next scan slower

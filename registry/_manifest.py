@@ -24,6 +24,7 @@ from opmarket.registry._plugins import (
     plugin_manager,
 )
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
+from opmarket.sdk._files import write_atomic
 from opmarket.sdk._kernel import KernelSpec
 
 __all__ = [
@@ -133,7 +134,7 @@ def _write(module: str, target: str) -> None:
         kept = tuple(k for k in old.kernels
                      if k.device not in devices and k.op in opset and k.device != "CPU")
         opset = OpSet(opset.ops, opset.kernels + kept)
-    path.write_text(opset_to_json(opset), encoding="utf-8")
+    write_atomic(path, opset_to_json(opset))
     print(f"{target}: {len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)")
 
 

@@ -7,7 +7,6 @@ script) uses them without importing the ``opmarket`` group and every command on 
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +44,9 @@ def write_output(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    tmp = output.with_name(f".{output.name}.tmp")
+    from opmarket.sdk._files import write_atomic  # lazy: the CLI's root stays light
+
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(output)
-    except OSError as exc:
-        with contextlib.suppress(OSError):  # a missing folder, a file where one should be
-            tmp.unlink()
+        write_atomic(output, text)
+    except OSError as exc:  # a missing folder, a file where one should be
         raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
