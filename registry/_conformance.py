@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.registry._dispatch import dtype_of
+from opmarket.registry._binding import dtype_of
 from opmarket.registry._executor import _registry
 from opmarket.registry._registry import Registry
 from opmarket.sdk import DType, UnknownDType

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from opmarket.registry._dispatch import device
+    from opmarket.registry._device import device
     from opmarket.registry._namespace import OpsNamespace
     from opmarket.registry._native import load_library
     from opmarket.registry._runtime import load_plugins, register
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # name -> (module, attribute); resolved on first access, then kept in this module.
 _LAZY = {
-    "device": ("opmarket.registry._dispatch", "device"),
+    "device": ("opmarket.registry._device", "device"),
     "hookimpl": ("opmarket.sdk._hookspecs", "hookimpl"),
     "kernel": ("opmarket.sdk._kernel", "kernel"),
     "load_library": ("opmarket.registry._native", "load_library"),
