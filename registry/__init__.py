@@ -8,8 +8,8 @@ from opmarket.registry._conformance import (
     check_conformance,
 )
 from opmarket.registry._custom_call import custom_call, register_custom_call_target
-from opmarket.registry._discovery import ENTRY_POINT_GROUP, parse_entry_points
 from opmarket.registry._device import DEVICE_PREFERENCE, current_device, device
+from opmarket.registry._discovery import ENTRY_POINT_GROUP, parse_entry_points
 from opmarket.registry._errors import (
     AmbiguousOpName,
     InvalidGraph,

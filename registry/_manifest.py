@@ -19,7 +19,6 @@ from opmarket.registry._discovery import EntryPointRecord
 from opmarket.registry._plugins import (
     collect,
     is_library_entry,
-    kernel_def,
     library_path,
     plugin_manager,
 )
@@ -117,7 +116,7 @@ def opset_from_code(module: str) -> OpSet:
     reg = new_registry()
     reg.register(*items, source=module)  # validates, as loading the plugin would
     # Its own kernels, also those for another plugin's (or a built-in) op.
-    kernels = tuple(kernel_def(k) for k in items if isinstance(k, KernelSpec))
+    kernels = tuple(k.definition for k in items if isinstance(k, KernelSpec))
     return OpSet(reg.snapshot(source=module).ops, kernels)
 
 

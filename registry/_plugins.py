@@ -38,7 +38,6 @@ __all__ = [
     "collect",
     "discover",
     "is_library_entry",
-    "kernel_def",
     "library_path",
     "load_into",
     "load_plugins_from",
@@ -189,7 +188,7 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
                               source=info.source)
             info.status = "loaded"
             info.ops = tuple(sorted(i.name for i in info.items if isinstance(i, OpDef)))
-            info.kernels = tuple(kernel_def(i) for i in info.items if isinstance(i, KernelSpec))
+            info.kernels = tuple(i.definition for i in info.items if isinstance(i, KernelSpec))
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
             registry.unregister_source(info.source)
@@ -208,11 +207,6 @@ def load_plugins_from(paths: Sequence[str], *, registry: Registry,
     entries = [e for e in scan(paths, use_cache=False).entries
                if key is None or normalize_name(e.distribution) == key]
     return load_into(registry, sorted(entries, key=lambda e: e.name))
-
-
-def kernel_def(k: KernelSpec) -> KernelDef:
-    return KernelDef(op=k.op, device=k.device, constraints=k.constraints,
-                     host_memory=k.host_memory, label=k.label, priority=k.priority)
 
 
 def _describe(exc: BaseException) -> str:

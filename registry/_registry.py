@@ -248,11 +248,7 @@ class Registry:
     def kernel_defs(self, op: str | None = None) -> tuple[KernelDef, ...]:
         """Registered kernels as KernelDefs (for snapshots), of one op or all."""
         names = [op] if op is not None else sorted(self._ops)
-        return tuple(
-            KernelDef(op=k.op, device=k.device, constraints=k.constraints,
-                      host_memory=k.host_memory, label=k.label, priority=k.priority)
-            for n in names for k in self.kernels(n)
-        )
+        return tuple(k.definition for n in names for k in self.kernels(n))
 
     def snapshot(self, *, name: str = "", version: str = "", source: str | None = None) -> OpSet:
         """The registered ops (of one ``source`` if given) and their kernels as an OpSet."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opmarket.sdk._dtypes import DType, as_dtype
+from opmarket.sdk._opset import KernelDef
 
 __all__ = [
     "DEVICES",
@@ -58,21 +59,17 @@ class Kernel:
         """Release what the kernel holds (TensorFlow's delete, LiteRT's free)."""
 
 
-@dataclass(frozen=True, slots=True)
-class KernelSpec:
-    """A kernel declaration: what ``@kernel`` produces and the registry stores.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelSpec(KernelDef):
+    """A kernel declaration (a :class:`KernelDef`) with its implementation: what ``@kernel``
+    produces and the registry stores.
 
-    ``impl`` is a function or a :class:`Kernel` subclass; ``attr_names`` are the attrs a
-    function kernel receives as keywords (None: all of them).
+    ``impl`` is a function or a :class:`Kernel` subclass; ``options`` are the bytes a lifecycle
+    kernel is created with; ``attr_names`` are the attrs a function kernel receives as keywords
+    (None: all of them).
     """
 
-    op: str
     impl: Callable[..., Any]
-    device: str = "CPU"
-    constraints: tuple[tuple[str, tuple[DType, ...]], ...] = ()
-    host_memory: tuple[str, ...] = ()
-    priority: int = 0
-    label: str = ""
     options: bytes = b""
     attr_names: tuple[str, ...] | None = ()
 
@@ -88,10 +85,6 @@ class KernelSpec:
         # A compiled function's __qualname__ may name its binding's internals: use its name.
         name = impl.__name__ if inspect.isbuiltin(impl) else getattr(impl, "__qualname__", "?")
         return f"{getattr(impl, '__module__', '?')}.{name}"
-
-    def constraint(self, attr: str) -> tuple[DType, ...] | None:
-        """The dtypes the kernel accepts for type attr ``attr``; None if it is unconstrained."""
-        return next((types for name, types in self.constraints if name == attr), None)
 
     def describe(self) -> str:
         """One line for messages: ``CPU  T in {float, int32}  priority 0  (module.fn)``."""

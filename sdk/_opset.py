@@ -30,6 +30,15 @@ class KernelDef:
         """The dtypes the kernel accepts for type attr ``attr``; None if it is unconstrained."""
         return next((types for name, types in self.constraints if name == attr), None)
 
+    @property
+    def definition(self) -> KernelDef:
+        """The declaration as plain data (a kernel with an implementation drops it)."""
+        if type(self) is KernelDef:
+            return self
+        return KernelDef(
+            self.op, self.device, self.constraints, self.host_memory, self.label, self.priority
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class OpSet:
