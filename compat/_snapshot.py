@@ -19,6 +19,7 @@ from typing import Any
 
 from opmarket.compat._sources import MANIFEST, latest_versions, opset_from_dist, opset_from_wheel
 from opmarket.registry import Registry
+from opmarket.registry._plugins import plugin_declarations
 from opmarket.sdk import (
     DocumentError,
     KernelDef,
@@ -26,27 +27,14 @@ from opmarket.sdk import (
     OpDef,
     OpmarketError,
     OpSet,
-    hookimpl,
     opset_from_json,
 )
 
 __all__ = ["opset_from_module", "take_snapshot"]
 
-_HOOK_MARK = f"{hookimpl.project_name}_impl"  # what pluggy's HookimplMarker sets
-
-
-def _hook_items(module: ModuleType) -> list[Any] | None:
-    """What the module's ``register`` hook registers, or None if it has no such hook."""
-    hook = getattr(module, "register", None)
-    if hook is None or not hasattr(hook, _HOOK_MARK):
-        return None
-    items: list[Any] = []
-    hook(register=lambda *args: items.extend(args))
-    return items
-
-
 def _module_items(module: ModuleType) -> tuple[list[Any], list[KernelDef]]:
-    """Top-level declarations of a module without a hook: ops, then declared kernels."""
+    """Top-level declarations of a module whose hook registers nothing (or that has none):
+    ops, then declared kernels."""
     items: list[Any] = []
     ops: list[OpDef] = []
     kernel_defs: list[KernelDef] = []
@@ -82,11 +70,13 @@ def opset_from_module(name: str) -> OpSet:
     opmarket.opset.json beside it when it declares nothing."""
     try:
         module = importlib.import_module(name)
+        items = plugin_declarations(name)  # its register hook's, as loading it would
     except ImportError as exc:
         raise DocumentError(name, f"cannot import it: {exc}") from None
-    items = _hook_items(module)
+    except (OpmarketError, TypeError, ValueError) as exc:
+        raise DocumentError(name, str(exc).splitlines()[0]) from None
     kernel_defs: list[KernelDef] = []
-    if items is None:
+    if not items:
         items, kernel_defs = _module_items(module)
     dist_name, version = _distribution_of(name)
     if items or kernel_defs:

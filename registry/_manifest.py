@@ -12,16 +12,9 @@ import importlib
 import importlib.util
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from opmarket.registry._capi import load_declarations
 from opmarket.registry._discovery import EntryPointRecord
-from opmarket.registry._plugins import (
-    collect,
-    is_library_entry,
-    library_path,
-    plugin_manager,
-)
+from opmarket.registry._plugins import plugin_declarations
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
 from opmarket.sdk._files import write_atomic
 from opmarket.sdk._kernel import KernelSpec
@@ -104,15 +97,8 @@ def opset_from_code(module: str) -> OpSet:
     (``package:libname.so``): the library's declarations, then its package's hook."""
     from opmarket.registry._runtime import new_registry  # _runtime reads manifests
 
-    items: list[Any] = []
-    if is_library_entry(module):
-        items.extend(load_declarations(library_path(module)))
-        module = module.partition(":")[0].strip()
-        imported = importlib.import_module(module)
-        if hasattr(imported, "register"):
-            items.extend(collect(plugin_manager(), imported, module))
-    else:
-        items = collect(plugin_manager(), importlib.import_module(module), module)
+    items = plugin_declarations(module)
+    module = module.partition(":")[0].strip()
     reg = new_registry()
     reg.register(*items, source=module)  # validates, as loading the plugin would
     # Its own kernels, also those for another plugin's (or a built-in) op.

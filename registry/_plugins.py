@@ -41,6 +41,7 @@ __all__ = [
     "library_path",
     "load_into",
     "load_plugins_from",
+    "plugin_declarations",
     "plugin_manager",
     "plugins_disabled",
     "selected",
@@ -131,19 +132,24 @@ def library_path(value: str) -> Path:
                        f"(looked in {', '.join(folders) or 'nothing: package not found'})")
 
 
-def _library_items(pm: pluggy.PluginManager, entry: EntryPointRecord) -> list[Any]:
-    items = load_declarations(library_path(entry.value))
-    module = importlib.import_module(entry.module)
-    if hasattr(module, "register"):
-        items.extend(collect(pm, module, entry.name))
-    return items
-
-
-def _import(entry: EntryPointRecord) -> Any:
-    obj = importlib.import_module(entry.module)
-    for part in filter(None, entry.attr.split(".")):
+def plugin_declarations(
+    value: str, *, name: str | None = None, pm: pluggy.PluginManager | None = None
+) -> list[Any]:
+    """Everything the plugin an entry point ``value`` names hands over, as declarations: for
+    ``package:libname.so``, the C-ABI library's, then its package's ``register`` hook's; for
+    ``module`` or ``module:attr``, that object's ``register`` hook's (none without one). It
+    imports the plugin. The one way a plugin becomes declarations: loading, manifests,
+    snapshots and validation all call it. ``name`` is the pluggy name (default ``value``)."""
+    pm = pm if pm is not None else plugin_manager()
+    name = name if name is not None else value
+    module_name, _, attr = (part.strip() for part in value.partition(":"))
+    if is_library_entry(value):
+        items = load_declarations(library_path(value))
+        return items + collect(pm, importlib.import_module(module_name), name)
+    obj = importlib.import_module(module_name)
+    for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
-    return obj
+    return collect(pm, obj, name)
 
 
 def collect(pm: pluggy.PluginManager, plugin: Any, name: str) -> list[Any]:
@@ -166,10 +172,7 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
         info = PluginInfo(entry.name, entry.distribution, entry.version, entry.value)
         infos.append(info)
         try:
-            if is_library_entry(entry.value):
-                info.items = _library_items(pm, entry)
-            else:
-                info.items = collect(pm, _import(entry), entry.name)
+            info.items = plugin_declarations(entry.value, name=entry.name, pm=pm)
         except Exception as exc:
             info.status, info.error = "failed", _describe(exc)
     for info in infos:
