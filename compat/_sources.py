@@ -8,7 +8,6 @@ its ``__init__.py``. Wheels are read with zipfile and never installed.
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import importlib.metadata
 import json
@@ -18,10 +17,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from importlib.metadata import Distribution
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import (
     InvalidWheelFilename,
@@ -37,8 +38,8 @@ from opmarket.registry import (
     MANIFEST,
     find_manifest,
     manifest_locations,
-    parse_entry_points,
 )
+from opmarket.registry._metadata import name_and_version, plugin_entry_points, wheel_distribution
 from opmarket.sdk import (
     DocumentError,
     InvalidOpDef,
@@ -60,6 +61,8 @@ __all__ = [
     "opset_from_index",
     "opset_from_wheel",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,15 @@ def _member_text(zf: zipfile.ZipFile, member: str, label: str) -> str:
                                                  f"{exc.start})") from None
 
 
+def _utf8(label: str, dist: Distribution, member: str, read: Callable[[Distribution], T]) -> T:
+    """``read(dist)``, with metadata ``member`` that is not UTF-8 a DocumentError naming it."""
+    try:
+        return read(dist)
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte "
+                                                 f"{exc.start})") from None
+
+
 def opset_from_wheel(path: str | Path) -> OpSet:
     """The op-set a wheel ships, read from the archive without installing it."""
     label = str(path)
@@ -159,16 +171,11 @@ def opset_from_wheel(path: str | Path) -> OpSet:
     try:
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
-            dist_info = sorted(
-                n.partition("/")[0] for n in names if n.endswith(".dist-info/METADATA")
-            )
-            if not dist_info:
+            dist = wheel_distribution(zf)
+            if dist is None:
                 raise DocumentError(label, "no .dist-info/METADATA in the wheel")
-            meta = email.parser.Parser().parsestr(
-                _member_text(zf, f"{dist_info[0]}/METADATA", label))
-            ep_path = f"{dist_info[0]}/entry_points.txt"
-            entries = (parse_entry_points(_member_text(zf, ep_path, label))
-                       if ep_path in names else [])
+            meta_name, meta_version = _utf8(label, dist, "METADATA", name_and_version)
+            entries = _utf8(label, dist, "entry_points.txt", plugin_entry_points)
             if not entries:
                 raise DocumentError(
                     label, f"declares no entry point in group {ENTRY_POINT_GROUP!r}; "
@@ -191,8 +198,8 @@ def opset_from_wheel(path: str | Path) -> OpSet:
         raise DocumentError(label, "not a zip archive (a broken wheel?)") from None
     except OSError as exc:
         raise DocumentError(label, exc.strerror or str(exc)) from None
-    dist_name = meta.get("Name") or str(name)
-    dist_version = meta.get("Version") or str(version)
+    dist_name = meta_name or str(name)
+    dist_version = meta_version or str(version)
     return _merge(opsets, str(canonicalize_name(dist_name)), dist_version)
 
 
@@ -212,17 +219,18 @@ def opset_from_dist(name: str) -> OpSet:
         raise DocumentError(
             name, "no such file, and no installed distribution by that name"
         ) from None
-    eps = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+    eps = plugin_entry_points(dist)
     if not eps:
         raise DocumentError(
             name, f"installed, but declares no entry point in group {ENTRY_POINT_GROUP!r}"
         )
     site = dist.locate_file("")
     opsets = []
-    for ep in eps:
-        located = find_manifest(ep.value, Path(str(site)))
+    for _, value in eps:
+        located = find_manifest(value, Path(str(site)))
         if located is None:
-            raise DocumentError(name, f"entry point module {ep.module!r} ships no {MANIFEST}")
+            module = value.partition(":")[0].strip()
+            raise DocumentError(name, f"entry point module {module!r} ships no {MANIFEST}")
         try:
             text = located.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:

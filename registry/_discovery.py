@@ -27,6 +27,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from opmarket.registry._metadata import (
+    ENTRY_POINT_GROUP,
+    distribution_at,
+    name_and_version,
+    parse_entry_points,
+    plugin_entry_points,
+)
 from opmarket.sdk._files import write_atomic
 from opmarket.sdk._hookspecs import PROJECT
 
@@ -49,9 +56,6 @@ CACHE_FORMAT = 2
 RACY_NS = 2_000_000_000
 #: Cache files kept, the most recently written.
 MAX_CACHE_FILES = 32
-
-#: The entry point group plugins declare themselves in (pluggy's project name too).
-ENTRY_POINT_GROUP = PROJECT
 
 _SECTION = re.compile(r"^\s*\[\s*" + re.escape(PROJECT) + r"\s*\]\s*$", re.MULTILINE)
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -120,49 +124,6 @@ def normalize_name(name: str) -> str:
     return _NORMALIZE.sub("_", name).lower()
 
 
-def parse_entry_points(text: str) -> list[tuple[str, str]]:
-    """The (name, value) pairs of the ``opmarket`` section of an ``entry_points.txt``
-    (importlib.metadata's grammar: ``name = value``, ``#`` and ``;`` comments), as discovery
-    reads installed distributions and compat reads wheels."""
-    out: list[tuple[str, str]] = []
-    inside = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            inside = line[1:-1].strip() == PROJECT
-            continue
-        if inside:
-            name, sep, value = line.partition("=")
-            if sep and name.strip():
-                # Extras (``module [extra]``) do not change what is loaded.
-                out.append((name.strip(), value.split("[")[0].strip()))
-    return out
-
-
-def _read_header(folder: str) -> tuple[str, str]:
-    """Name and Version from a METADATA (or PKG-INFO) header; empty where unreadable."""
-    name = version = ""
-    for file in ("METADATA", "PKG-INFO"):
-        try:
-            with open(os.path.join(folder, file), encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    if not line.strip():
-                        break
-                    key, _, value = line.partition(":")
-                    if key == "Name" and not name:
-                        name = value.strip()
-                    elif key == "Version" and not version:
-                        version = value.strip()
-                    if name and version:
-                        break
-        except OSError:
-            continue
-        break
-    return name, version
-
-
 def _from_folder_name(folder: str) -> tuple[str, str]:
     stem = os.path.basename(folder).rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
@@ -201,10 +162,14 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int, list[s
                 continue
             if not _SECTION.search(text):
                 continue
-            pairs = parse_entry_points(text)
+            try:
+                found = distribution_at(folder)
+                pairs = plugin_entry_points(found)
+                dist, version = name_and_version(found) if pairs else ("", "")
+            except (OSError, UnicodeDecodeError):
+                continue  # unreadable metadata: not a plugin importlib.metadata can load
             if not pairs:
                 continue
-            dist, version = _read_header(folder)
             if not dist:
                 dist, version = _from_folder_name(folder)
             records.extend(EntryPointRecord(n, v, dist, version, folder) for n, v in pairs)
