@@ -5,6 +5,7 @@ wheel and distribution sources and the marketplace's wheel checks all read names
 
 from __future__ import annotations
 
+import email.parser
 import importlib.metadata
 import os
 import zipfile
@@ -49,11 +50,13 @@ def wheel_distribution(wheel: zipfile.ZipFile) -> importlib.metadata.Distributio
 def name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
     """``Name`` and ``Version`` as the metadata spells them ("" where missing); raises
     UnicodeDecodeError for metadata that is not UTF-8."""
-    if dist.read_text("METADATA") is None and dist.read_text("PKG-INFO") is None:
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    if not text:
         return "", ""
-    meta = dist.metadata
-    found = [meta[key] if key in meta else "" for key in ("Name", "Version")]
-    return found[0] or "", found[1] or ""
+    # The header alone, as importlib.metadata's ``metadata`` parses it, without the body (a
+    # long description can be most of the file).
+    meta = email.parser.HeaderParser().parsestr(text.partition("\n\n")[0])
+    return meta.get("Name") or "", meta.get("Version") or ""
 
 
 def plugin_entry_points(dist: importlib.metadata.Distribution) -> list[tuple[str, str]]:
