@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.registry._attrjson import coerce_attr
+from opmarket.registry._attrvalues import coerce_attr
 from opmarket.sdk import (
     ArgDef,
     DType,

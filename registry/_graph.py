@@ -10,14 +10,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from opmarket.registry._attrjson import (
-    coerce_attr,
-    decode_attr,
-    encode_attr,
-    normalize_attr,
-    tensor_value,
-)
+from opmarket.registry._attrvalues import coerce_attr, normalize_attr, tensor_value
 from opmarket.registry._builtins import BUILTIN_OPS
+from opmarket.registry._graph_v1 import decode_v1_attr
 from opmarket.registry._signature import args_dtypes, attrs_with_defaults
 from opmarket.sdk import (
     DocumentError,
@@ -29,6 +24,7 @@ from opmarket.sdk import (
     check_attr_value,
     snake_case,
 )
+from opmarket.sdk._attrcodec import tagged_from_json, tagged_to_json
 
 __all__ = [
     "GRAPH_FORMAT",
@@ -53,7 +49,7 @@ __all__ = [
 GRAPH_FORMAT = "opmarket.graph"
 #: The ``versions.producer`` this release writes (TensorFlow's GraphDef producer version).
 PRODUCER_VERSION = 1
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: attrs as {type, value} (sdk's codec); 1 still loads
 
 #: Where graph functions look ops up: a name -> OpDef mapping, or an OpSet.
 OpLookup = Mapping[str, OpDef] | OpSet
@@ -224,7 +220,7 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": n.name, "op": n.op, "inputs": list(n.inputs)}
         if n.device:
             entry["device"] = n.device
-        entry["attrs"] = {k: encode_attr(n.attrs[k]) for k in sorted(n.attrs)}
+        entry["attrs"] = {k: tagged_to_json(n.attrs[k]) for k in sorted(n.attrs)}
         nodes.append(entry)
     return {
         "format": GRAPH_FORMAT,
@@ -241,7 +237,7 @@ def graph_from_json(data: Any, source: str = "<json>") -> Graph:
         raise DocumentError(source, "a graph is a JSON object with a 'nodes' list")
     if data.get("format", GRAPH_FORMAT) != GRAPH_FORMAT:
         problems.append(f"format is {data.get('format')!r}, expected {GRAPH_FORMAT!r}")
-    fv = data.get("format_version", _FORMAT_VERSION)
+    fv = data.get("format_version", 1)  # files written before the field existed
     if not isinstance(fv, int) or fv > _FORMAT_VERSION:
         problems.append(
             f"format_version {fv!r} is newer than this opmarket reads ({_FORMAT_VERSION})"
@@ -263,7 +259,7 @@ def graph_from_json(data: Any, source: str = "<json>") -> Graph:
         raw_nodes = []
     nodes: list[Node] = []
     for i, raw in enumerate(raw_nodes):
-        node = _node_from_json(raw, f"node #{i}", problems)
+        node = _node_from_json(raw, f"node #{i}", problems, fv == 1)
         if node is not None:
             nodes.append(node)
     if problems:
@@ -271,7 +267,7 @@ def graph_from_json(data: Any, source: str = "<json>") -> Graph:
     return Graph(nodes, producer=producer, min_consumer=min_consumer)
 
 
-def _node_from_json(raw: Any, where: str, problems: list[str]) -> Node | None:
+def _node_from_json(raw: Any, where: str, problems: list[str], v1: bool) -> Node | None:
     if not isinstance(raw, dict):
         problems.append(f"{where}: a node is an object, got {raw!r}")
         return None
@@ -295,7 +291,7 @@ def _node_from_json(raw: Any, where: str, problems: list[str]) -> Node | None:
     else:
         for key, value in raw_attrs.items():
             try:
-                attrs[key] = decode_attr(value)
+                attrs[key] = decode_v1_attr(value) if v1 else tagged_from_json(value, key)
             except (ValueError, TypeError, UnknownDType) as exc:
                 problems.append(f"{where}: attr {key!r}: {exc}")
                 ok = False

@@ -20,7 +20,17 @@ from opmarket.registry import (
     topological_order,
     validate_graph,
 )
-from opmarket.sdk import DocumentError, DType, OpDef, OpSet, TensorShape, op
+from opmarket.registry._attrvalues import tensor_value
+from opmarket.sdk import (
+    DocumentError,
+    DType,
+    FuncValue,
+    OpDef,
+    OpSet,
+    TaggedValue,
+    TensorShape,
+    op,
+)
 
 
 @pytest.fixture
@@ -57,27 +67,78 @@ def test_built_graph_is_valid_and_round_trips(tmp_path: Path, ops: dict[str, OpD
 
 
 def test_saved_attrs_are_readable(tmp_path: Path) -> None:
+    """Format 2: each attr is {type, value} in the op-set's encoding (one attr codec)."""
     data = graph_to_json(zero_out_graph())
+    assert data["format_version"] == 2
     by_name = {n["name"]: n for n in data["nodes"]}
-    assert by_name["x"]["attrs"] == {"dtype": {"dtype": "float"}, "shape": {"shape": [3]}}
-    assert by_name["c"]["attrs"]["value"] == {
-        "tensor": {"dtype": "int32", "shape": [3], "values": [5, 4, 3]}
+    assert by_name["x"]["attrs"] == {
+        "dtype": {"type": "type", "value": "float"},
+        "shape": {"type": "shape", "value": [3]},
     }
-    assert by_name["zx"]["attrs"] == {"T": {"dtype": "float"}, "preserve_index": 1}
+    assert by_name["c"]["attrs"]["value"] == {
+        "type": "tensor",
+        "value": {"dtype": "int32", "shape": [3], "tensor_content": "BQAAAAQAAAADAAAA"},
+    }
+    assert by_name["zx"]["attrs"] == {
+        "T": {"type": "type", "value": "float"},
+        "preserve_index": {"type": "int", "value": 1},
+    }
     assert by_name["cat"]["inputs"] == ["zx:0", "zx:0"]
     assert data["versions"] == {"producer": 1, "min_consumer": 0}
 
 
+def test_format_1_graphs_still_load() -> None:
+    """Graphs saved by opmarket 0.1 (format_version 1, or no version at all) keep loading."""
+    old = {
+        "format": "opmarket.graph",
+        "format_version": 1,
+        "nodes": [
+            {
+                "name": "x",
+                "op": "Placeholder",
+                "inputs": [],
+                "attrs": {"dtype": {"dtype": "float"}, "shape": {"shape": [-1]}},
+            },
+            {
+                "name": "c",
+                "op": "Const",
+                "inputs": [],
+                "attrs": {
+                    "dtype": {"dtype": "int32"},
+                    "value": {"tensor": {"dtype": "int32", "shape": [3], "values": [5, 4, 3]}},
+                },
+            },
+            {
+                "name": "z",
+                "op": "Opm>ZeroOut",
+                "inputs": ["x:0"],
+                "device": "CPU",
+                "attrs": {"T": {"dtype": "float"}, "preserve_index": 1, "f": {"float": "inf"}},
+            },
+        ],
+    }
+    for doc in (old, {k: v for k, v in old.items() if k != "format_version"}):
+        g = graph_from_json(doc)
+        assert g["x"].attrs == {"dtype": DType.FLOAT, "shape": TensorShape((-1,))}
+        assert g["z"].attrs == {"T": DType.FLOAT, "preserve_index": 1, "f": float("inf")}
+        assert g["c"].attrs["value"] == tensor_value(np.array([5, 4, 3], np.int32))
+
+
 def test_inferred_attrs_are_filled_in(ops: dict[str, OpDef]) -> None:
-    g = Graph([Node("x", "Placeholder", attrs={"dtype": DType.FLOAT}),
-               Node("c", "Opm>Concat", ("x:0", "x:0", "^x"))])
+    g = Graph(
+        [
+            Node("x", "Placeholder", attrs={"dtype": DType.FLOAT}),
+            Node("c", "Opm>Concat", ("x:0", "x:0", "^x")),
+        ]
+    )
     assert fill_defaults(g, ops)["c"].attrs == {"N": 2, "T": DType.FLOAT}
     assert validate_graph(g, ops) == []
 
 
 def test_defaults_are_filled_in(ops: dict[str, OpDef]) -> None:
-    g = Graph([Node("x", "Placeholder", attrs={"dtype": DType.INT32}),
-               Node("z", "Opm>ZeroOut", ("x:0",))])
+    g = Graph(
+        [Node("x", "Placeholder", attrs={"dtype": DType.INT32}), Node("z", "Opm>ZeroOut", ("x:0",))]
+    )
     assert validate_graph(g, ops) == []
     filled = fill_defaults(g, ops)
     assert filled["z"].attrs == {"T": DType.INT32, "preserve_index": 0}
@@ -86,41 +147,65 @@ def test_defaults_are_filled_in(ops: dict[str, OpDef]) -> None:
 
 
 def test_validates_against_an_opset(zero_out_def: OpDef) -> None:
-    g = Graph([Node("x", "Placeholder", attrs={"dtype": DType.INT32}),
-               Node("z", "Opm>ZeroOut", ("x:0",))])
+    g = Graph(
+        [Node("x", "Placeholder", attrs={"dtype": DType.INT32}), Node("z", "Opm>ZeroOut", ("x:0",))]
+    )
     assert validate_graph(g, OpSet.of([zero_out_def])) == []
-    assert validate_graph(g, OpSet.of([])) == [
-        "node 'z': op 'Opm>ZeroOut' is not registered"
-    ]
+    assert validate_graph(g, OpSet.of([])) == ["node 'z': op 'Opm>ZeroOut' is not registered"]
 
 
 @pytest.mark.parametrize(
     ("node", "problem"),
     [
-        (Node("z", "Opm>ZeroOut", ("x:0",), {"preserve_index": -1}),
-         "node 'z' (Opm>ZeroOut): attr 'preserve_index' is -1, below its minimum of 0"),
-        (Node("z", "Opm>ZeroOut", ("x:0",), {"preserve_index": "one"}),
-         "node 'z' (Opm>ZeroOut): attr 'preserve_index': expected int, got 'one'"),
-        (Node("z", "Opm>ZeroOut", ("x:0",), {"colour": 1}),
-         "node 'z' (Opm>ZeroOut): unknown attr 'colour'; Opm>ZeroOut has attrs T, preserve_index"),
-        (Node("z", "Opm>ZeroOut", ("x:0",), {"T": DType.INT64}),
-         "node 'z' (Opm>ZeroOut): attr 'T' may not be int64; allowed: float, double, int32"),
-        (Node("z", "Opm>ZeroOut", ("x:0", "x:0")),
-         "node 'z' (Opm>ZeroOut): expects 1 input(s), got 2"),
-        (Node("z", "Opm>ZeroOut", ("y:0",)),
-         "node 'z' (Opm>ZeroOut): input 'y:0' names no node in the graph"),
-        (Node("z", "Opm>ZeroOut", ("x:3",)),
-         "node 'z' (Opm>ZeroOut): input 'x:3': node 'x' has 1 output(s)"),
-        (Node("z", "Opm>ZeroOut", ("x:0",), {"T": DType.FLOAT}),
-         "node 'z' (Opm>ZeroOut): input 0 ('x:0') is int32, expected float"),
-        (Node("z", "Opm>ZeroOut", ("^x", "x:0")),
-         "node 'z' (Opm>ZeroOut): a data input follows a control input"),
-        (Node("z", "Opm>ZeroOot", ("x:0",)),
-         "node 'z': op 'Opm>ZeroOot' is not registered (did you mean 'Opm>ZeroOut'?)"),
-        (Node("z", "Placeholder"),
-         "node 'z' (Placeholder): missing attr 'dtype' of type type (it has no default)"),
-        (Node("z", "Opm>Concat", ("x:0", "x:0"), {"N": 3}),
-         "node 'z' (Opm>Concat): expects 3 input(s), got 2"),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0",), {"preserve_index": -1}),
+            "node 'z' (Opm>ZeroOut): attr 'preserve_index' is -1, below its minimum of 0",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0",), {"preserve_index": "one"}),
+            "node 'z' (Opm>ZeroOut): attr 'preserve_index': expected int, got 'one'",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0",), {"colour": 1}),
+            "node 'z' (Opm>ZeroOut): unknown attr 'colour'; "
+            "Opm>ZeroOut has attrs T, preserve_index",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0",), {"T": DType.INT64}),
+            "node 'z' (Opm>ZeroOut): attr 'T' may not be int64; allowed: float, double, int32",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0", "x:0")),
+            "node 'z' (Opm>ZeroOut): expects 1 input(s), got 2",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("y:0",)),
+            "node 'z' (Opm>ZeroOut): input 'y:0' names no node in the graph",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:3",)),
+            "node 'z' (Opm>ZeroOut): input 'x:3': node 'x' has 1 output(s)",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("x:0",), {"T": DType.FLOAT}),
+            "node 'z' (Opm>ZeroOut): input 0 ('x:0') is int32, expected float",
+        ),
+        (
+            Node("z", "Opm>ZeroOut", ("^x", "x:0")),
+            "node 'z' (Opm>ZeroOut): a data input follows a control input",
+        ),
+        (
+            Node("z", "Opm>ZeroOot", ("x:0",)),
+            "node 'z': op 'Opm>ZeroOot' is not registered (did you mean 'Opm>ZeroOut'?)",
+        ),
+        (
+            Node("z", "Placeholder"),
+            "node 'z' (Placeholder): missing attr 'dtype' of type type (it has no default)",
+        ),
+        (
+            Node("z", "Opm>Concat", ("x:0", "x:0"), {"N": 3}),
+            "node 'z' (Opm>Concat): expects 3 input(s), got 2",
+        ),
         (Node("z z", "NoOp"), "node 'z z': invalid node name"),
     ],
 )
@@ -130,11 +215,13 @@ def test_problems_name_the_node(node: Node, problem: str, ops: dict[str, OpDef])
 
 
 def test_every_problem_is_reported(ops: dict[str, OpDef]) -> None:
-    g = Graph([
-        Node("a", "Opm>ZeroOut", ("b:0",), {"T": DType.INT32}),
-        Node("b", "Opm>ZeroOut", ("a:0",), {"T": DType.INT32, "preserve_index": -2}),
-        Node("a", "NoOp"),
-    ])
+    g = Graph(
+        [
+            Node("a", "Opm>ZeroOut", ("b:0",), {"T": DType.INT32}),
+            Node("b", "Opm>ZeroOut", ("a:0",), {"T": DType.INT32, "preserve_index": -2}),
+            Node("a", "NoOp"),
+        ]
+    )
     problems = validate_graph(g, ops)
     assert problems == [
         "node 'b' (Opm>ZeroOut): attr 'preserve_index' is -2, below its minimum of 0",
@@ -155,8 +242,12 @@ def test_deprecated_ops_fail_from_their_version() -> None:
 
 def test_opset_takes_precedence_over_builtins() -> None:
     mine = op("Identity").input("x: float").output("y: float").build()
-    g = Graph([Node("c", "Const", attrs={"value": np.int32(1), "dtype": DType.INT32}),
-               Node("i", "Identity", ("c:0",))])
+    g = Graph(
+        [
+            Node("c", "Const", attrs={"value": np.int32(1), "dtype": DType.INT32}),
+            Node("i", "Identity", ("c:0",)),
+        ]
+    )
     assert validate_graph(g, {}) == []
     assert fill_defaults(g, {})["i"].attrs == {"T": DType.INT32}  # inferred from its input
     assert validate_graph(g, {"Identity": mine}) == [
@@ -172,13 +263,19 @@ def test_opset_takes_precedence_over_builtins() -> None:
         ({"nodes": {}}, "'nodes' must be a list"),
         ({"format": "other", "nodes": []}, "format is 'other'"),
         ({"format_version": 9, "nodes": []}, "format_version 9 is newer"),
-        ({"versions": {"producer": 5, "min_consumer": 4}, "nodes": []},
-         "graph needs a consumer of version 4"),
+        (
+            {"versions": {"producer": 5, "min_consumer": 4}, "nodes": []},
+            "graph needs a consumer of version 4",
+        ),
         ({"nodes": [{"name": "a", "op": 3}]}, "node 'a': 'op' must be a string"),
-        ({"nodes": [{"name": "a", "op": "X", "attrs": {"T": {"dtype": "int33"}}}]},
-         "node 'a': attr 'T': unknown dtype 'int33'"),
-        ({"nodes": [{"name": "a", "op": "X", "attrs": {"T": {"what": 1}}}]},
-         "node 'a': attr 'T': unknown attr tag 'what'"),
+        (
+            {"nodes": [{"name": "a", "op": "X", "attrs": {"T": {"dtype": "int33"}}}]},
+            "node 'a': attr 'T': unknown dtype 'int33'",
+        ),
+        (
+            {"nodes": [{"name": "a", "op": "X", "attrs": {"T": {"what": 1}}}]},
+            "node 'a': attr 'T': unknown attr tag 'what'",
+        ),
         ({"nodes": [{"name": "a", "op": "X", "extra": 1}]}, "node 'a': unknown fields ['extra']"),
     ],
 )
@@ -198,12 +295,19 @@ def test_load_graph_names_the_file(tmp_path: Path) -> None:
 
 
 def test_attr_values_round_trip(tmp_path: Path) -> None:
-    from opmarket.sdk import FuncValue, TaggedValue
 
     attrs = {
-        "s": "text", "i": -3, "f": 0.5, "b": True, "t": DType.BFLOAT16, "nan": float("nan"),
-        "shape": TensorShape((2, -1)), "unknown": TensorShape(None), "li": (1, 2),
-        "lt": (DType.FLOAT, DType.INT8), "empty": (),
+        "s": "text",
+        "i": -3,
+        "f": 0.5,
+        "b": True,
+        "t": DType.BFLOAT16,
+        "nan": float("nan"),
+        "shape": TensorShape((2, -1)),
+        "unknown": TensorShape(None),
+        "li": (1, 2),
+        "lt": (DType.FLOAT, DType.INT8),
+        "empty": (),
         "fn": FuncValue("F", (("k", TaggedValue("int", 1)),)),
         "tensor": np.array([[1.5, 2.0]], np.float16),
     }
@@ -212,7 +316,8 @@ def test_attr_values_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "g.json"
     save_graph(g, path)
     back = load_graph(path)["n"].attrs
-    assert json.loads(path.read_text())["nodes"][0]["attrs"]["nan"] == {"float": "nan"}
+    saved = json.loads(path.read_text())["nodes"][0]["attrs"]
+    assert saved["nan"] == {"type": "float", "value": "nan"}
     assert np.isnan(back.pop("nan"))
     expected = dict(g["n"].attrs)
     expected.pop("nan")
@@ -229,12 +334,14 @@ def test_topological_order() -> None:
 
 
 def test_python_values_are_read_as_their_attr_types() -> None:
-    g = Graph([
-        Node("c", "Const", attrs={"value": 1.5, "dtype": "float64"}),
-        Node("p", "Placeholder", attrs={"dtype": np.int8, "shape": (2, None)}),
-        Node("q", "Placeholder", attrs={"dtype": "nonsense"}),
-        Node("k", "Const", attrs={"value": "text", "dtype": DType.STRING}),
-    ])
+    g = Graph(
+        [
+            Node("c", "Const", attrs={"value": 1.5, "dtype": "float64"}),
+            Node("p", "Placeholder", attrs={"dtype": np.int8, "shape": (2, None)}),
+            Node("q", "Placeholder", attrs={"dtype": "nonsense"}),
+            Node("k", "Const", attrs={"value": "text", "dtype": DType.STRING}),
+        ]
+    )
     filled = fill_defaults(g, {})
     assert filled["c"].attrs["value"].to_numpy() == np.float64(1.5)
     assert filled["c"].attrs["dtype"] is DType.DOUBLE
@@ -246,22 +353,43 @@ def test_python_values_are_read_as_their_attr_types() -> None:
 
 
 def test_bytes_in_a_string_tensor_attr_are_text(tmp_path: Path) -> None:
-    g = Graph([Node("k", "Const", attrs={"value": np.array([b"ab", "c"], dtype=object),
-                                         "dtype": DType.STRING})])
+    g = Graph(
+        [
+            Node(
+                "k",
+                "Const",
+                attrs={"value": np.array([b"ab", "c"], dtype=object), "dtype": DType.STRING},
+            )
+        ]
+    )
     path = tmp_path / "g.json"
     save_graph(fill_defaults(g, {}), path)
     saved = json.loads(path.read_text())["nodes"][0]["attrs"]["value"]
-    assert saved["tensor"]["values"] == ["ab", "c"]
+    assert saved == {
+        "type": "tensor",
+        "value": {"dtype": "string", "shape": [2], "string_val": ["ab", "c"]},
+    }
     assert load_graph(path)["k"].attrs["value"].to_numpy().tolist() == ["ab", "c"]
 
 
 def test_graph_problems_name_the_node_and_op(ops: dict[str, OpDef]) -> None:
     from opmarket.registry import GraphProblem, graph_problems
 
-    g = Graph([Node("p", "Placeholder", attrs={"dtype": "nonsense"}), Node("u", "NoSuchOp"),
-               Node("a", "Identity", ("b:0",)), Node("b", "Identity", ("a:0",))])
+    g = Graph(
+        [
+            Node("p", "Placeholder", attrs={"dtype": "nonsense"}),
+            Node("u", "NoSuchOp"),
+            Node("a", "Identity", ("b:0",)),
+            Node("b", "Identity", ("a:0",)),
+        ]
+    )
     problems = graph_problems(g, ops)
     assert [(p.node, p.op) for p in problems] == [
-        ("p", "Placeholder"), ("u", "NoSuchOp"), ("a", "Identity"), ("b", "Identity"), ("", "")]
+        ("p", "Placeholder"),
+        ("u", "NoSuchOp"),
+        ("a", "Identity"),
+        ("b", "Identity"),
+        ("", ""),
+    ]
     assert [p.message for p in problems] == validate_graph(g, ops)
     assert all(isinstance(p, GraphProblem) and str(p) == p.message for p in problems)
