@@ -13,7 +13,17 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json, opset_to_json, read_document
+from opmarket.sdk import (
+    Document,
+    DocumentError,
+    InvalidOpDef,
+    OpDef,
+    OpSet,
+    opset_to_json,
+    parse_document,
+    read_document,
+)
+from opmarket.sdk._canonical import HISTORY_FORMAT, HISTORY_FORMAT_VERSION
 from opmarket.sdk._files import write_atomic
 
 __all__ = [
@@ -21,8 +31,8 @@ __all__ = [
     "write_history",
 ]
 
-FORMAT = "opmarket.history"
-FORMAT_VERSION = 1
+FORMAT = HISTORY_FORMAT
+FORMAT_VERSION = HISTORY_FORMAT_VERSION
 
 Release = tuple[str, OpSet]
 
@@ -31,20 +41,11 @@ def _label(opset: OpSet, index: int) -> str:
     return opset.version or f"#{index + 1}"
 
 
-def _from_json(obj: object, source: str) -> list[Release]:
-    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise DocumentError(source, f'not an opmarket history (no "format": "{FORMAT}")')
-    version = obj.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise DocumentError(source, f"unsupported format_version {version!r}")
-    releases = obj.get("releases")
-    if not isinstance(releases, list):
-        raise DocumentError(source, "'releases' must be a list of op-sets")
-    out = []
-    for i, raw in enumerate(releases):
-        opset = opset_from_json(json.dumps(raw), source=f"{source} (release {i + 1})")
-        out.append((_label(opset, i), opset))
-    return out
+def _labelled(doc: Document) -> list[Release]:
+    """An opmarket history's releases with their labels; InvalidOpDef for invalid ops."""
+    if doc.problems:
+        raise InvalidOpDef(doc.problems)
+    return [(_label(opset, i), opset) for i, opset in enumerate(doc.releases)]
 
 
 def releases_from_versions(ops: Sequence[OpDef]) -> list[Release]:
@@ -74,21 +75,9 @@ def read_history(path: str | Path) -> list[Release]:
             raise DocumentError(str(path), "a directory without .pbtxt history files")
         ops = [op for f in files for op in read_document(f).ops]
         return releases_from_versions(ops)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DocumentError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DocumentError(str(path), f"unreadable: {exc}") from None
-    if text.lstrip().startswith("{"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            where = f"invalid JSON at line {exc.lineno}: {exc.msg}"
-            raise DocumentError(str(path), where) from None
-        if isinstance(obj, dict) and obj.get("format") == FORMAT:
-            return _from_json(obj, str(path))
     doc = read_document(p)
+    if doc.format == "history":
+        return _labelled(doc)
     if doc.format == "tf-pbtxt":
         return releases_from_versions(doc.ops)
     opset = OpSet(tuple(doc.ops), tuple(doc.kernels), name=doc.name, version=doc.version)
@@ -117,13 +106,13 @@ def _existing_history(p: Path) -> list[OpSet]:
     if not text.strip():
         return []
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
-        obj = None
-    if not (isinstance(obj, dict) and obj.get("format") == FORMAT):
+        doc = parse_document(text, str(p))
+    except DocumentError:
+        doc = None
+    if doc is None or doc.format != "history":
         raise DocumentError(str(p), "not an opmarket history file, so not appended to (it "
                                     "would be overwritten); name a new file or a history")
-    return [r for _, r in _from_json(obj, str(p))]
+    return [r for _, r in _labelled(doc)]
 
 
 def add_release(path: str | Path, opset: OpSet) -> str:

@@ -31,8 +31,6 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from opmarket.compat._history import FORMAT as HISTORY_FORMAT
-from opmarket.compat._history import read_history
 from opmarket.registry import (
     ENTRY_POINT_GROUP,
     MANIFEST,
@@ -97,29 +95,16 @@ def _merge(opsets: Iterable[OpSet], name: str, version: str) -> OpSet:
     return OpSet(tuple(latest_versions(ops)), tuple(kernels), name=name, version=version)
 
 
-def _history_latest(text: str, path: Path, label: str) -> Source | None:
-    """The latest release of an opmarket history file, or None if ``text`` is not one."""
-    if not text.lstrip().startswith("{") or f'"{HISTORY_FORMAT}"' not in text:
-        return None
-    releases = read_history(path)
-    if not releases:
-        raise DocumentError(label, "history has no releases")
-    return Source(label, releases[-1][1], kernels_known=True)
-
-
 def _from_file(path: Path, label: str) -> Source:
     if path.suffix == ".whl":
         return Source(label, opset_from_wheel(path), kernels_known=True)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DocumentError(label, "not UTF-8 text") from None
-    except OSError as exc:
-        raise DocumentError(label, exc.strerror or str(exc)) from None
-    latest = _history_latest(text, path, label)
-    if latest is not None:
-        return latest
     doc = read_document(path)
+    if doc.format == "history":
+        if not doc.releases:
+            raise DocumentError(label, "history has no releases")
+        if doc.problems:
+            raise InvalidOpDef(doc.problems)
+        return Source(label, doc.releases[-1], kernels_known=True)
     ops = latest_versions(doc.ops)
     opset = OpSet(tuple(ops), tuple(doc.kernels), name=doc.name, version=doc.version)
     return Source(label, opset, kernels_known=bool(doc.kernels), problems=tuple(doc.problems))

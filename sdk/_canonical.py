@@ -26,7 +26,7 @@ from opmarket.sdk._attrcodec import (
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._errors import DocumentError, Problem
 from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef
-from opmarket.sdk._opset import KernelDef
+from opmarket.sdk._opset import KernelDef, OpSet
 from opmarket.sdk._tfproto import FULL_TYPE_IDS
 from opmarket.sdk._values import (
     ATTR_BASE_TYPES,
@@ -46,6 +46,7 @@ __all__ = [
 
 FORMAT = "opmarket.opset"
 HISTORY_FORMAT = "opmarket.history"
+HISTORY_FORMAT_VERSION = 1
 FORMAT_VERSION = 1
 
 _FLAGS = (
@@ -56,8 +57,10 @@ _FLAGS = (
 
 @dataclass
 class Document:
-    """What one file holds: ops (in file order, names may repeat in a history), kernels,
-    release metadata, and every problem found while reading it."""
+    """What one file holds: ops (in file order, names may repeat in a TensorFlow history),
+    kernels, release metadata, and every problem found while reading it. An opmarket history
+    (format ``history``) holds its ``releases``, oldest first; ops, kernels, name and version
+    are then the latest release's."""
 
     source: str
     ops: list[OpDef] = field(default_factory=list)
@@ -66,6 +69,7 @@ class Document:
     version: str = ""
     format: str = ""
     problems: list[Problem] = field(default_factory=list)
+    releases: list[OpSet] = field(default_factory=list)
 
 
 def _full_type_to_json(ft: FullType) -> dict[str, Any]:
@@ -287,6 +291,34 @@ def kernel_from_json(v: Any) -> KernelDef:
         label=read_str(v.get("label", ""), "label"),
         priority=read_int(v.get("priority", 0), "priority"),
     )  # fmt: skip
+
+
+def decode_history(obj: Mapping[str, Any], source: str) -> Document:
+    """Read a parsed opmarket history (``{"format": "opmarket.history", "releases": [op-set,
+    ...]}``); each release's problems are collected, naming the release."""
+    version = obj.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or (
+        version > HISTORY_FORMAT_VERSION
+    ):
+        raise DocumentError(source, f"unsupported format_version {version!r}")
+    raw_releases = obj.get("releases")
+    if not isinstance(raw_releases, list):
+        raise DocumentError(source, "'releases' must be a list of op-sets")
+    doc = Document(source=source, format="history")
+    for i, raw in enumerate(raw_releases):
+        where = f"{source} (release {i + 1})"
+        if not isinstance(raw, dict):
+            raise DocumentError(where, "a release is an op-set object")
+        release = decode_document(raw, where)
+        doc.problems.extend(release.problems)
+        doc.releases.append(
+            OpSet(tuple(release.ops), tuple(release.kernels), release.name, release.version)
+        )
+    if doc.releases:
+        latest = doc.releases[-1]
+        doc.ops, doc.kernels = list(latest.ops), list(latest.kernels)
+        doc.name, doc.version = latest.name, latest.version
+    return doc
 
 
 def decode_document(obj: Mapping[str, Any], source: str) -> Document:

@@ -12,6 +12,7 @@ from opmarket.sdk._canonical import (
     HISTORY_FORMAT,
     Document,
     decode_document,
+    decode_history,
     encode_opset,
 )
 from opmarket.sdk._errors import DocumentError, InvalidOpDef, Problem
@@ -51,7 +52,8 @@ def _problems_of(ops: Iterable[OpDef], source: str) -> list[Problem]:
 
 
 def parse_document(text: str, source: str = "<text>") -> Document:
-    """Read canonical JSON, spec-form JSON or TensorFlow text format from ``text``.
+    """Read canonical JSON, spec-form JSON, an opmarket history or TensorFlow text format
+    from ``text`` (``Document.format`` says which: json, spec, history, tf-pbtxt).
 
     Raises DocumentError when the text is none of them; problems with the ops it holds are
     collected in ``Document.problems``.
@@ -78,9 +80,10 @@ def _parse_document(text: str, source: str) -> Document:
             doc.problems.extend(_problems_of(doc.ops, source))
             return doc
         if isinstance(obj, dict) and obj.get("format") == HISTORY_FORMAT:
-            raise DocumentError(
-                source, "this is an op history (several releases); name one release's op-set"
-            )
+            doc = decode_history(obj, source)
+            for release in doc.releases:
+                doc.problems.extend(_problems_of(release.ops, source))
+            return doc
         if looks_like_spec_document(obj):
             assert isinstance(obj, dict)
             ops, problems = decode_spec_document(obj, source)
@@ -116,6 +119,10 @@ def read_opset(path: str | Path) -> OpSet:
 
 
 def _as_opset(doc: Document) -> OpSet:
+    if doc.format == "history":
+        raise DocumentError(
+            doc.source, "this is an op history (several releases); name one release's op-set"
+        )
     problems = list(doc.problems)
     seen: set[str] = set()
     for op in doc.ops:

@@ -152,6 +152,10 @@ def convert(source: Path, fmt: str, output: Path | None) -> None:
 
     try:
         doc = read_document(source)
+        if doc.format == "history":
+            raise DocumentError(
+                str(source), "this is an op history (several releases); name one release's op-set"
+            )
     except DocumentError as exc:
         raise UsageError(str(exc)) from None
     if doc.problems:
