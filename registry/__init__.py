@@ -29,16 +29,18 @@ from opmarket.registry._graph import (
     GRAPH_FORMAT,
     PRODUCER_VERSION,
     Graph,
-    GraphProblem,
     Node,
     dumps_graph,
-    fill_defaults,
     graph_from_json,
-    graph_problems,
     graph_to_json,
     load_graph,
     parse_input,
     save_graph,
+)
+from opmarket.registry._graph_validation import (
+    GraphProblem,
+    fill_defaults,
+    graph_problems,
     topological_order,
     validate_graph,
 )

@@ -8,14 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opmarket.registry._errors import InvalidGraph
-from opmarket.registry._graph import (
-    Graph,
-    Node,
-    fill_defaults,
-    parse_input,
-    topological_order,
-    validate_graph,
-)
+from opmarket.registry._graph import Graph, Node, parse_input
+from opmarket.registry._graph_validation import fill_defaults, topological_order, validate_graph
 from opmarket.registry._registry import Registry
 from opmarket.registry._signature import arg_dtypes
 from opmarket.sdk import DType, InvalidArgument, OpDef
