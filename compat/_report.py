@@ -9,6 +9,7 @@ from typing import Any
 
 from opmarket.compat._rules import RULES_BY_ID, Severity
 from opmarket.compat._version import VersionVerdict
+from opmarket.sdk import InvalidArgument
 
 __all__ = ["FORMATS", "Finding", "Report", "render"]
 
@@ -163,4 +164,4 @@ def render(report: Report, fmt: str) -> str:
         return _markdown(report)
     if fmt == "text":
         return _text(report)
-    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    raise InvalidArgument(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -11,6 +11,7 @@ from opmarket.sdk import (
     AttrType,
     DType,
     FuncValue,
+    InvalidArgument,
     TensorShape,
     TensorValue,
     UnknownDType,
@@ -35,7 +36,7 @@ def _text(value: Any) -> str:
         try:
             return value.decode()
         except UnicodeDecodeError as exc:
-            raise ValueError(f"string tensor element {value!r} is not UTF-8: {exc}") from None
+            raise InvalidArgument(f"string tensor element {value!r} is not UTF-8: {exc}") from None
     return str(value)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from opmarket.registry._graph import Graph
 from opmarket.registry._registry import Registry
-from opmarket.sdk import NotFound
+from opmarket.sdk import InvalidArgument, InvalidDeclaration, NotFound
 from opmarket.sdk._kernel import Kernel, KernelSpec, _attr_names, declarations
 
 __all__ = ["OpResolver", "selective_resolver"]
@@ -28,7 +28,7 @@ def _as_spec(op: str, kernel: Any) -> KernelSpec:
         return KernelSpec(op=op, impl=kernel, attr_names=None)
     if callable(kernel):
         return KernelSpec(op=op, impl=kernel, attr_names=_attr_names(kernel))
-    raise TypeError(f"a resolver kernel is a function, a Kernel subclass or a KernelSpec, "
+    raise InvalidDeclaration(f"a resolver kernel is a function, a Kernel subclass or a KernelSpec, "
                     f"got {kernel!r}")
 
 
@@ -53,7 +53,7 @@ class OpResolver:
         (None: whichever kernel dispatch chooses)."""
         top = min_version if max_version is None else max_version
         if top < min_version:
-            raise ValueError(f"max_version {top} is below min_version {min_version}")
+            raise InvalidArgument(f"max_version {top} is below min_version {min_version}")
         spec = None if kernel is None else _as_spec(op, kernel)
         versions = self._builtin.setdefault(op, {})
         for v in range(min_version, top + 1):

@@ -21,6 +21,7 @@ from opmarket.sdk._dtypes import (
 from opmarket.sdk._errors import (
     DocumentError,
     InvalidArgument,
+    InvalidDeclaration,
     InvalidOpDef,
     NotFound,
     OpmarketError,
@@ -94,6 +95,7 @@ __all__ = [
     "InferenceContext",
     "InputGeneratorSpec",
     "InvalidArgument",
+    "InvalidDeclaration",
     "InvalidOpDef",
     "Kernel",
     "KernelDef",

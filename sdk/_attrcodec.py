@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opmarket.sdk._dtypes import DType, dtype_from_spec_name
+from opmarket.sdk._errors import OpmarketError
 from opmarket.sdk._opdef import AttrType
 from opmarket.sdk._values import (
     FuncValue,
@@ -46,7 +47,7 @@ _TENSOR_FIELDS = (
 )  # fmt: skip
 
 
-class BadJson(ValueError):
+class BadJson(OpmarketError, ValueError):
     """Malformed JSON for a value: ``where`` it is and what is wrong."""
 
     def __init__(self, where: str, message: str) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 __all__ = [
     "DocumentError",
     "InvalidArgument",
+    "InvalidDeclaration",
     "InvalidOpDef",
     "NotFound",
     "OpmarketError",
@@ -30,6 +31,11 @@ class InvalidArgument(OpmarketError, ValueError):
 
 class NotFound(OpmarketError, LookupError):
     """An op, kernel or plugin that is not registered."""
+
+
+class InvalidDeclaration(OpmarketError, TypeError):
+    """A decorator or ``register`` given something it cannot declare (not a function, a
+    Kernel subclass or a declaration)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opmarket.sdk._dtypes import DType, as_dtype
+from opmarket.sdk._errors import InvalidDeclaration
 from opmarket.sdk._opset import KernelDef
 
 __all__ = [
@@ -147,7 +148,7 @@ def kernel(
 
     def decorate(impl: T) -> T:
         if not callable(impl):
-            raise TypeError(f"@kernel({op!r}) decorates a function or Kernel subclass")
+            raise InvalidDeclaration(f"@kernel({op!r}) decorates a function or Kernel subclass")
         lifecycle = isinstance(impl, type) and issubclass(impl, Kernel)
         spec = KernelSpec(
             op=op,

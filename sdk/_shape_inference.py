@@ -55,7 +55,7 @@ def parse_shape(text: str) -> Shape:
     if text == "?":
         return None
     if not (text.startswith("[") and text.endswith("]")):
-        raise ValueError(f"not a shape: {text!r}")
+        raise InvalidArgument(f"not a shape: {text!r}")
     body = text[1:-1].strip()
     if not body:
         return ()

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from opmarket.sdk._builder import OpFlags, finalize_op
-from opmarket.sdk._errors import DocumentError, Problem
+from opmarket.sdk._errors import DocumentError, OpmarketError, Problem
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 
 __all__ = ["SPEC_KEYS", "NotExpressible", "decode_spec_document", "op_to_spec"]
@@ -28,7 +28,7 @@ _LIST_KEYS = ("inputs", "outputs", "attrs", "control_outputs")
 SPEC_KEYS: tuple[str, ...] = ("name", *_LIST_KEYS, "doc", *_FLAG_KEYS, "deprecation")
 
 
-class NotExpressible(ValueError):
+class NotExpressible(OpmarketError, ValueError):
     """An OpDef that no set of spec strings produces (e.g. a float8 type in an allowed set)."""
 
 
