@@ -5,6 +5,7 @@ from opmarket.registry._builtins import BUILTIN_OPS
 from opmarket.registry._conformance import (
     ConformanceReport,
     ConformanceResult,
+    ConformanceStatus,
     check_conformance,
 )
 from opmarket.registry._custom_call import custom_call, register_custom_call_target
@@ -46,7 +47,7 @@ from opmarket.registry._graph_validation import (
 )
 from opmarket.registry._manifest import MANIFEST, find_manifest, manifest_locations
 from opmarket.registry._native import OpLibrary, load_library
-from opmarket.registry._plugins import PluginInfo, load_plugins_from
+from opmarket.registry._plugins import PluginInfo, PluginStatus, load_plugins_from
 from opmarket.registry._registry import Registry
 from opmarket.registry._resolver import OpResolver, selective_resolver
 from opmarket.registry._runtime import (
@@ -69,6 +70,7 @@ __all__ = [
     "AmbiguousOpName",
     "ConformanceReport",
     "ConformanceResult",
+    "ConformanceStatus",
     "Graph",
     "GraphProblem",
     "InvalidGraph",
@@ -79,6 +81,7 @@ __all__ = [
     "OpLibrary",
     "OpResolver",
     "PluginInfo",
+    "PluginStatus",
     "RegistrationError",
     "Registry",
     "check_conformance",

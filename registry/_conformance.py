@@ -3,6 +3,7 @@ per device and dtype (what plugin tests and the marketplace's validation run).""
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from opmarket.registry._registry import Registry
 from opmarket.sdk import DType, UnknownDType
 from opmarket.sdk._kernel import KernelSpec
 
-__all__ = ["ConformanceReport", "ConformanceResult", "check_conformance"]
+__all__ = ["ConformanceReport", "ConformanceResult", "ConformanceStatus", "check_conformance"]
 
 # (rtol, atol) by dtype; anything not listed must match exactly.
 _TOLERANCE: dict[DType, tuple[float, float]] = {
@@ -29,15 +30,23 @@ _TOLERANCE: dict[DType, tuple[float, float]] = {
 }
 
 
+class ConformanceStatus(enum.StrEnum):
+    """A conformance result: the kernel agreed with the reference, did not, or was not run."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
 @dataclass(frozen=True, slots=True)
 class ConformanceResult:
-    """One kernel on one dtype binding: ``status`` is ``passed``, ``failed`` or ``skipped``."""
+    """One kernel on one dtype binding, and how it did."""
 
     op: str
     kernel: str
     device: str
     types: tuple[tuple[str, str], ...]
-    status: str
+    status: ConformanceStatus
     message: str = ""
 
     def __str__(self) -> str:
@@ -55,12 +64,12 @@ class ConformanceReport:
     @property
     def ok(self) -> bool:
         """True when no result failed; skipped results do not count against it."""
-        return all(r.status != "failed" for r in self.results)
+        return all(r.status is not ConformanceStatus.FAILED for r in self.results)
 
     @property
     def failures(self) -> tuple[ConformanceResult, ...]:
         """The results that failed, in the order they were checked."""
-        return tuple(r for r in self.results if r.status == "failed")
+        return tuple(r for r in self.results if r.status is ConformanceStatus.FAILED)
 
     def __str__(self) -> str:
         return "\n".join(str(r) for r in self.results) or "no kernels checked"
@@ -68,8 +77,7 @@ class ConformanceReport:
     def raise_for_failures(self) -> None:
         """AssertionError listing every failure (for tests)."""
         if not self.ok:
-            raise AssertionError("conformance failed:\n" + "\n".join(
-                str(r) for r in self.failures))
+            raise AssertionError("conformance failed:\n" + "\n".join(str(r) for r in self.failures))
 
 
 def _bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
@@ -80,11 +88,15 @@ def _bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
     for attr in op.attrs:
         if attr.type != "type":
             continue
-        allowed = spec.constraint(attr.name) or attr.allowed_values or (
-            (attr.default,) if attr.default is not None else (DType.FLOAT,))
+        allowed = (
+            spec.constraint(attr.name)
+            or attr.allowed_values
+            or ((attr.default,) if attr.default is not None else (DType.FLOAT,))
+        )
         names.append(attr.name)
-        choices.append(tuple(t for t in allowed if attr.allowed_values is None
-                             or t in attr.allowed_values))
+        choices.append(
+            tuple(t for t in allowed if attr.allowed_values is None or t in attr.allowed_values)
+        )
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*choices)]
 
 
@@ -107,17 +119,22 @@ def _compare(got: Any, want: Any) -> str | None:
                 rtol, atol = _TOLERANCE.get(dtype_of(g), (1e-5, 1e-6))
             except UnknownDType:
                 rtol, atol = 1e-5, 1e-6
-            close = np.allclose(g.astype(np.complex128 if g.dtype.kind == "c" else np.float64),
-                                w.astype(np.complex128 if w.dtype.kind == "c" else np.float64),
-                                rtol=rtol, atol=atol, equal_nan=True)
+            close = np.allclose(
+                g.astype(np.complex128 if g.dtype.kind == "c" else np.float64),
+                w.astype(np.complex128 if w.dtype.kind == "c" else np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+            )
         else:
             close = bool(np.array_equal(g, w))
         if not close:
-            diff = np.argwhere(np.asarray(g != w).reshape(g.shape) if g.shape else
-                               np.array([True]))
+            diff = np.argwhere(np.asarray(g != w).reshape(g.shape) if g.shape else np.array([True]))
             where = tuple(int(v) for v in diff[0]) if len(diff) else ()
-            return (f"output {i} differs from the reference at {where}: "
-                    f"{g[where] if g.shape else g} vs {w[where] if w.shape else w}")
+            return (
+                f"output {i} differs from the reference at {where}: "
+                f"{g[where] if g.shape else g} vs {w[where] if w.shape else w}"
+            )
     return None
 
 
@@ -146,38 +163,89 @@ def check_conformance(
                 shown = tuple((k, v.spec_name) for k, v in types.items())
                 if ref is None or gen is None:
                     missing = "reference" if ref is None else "input generator"
-                    results.append(ConformanceResult(name, spec.name, spec.device, shown,
-                                                     "skipped", f"the op has no {missing}"))
+                    results.append(
+                        ConformanceResult(
+                            name,
+                            spec.name,
+                            spec.device,
+                            shown,
+                            ConformanceStatus.SKIPPED,
+                            f"the op has no {missing}",
+                        )
+                    )
                     continue
-                results.append(_run(reg, spec, types, shown=shown, ref=ref.fn, gen=gen.fn,
-                                    trials=trials, seed=seed))
+                results.append(
+                    _run(
+                        reg,
+                        spec,
+                        types,
+                        shown=shown,
+                        ref=ref.fn,
+                        gen=gen.fn,
+                        trials=trials,
+                        seed=seed,
+                    )
+                )
     return ConformanceReport(tuple(results))
 
 
-def _run(reg: Registry, spec: KernelSpec, types: dict[str, DType], *,
-         shown: tuple[tuple[str, str], ...], ref: Any, gen: Any, trials: int,
-         seed: int) -> ConformanceResult:
+def _run(
+    reg: Registry,
+    spec: KernelSpec,
+    types: dict[str, DType],
+    *,
+    shown: tuple[tuple[str, str], ...],
+    ref: Any,
+    gen: Any,
+    trials: int,
+    seed: int,
+) -> ConformanceResult:
     dispatcher = reg.dispatcher(spec.op)
     for trial in range(trials):
         rng = np.random.default_rng([seed, trial])
         try:
             inputs, attrs = gen(rng, dict(types))
         except Exception as exc:
-            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
-                                     f"input generator raised {exc!r}")
+            return ConformanceResult(
+                spec.op,
+                spec.name,
+                spec.device,
+                shown,
+                ConformanceStatus.FAILED,
+                f"input generator raised {exc!r}",
+            )
         try:
             want = ref(*inputs, **attrs)
         except Exception as exc:
-            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
-                                     f"reference raised {exc!r} (trial {trial})")
+            return ConformanceResult(
+                spec.op,
+                spec.name,
+                spec.device,
+                shown,
+                ConformanceStatus.FAILED,
+                f"reference raised {exc!r} (trial {trial})",
+            )
         try:
-            got = dispatcher.call(inputs, {**types, **attrs}, device=spec.device,
-                                  label=spec.label, kernel=spec)
+            got = dispatcher.call(
+                inputs, {**types, **attrs}, device=spec.device, label=spec.label, kernel=spec
+            )
         except Exception as exc:
-            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
-                                     f"kernel raised {exc!r} (trial {trial})")
+            return ConformanceResult(
+                spec.op,
+                spec.name,
+                spec.device,
+                shown,
+                ConformanceStatus.FAILED,
+                f"kernel raised {exc!r} (trial {trial})",
+            )
         problem = _compare(got, want)
         if problem is not None:
-            return ConformanceResult(spec.op, spec.name, spec.device, shown, "failed",
-                                     f"{problem} (trial {trial})")
-    return ConformanceResult(spec.op, spec.name, spec.device, shown, "passed")
+            return ConformanceResult(
+                spec.op,
+                spec.name,
+                spec.device,
+                shown,
+                ConformanceStatus.FAILED,
+                f"{problem} (trial {trial})",
+            )
+    return ConformanceResult(spec.op, spec.name, spec.device, shown, ConformanceStatus.PASSED)

@@ -15,6 +15,7 @@ still load.
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.util
 import os
@@ -35,6 +36,7 @@ from opmarket.sdk._kernel import KernelSpec
 
 __all__ = [
     "PluginInfo",
+    "PluginStatus",
     "collect",
     "discover",
     "is_library_entry",
@@ -48,6 +50,14 @@ __all__ = [
 ]
 
 
+class PluginStatus(enum.StrEnum):
+    """What became of a plugin: not loaded yet, loaded, or failed (``error`` says why)."""
+
+    PENDING = "pending"
+    LOADED = "loaded"
+    FAILED = "failed"
+
+
 @dataclass(slots=True)
 class PluginInfo:
     """One entry point of the group ``opmarket`` and what became of it."""
@@ -56,7 +66,7 @@ class PluginInfo:
     distribution: str = ""
     version: str = ""
     module: str = ""
-    status: str = "pending"  # loaded, failed
+    status: PluginStatus = PluginStatus.PENDING
     error: str = ""
     ops: tuple[str, ...] = ()
     kernels: tuple[KernelDef, ...] = ()
@@ -119,8 +129,9 @@ def library_path(value: str) -> Path:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError) as exc:
-        raise LibraryError(f"entry point {value!r}: cannot find package {module!r}: {exc}") \
-            from None
+        raise LibraryError(
+            f"entry point {value!r}: cannot find package {module!r}: {exc}"
+        ) from None
     folders = list(spec.submodule_search_locations or ()) if spec is not None else []
     if spec is not None and not folders and spec.origin:
         folders = [os.path.dirname(spec.origin)]
@@ -128,8 +139,10 @@ def library_path(value: str) -> Path:
         candidate = Path(folder, name)
         if candidate.is_file():
             return candidate.resolve()
-    raise LibraryError(f"entry point {value!r}: no library {name!r} in package {module!r} "
-                       f"(looked in {', '.join(folders) or 'nothing: package not found'})")
+    raise LibraryError(
+        f"entry point {value!r}: no library {name!r} in package {module!r} "
+        f"(looked in {', '.join(folders) or 'nothing: package not found'})"
+    )
 
 
 def plugin_declarations(
@@ -174,41 +187,46 @@ def load_into(registry: Registry, entries: Sequence[EntryPointRecord]) -> list[P
         try:
             info.items = plugin_declarations(entry.value, name=entry.name, pm=pm)
         except Exception as exc:
-            info.status, info.error = "failed", _describe(exc)
+            info.status, info.error = PluginStatus.FAILED, _describe(exc)
     for info in infos:
-        if info.status != "pending":
+        if info.status is not PluginStatus.PENDING:
             continue
         try:
             registry.register(*(i for i in info.items if isinstance(i, OpDef)), source=info.source)
         except Exception as exc:
-            info.status, info.error = "failed", _describe(exc)
+            info.status, info.error = PluginStatus.FAILED, _describe(exc)
             registry.unregister_source(info.source)
     for info in infos:
-        if info.status != "pending":
+        if info.status is not PluginStatus.PENDING:
             continue
         try:
-            registry.register(*(i for i in info.items if not isinstance(i, OpDef)),
-                              source=info.source)
-            info.status = "loaded"
+            registry.register(
+                *(i for i in info.items if not isinstance(i, OpDef)), source=info.source
+            )
+            info.status = PluginStatus.LOADED
             info.ops = tuple(sorted(i.name for i in info.items if isinstance(i, OpDef)))
             info.kernels = tuple(i.definition for i in info.items if isinstance(i, KernelSpec))
         except Exception as exc:
-            info.status, info.error = "failed", _describe(exc)
+            info.status, info.error = PluginStatus.FAILED, _describe(exc)
             registry.unregister_source(info.source)
     for info in infos:
         info.items = []
     return infos
 
 
-def load_plugins_from(paths: Sequence[str], *, registry: Registry,
-                      distribution: str | None = None) -> list[PluginInfo]:
+def load_plugins_from(
+    paths: Sequence[str], *, registry: Registry, distribution: str | None = None
+) -> list[PluginInfo]:
     """Load into ``registry`` the plugins installed in the directories ``paths`` (only
     ``distribution``'s, when given), each isolated as ``load_plugins`` does, whatever the
     environment variables say: what the marketplace's validation does with a wheel
     installed in a folder of its own. The directories must be on ``sys.path``."""
     key = normalize_name(distribution) if distribution is not None else None
-    entries = [e for e in scan(paths, use_cache=False).entries
-               if key is None or normalize_name(e.distribution) == key]
+    entries = [
+        e
+        for e in scan(paths, use_cache=False).entries
+        if key is None or normalize_name(e.distribution) == key
+    ]
     return load_into(registry, sorted(entries, key=lambda e: e.name))
 
 

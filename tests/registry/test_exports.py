@@ -10,10 +10,11 @@ def test_registry_exports() -> None:
     assert opmarket.registry.__all__ == [
         "BUILTIN_OPS", "DEVICE_PREFERENCE", "ENTRY_POINT_GROUP", "GRAPH_FORMAT", "MANIFEST",
         "PRODUCER_VERSION",
-        "AmbiguousOpName", "ConformanceReport", "ConformanceResult", "Graph", "GraphProblem",
+        "AmbiguousOpName", "ConformanceReport", "ConformanceResult", "ConformanceStatus", "Graph",
+        "GraphProblem",
         "InvalidGraph",
         "KernelError", "KernelNotFound", "LibraryError", "Node", "OpLibrary", "OpResolver",
-        "PluginInfo", "RegistrationError",
+        "PluginInfo", "PluginStatus", "RegistrationError",
         "Registry", "check_conformance", "check_gradient", "compute_gradient",
         "current_device", "custom_call", "device", "dumps_graph", "fill_defaults",
         "find_manifest", "get_registry", "gradients", "graph_from_json", "graph_problems",
