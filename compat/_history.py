@@ -80,7 +80,7 @@ def read_history(path: str | Path) -> list[Release]:
         return _labelled(doc)
     if doc.format == "tf-pbtxt":
         return releases_from_versions(doc.ops)
-    opset = OpSet(tuple(doc.ops), tuple(doc.kernels), name=doc.name, version=doc.version)
+    opset = doc.opset
     return [(_label(opset, 0), opset)]
 
 

@@ -57,19 +57,36 @@ _FLAGS = (
 
 @dataclass
 class Document:
-    """What one file holds: ops (in file order, names may repeat in a TensorFlow history),
-    kernels, release metadata, and every problem found while reading it. An opmarket history
-    (format ``history``) holds its ``releases``, oldest first; ops, kernels, name and version
-    are then the latest release's."""
+    """What one file holds: its op-set (ops in file order; names may repeat in a TensorFlow
+    history), the format it was read from, and every problem found while reading it. An
+    opmarket history (format ``history``) holds its ``releases``, oldest first, and its
+    ``opset`` is the latest release."""
 
     source: str
-    ops: list[OpDef] = field(default_factory=list)
-    kernels: list[KernelDef] = field(default_factory=list)
-    name: str = ""
-    version: str = ""
+    opset: OpSet = field(default_factory=OpSet)
     format: str = ""
     problems: list[Problem] = field(default_factory=list)
     releases: list[OpSet] = field(default_factory=list)
+
+    @property
+    def ops(self) -> tuple[OpDef, ...]:
+        """The op-set's ops."""
+        return self.opset.ops
+
+    @property
+    def kernels(self) -> tuple[KernelDef, ...]:
+        """The op-set's kernels."""
+        return self.opset.kernels
+
+    @property
+    def name(self) -> str:
+        """The release's distribution name, when the file says."""
+        return self.opset.name
+
+    @property
+    def version(self) -> str:
+        """The release's version, when the file says."""
+        return self.opset.version
 
 
 def _full_type_to_json(ft: FullType) -> dict[str, Any]:
@@ -316,8 +333,7 @@ def decode_history(obj: Mapping[str, Any], source: str) -> Document:
         )
     if doc.releases:
         latest = doc.releases[-1]
-        doc.ops, doc.kernels = list(latest.ops), list(latest.kernels)
-        doc.name, doc.version = latest.name, latest.version
+        doc.opset = latest
     return doc
 
 
@@ -339,23 +355,24 @@ def decode_document(obj: Mapping[str, Any], source: str) -> Document:
     for key in ("name", "version"):
         if not isinstance(obj.get(key, ""), str):
             raise DocumentError(source, f"{key!r} must be a string")
-    doc.name = obj.get("name", "")
-    doc.version = obj.get("version", "")
-    ops, kernels = obj.get("ops", []), obj.get("kernels", [])
-    if not isinstance(ops, list) or not isinstance(kernels, list):
+    raw_ops, raw_kernels = obj.get("ops", []), obj.get("kernels", [])
+    if not isinstance(raw_ops, list) or not isinstance(raw_kernels, list):
         raise DocumentError(source, "'ops' and 'kernels' must be lists")
-    for i, raw in enumerate(ops):
+    ops: list[OpDef] = []
+    kernels: list[KernelDef] = []
+    for i, raw in enumerate(raw_ops):
         op_name = raw.get("name", f"#{i}") if isinstance(raw, dict) else f"#{i}"
         try:
-            doc.ops.append(opdef_from_json(raw))
+            ops.append(opdef_from_json(raw))
         except ValueError as exc:
             where = exc.where if isinstance(exc, BadJson) else ""
             doc.problems.append(Problem(str(exc), op=str(op_name), field=where, source=source))
-    for i, raw in enumerate(kernels):
+    for i, raw in enumerate(raw_kernels):
         try:
-            doc.kernels.append(kernel_from_json(raw))
+            kernels.append(kernel_from_json(raw))
         except BadJson as exc:
             doc.problems.append(
                 Problem(exc.message, field=f"kernels[{i}].{exc.where}", source=source)
             )
+    doc.opset = OpSet(tuple(ops), tuple(kernels), obj.get("name", ""), obj.get("version", ""))
     return doc

@@ -87,14 +87,14 @@ def _parse_document(text: str, source: str) -> Document:
         if looks_like_spec_document(obj):
             assert isinstance(obj, dict)
             ops, problems = decode_spec_document(obj, source)
-            return Document(source=source, ops=ops, problems=problems, format="spec")
+            return Document(source, OpSet(tuple(ops)), "spec", problems)
         raise DocumentError(
             source,
             'JSON, but neither an opmarket op-set ("format": "opmarket.opset") nor a '
             'spec-form document ({"ops": [{"name": ..., "inputs": ["x: T"], ...}]})',
         )
     ops = opdefs_from_pbtxt(text, source)
-    return Document(source=source, ops=ops, problems=_problems_of(ops, source), format="tf-pbtxt")
+    return Document(source, OpSet(tuple(ops)), "tf-pbtxt", _problems_of(ops, source))
 
 
 def read_document(path: str | Path) -> Document:
@@ -131,7 +131,7 @@ def _as_opset(doc: Document) -> OpSet:
         seen.add(op.name)
     if problems:
         raise InvalidOpDef(problems)
-    return OpSet(tuple(doc.ops), tuple(doc.kernels), name=doc.name, version=doc.version)
+    return doc.opset
 
 
 def opset_to_json(opset: OpSet) -> str:
