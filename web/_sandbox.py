@@ -283,7 +283,7 @@ def run_sandboxed(
                       *prefix]
         command = [*prefix, *_rlimits(limits, group), *argv]
         return _supervise(command, limits, run_env, cwd=cwd, pass_fds=pass_fds,
-                          protections=protections, group=group)
+                          protections=protections, group=group, bwrapped=not problem)
     finally:
         if group is not None:
             group.destroy()
@@ -293,7 +293,7 @@ def run_sandboxed(
 
 def _supervise(command: list[str], limits: Limits, env: Mapping[str, str], *, cwd: str,
                pass_fds: Sequence[int], protections: list[str],
-               group: JobCgroup | None) -> Outcome:
+               group: JobCgroup | None, bwrapped: bool) -> Outcome:
     stdout, stderr = bytearray(), bytearray()
     over = threading.Event()
     proc = subprocess.Popen(
@@ -334,6 +334,9 @@ def _supervise(command: list[str], limits: Limits, env: Mapping[str, str], *, cw
     if over.is_set() and not problem:
         problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
     code = proc.returncode
+    if code > 128 and bwrapped:  # bwrap says 128+N when its command died of N
+        with contextlib.suppress(ValueError):
+            code = -signal.Signals(code - 128)
     if not problem and code < 0:
         problem = f"killed by signal {signal.Signals(-code).name}"
     return Outcome(code, bytes(stdout), bytes(stderr), problem, protections, peak)
