@@ -103,7 +103,8 @@ def test_it_runs_as_a_host_user_that_is_not_root_read_from_outside() -> None:
 def test_it_sees_only_what_it_needs(tmp_path: Path) -> None:
     secret = tmp_path / "server-data.txt"
     secret.write_text("token digests")
-    code = (f"import os\nprint(os.path.exists({str(secret)!r}), os.path.exists({str(tmp_path)!r}))\n"
+    code = (f"import os\nprint(os.path.exists({str(secret)!r}), "
+            f"os.path.exists({str(tmp_path)!r}))\n"
             "print(sorted(os.listdir('/')))\nprint(sorted(os.listdir('/tmp')))\n"
             "print([p for p in ('/run', '/var', '/home', '/etc/passwd', '/etc/shadow') "
             "if os.path.exists(p)])\n")
