@@ -196,6 +196,8 @@ def validate_wheel(
             "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; see docs/marketplace.md)"]))
         return verdict
     note = "sandbox: " + "; ".join(outcome.protections)
+    if outcome.peak_memory_bytes is not None:
+        note += f"; peak memory of the whole job {outcome.peak_memory_bytes / 2**20:.0f} MiB"
     if outcome.problem or isinstance(result, str):
         why = outcome.problem or str(result)
         verdict.steps.append(Step("load", "failed", [
