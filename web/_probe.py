@@ -189,14 +189,14 @@ def _harness(argv: list[str]) -> int:
     os.close(write_end)
     data = _collect(read_end, child)
     if len(data) > REPORT_CAP:
-        out["report_error"] = f"the plugin's process reported more than {REPORT_CAP} bytes"
+        out["report_error"] = f"reported more than {REPORT_CAP} bytes"
         child.kill()
     out["returncode"] = child.wait()
     if "report_error" not in out:
         try:
             out["report"] = json.loads(data) if data else None
         except ValueError as exc:
-            out["report_error"] = f"its report is not JSON: {exc}"
+            out["report_error"] = f"sent a report that is not JSON: {exc}"
     json.dump(out, result)
     result.close()
     return 0

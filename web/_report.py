@@ -120,5 +120,5 @@ def parse_harness(raw: bytes, secret: str) -> HarnessResult:
         try:
             out.report = _report(data["report"])
         except ReportProblem as exc:
-            out.report_error = f"its report is malformed: {exc}"
+            out.report_error = f"sent a malformed report: {exc}"
     return out

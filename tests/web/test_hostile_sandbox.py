@@ -230,7 +230,7 @@ def test_a_malformed_report_rejects_with_the_reason(hostile: dict[str, Path]) ->
     verdict = validate(hostile["malformed"])
     assert verdict.status == "rejected"
     (failed,) = verdict.failures
-    assert "its report is malformed: each of ops must be an object of strings" in failed.log[0]
+    assert "sent a malformed report: each of ops must be an object of strings" in failed.log[0]
     assert "'x'" in failed.log[0]
 
 
