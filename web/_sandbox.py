@@ -86,8 +86,12 @@ class Outcome:
 
 
 _PATHS = """
-import json, os, sys
-import numpy, packaging, opmarket.sdk, opmarket.registry, opmarket.compat
+import importlib, json, os, sys
+for name in ("numpy", "packaging", "opmarket.sdk", "opmarket.registry", "opmarket.compat"):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
 found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
          os.path.dirname(os.path.realpath(sys.executable))}
 found.update(p for p in sys.path if p and os.path.isdir(p))
@@ -185,7 +189,10 @@ def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path]) -> 
     else:
         argv += ["--unshare-user", "--disable-userns"]
     argv += _system()
+    # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
+    # but for /dev/shm, which shared memory and multiprocessing's locks need.
     argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             "--size", disk, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--ro-bind", "/sys", "/sys", "--size", disk, "--perms", "1777", "--tmpfs", "/tmp"]
     made: set[str] = set()
     needed = list(_interpreter_paths(interpreter))

@@ -5,6 +5,7 @@ supervisor. Real bwrap, real processes, real control groups."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -256,3 +257,40 @@ def test_without_bubblewrap_it_refuses_unless_allowed() -> None:
     out = run("print('ran')", bwrap="/nonexistent/bwrap", allow_unsandboxed=True)
     assert out.stdout == b"ran\n"
     assert out.protections[0].startswith("NOT SANDBOXED")
+
+
+def _system_python() -> str | None:
+    found = shutil.which("python3", path="/usr/bin")
+    if found is None or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    done = subprocess.run([found, "-c", "import sys; print(sys.version_info[:2])"],
+                          capture_output=True, text=True, check=False)
+    return found if done.stdout.strip() == str(sys.version_info[:2]) else None
+
+
+@needs_bwrap
+@pytest.mark.skipif(_system_python() is None,
+                    reason="needs root (to become nobody) and a system Python of this version")
+def test_a_server_that_is_not_root_sandboxes_as_itself(tmp_path: Path) -> None:
+    """The supervisor runs as nobody (as a server of its own user would), with a system
+    interpreter that user can read: bwrap's user namespace, same guarantees."""
+    python = _system_python()
+    assert python is not None
+    site = [p for p in sys.path if p.endswith("site-packages") or "__editable__" in p]
+    code = ("import os, socket\nfor p in ('/proc/sys/kernel/core_pattern', '/dev/kmsg'):\n"
+            "    try:\n        open(p, 'w'); print('OPENED', p)\n"
+            "    except OSError as e:\n        print('refused', e.errno)\n"
+            "print(os.getuid(), sorted(os.listdir('/')))\n")
+    supervisor = (
+        "import sys\nfrom opmarket.web._sandbox import Limits, run_sandboxed\n"
+        f"out = run_sandboxed([sys.executable, '-I', '-c', {code!r}], limits=Limits(timeout_s=60),"
+        " interpreter=sys.executable, env={'PATH': '/usr/bin:/bin'})\n"
+        "print(out.stdout.decode(), out.protections[-1], out.stderr.decode())\n")
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c",
+         supervisor], capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(site)})
+    assert done.returncode == 0, done.stderr
+    assert "OPENED" not in done.stdout and done.stdout.count("refused") == 2, done.stdout
+    assert "65534 ['bin', 'dev'" in done.stdout
+    assert "runs as host uid 65534 in a user namespace" in done.stdout
