@@ -15,6 +15,7 @@ what that does and does not prove.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -179,6 +180,9 @@ def validate_wheel(
     a bad wheel: every failure is a failed step (``SandboxUnavailable`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
+    if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
+        limits = dataclasses.replace(limits, devices=tuple(sorted(
+            str(p) for pattern in ("nvidia*", "dri", "kfd") for p in Path("/dev").glob(pattern))))
     verdict = Verdict(filename)
     try:
         info = inspect_wheel(path, filename, wheel_limits)

@@ -71,6 +71,7 @@ class Limits:
     user: str = "nobody"  # the host user it runs as, when the server is root
     bwrap: str = "bwrap"
     allow_unsandboxed: bool = False
+    devices: tuple[str, ...] = ()  # host devices it may use (a GPU's), besides null, zero...
 
 
 @dataclass(slots=True)
@@ -192,6 +193,7 @@ def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path]) -> 
     # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
     # but for /dev/shm, which shared memory and multiprocessing's locks need.
     argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
              "--size", disk, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--ro-bind", "/sys", "/sys", "--size", disk, "--perms", "1777", "--tmpfs", "/tmp"]
     made: set[str] = set()

@@ -122,6 +122,16 @@ def test_it_sees_only_what_it_needs(tmp_path: Path) -> None:
 
 
 @needs_bwrap
+@pytest.mark.skipif(not Path("/dev/fuse").exists(), reason="no /dev/fuse to pass through")
+def test_only_the_devices_it_is_given_are_there() -> None:
+    code = "import os\nprint(sorted(os.listdir('/dev')))"
+    plain = run(code, timeout_s=60)
+    given = run(code, timeout_s=60, devices=("/dev/fuse",))
+    assert "'fuse'" not in plain.stdout.decode() and "'kmsg'" not in plain.stdout.decode()
+    assert "'fuse'" in given.stdout.decode(), given.stderr
+
+
+@needs_bwrap
 def test_kernel_settings_and_devices_are_out_of_reach() -> None:
     before = (Path("/proc/sys/kernel/core_pattern").read_text(), socket.gethostname())
     code = ("import socket\nfor p in ('/proc/sys/kernel/core_pattern', "
