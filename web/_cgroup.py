@@ -8,6 +8,7 @@ that are gone (killed with ``kill -9``), after killing whatever is still in them
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -82,6 +83,22 @@ class JobCgroup:
         """Kill every process left in the job's groups, then remove the groups."""
         for folder in self.folders:
             _remove(folder)
+        with _LOCK:
+            _LIVE.pop(id(self), None)
+
+
+# The groups of jobs still running: removed when this process exits normally (a stopping
+# server's last jobs); after kill -9, ``sweep_stale`` in another process removes them.
+_LIVE: dict[int, JobCgroup] = {}
+_LOCK = threading.Lock()
+
+
+@atexit.register
+def _destroy_live() -> None:
+    with _LOCK:
+        live = list(_LIVE.values())
+    for group in live:
+        group.destroy()
 
 
 def _write(path: Path, value: str) -> bool:
@@ -120,7 +137,7 @@ def create_job_cgroup(memory_mb: int, max_pids: int, cpus: float) -> JobCgroup |
             if not group.enforced:
                 group.destroy()
                 return None
-            return group
+            return _register(group)
         for controller, parent in parents.items():
             folder = parent / name
             folder.mkdir()
@@ -141,8 +158,13 @@ def create_job_cgroup(memory_mb: int, max_pids: int, cpus: float) -> JobCgroup |
     if not group.enforced:
         group.destroy()
         return None
-    return group
+    return _register(group)
 
+
+def _register(group: JobCgroup) -> JobCgroup:
+    with _LOCK:
+        _LIVE[id(group)] = group
+    return group
 
 
 def _remove(folder: Path) -> None:

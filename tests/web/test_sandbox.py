@@ -304,3 +304,14 @@ def test_a_server_that_is_not_root_sandboxes_as_itself(tmp_path: Path) -> None:
     assert "OPENED" not in done.stdout and done.stdout.count("refused") == 2, done.stdout
     assert "65534 ['bin', 'dev'" in done.stdout
     assert "runs as host uid 65534 in a user namespace" in done.stdout
+
+
+@needs_cgroup
+def test_a_process_that_exits_with_a_job_running_removes_its_groups() -> None:
+    done = subprocess.run([sys.executable, "-c", (
+        "import os\nfrom opmarket.web._cgroup import create_job_cgroup\n"
+        "group = create_job_cgroup(64, 16, 1.0)\nprint(os.getpid(), *group.folders)\n")],
+        capture_output=True, text=True, check=True)
+    pid, *folders = done.stdout.split()
+    assert folders and all(f"opmarket-{pid}-" in f for f in folders)
+    assert not [f for f in folders if Path(f).exists()]
