@@ -4,8 +4,9 @@ A job is claimed with one conditional UPDATE (``status='queued'`` -> ``running``
 atomic on SQLite and PostgreSQL alike, so several worker threads or processes (or machines,
 on PostgreSQL) can share one queue. While it runs, its worker renews the job's
 ``heartbeat`` every third of the lease; every worker, while it runs, queues again the jobs
-whose heartbeat is older than the lease (their worker died: ``kill -9``, a lost machine), so
-such a job is taken again within about a lease and a half, not only when a server starts.
+whose heartbeat is older than the lease (their worker died: ``kill -9``, a lost machine),
+every third of a lease, so such a job is taken again within 4/3 of a lease (plus the time a
+worker takes to start, when none was running), not only when a server starts.
 A job whose handler raised, or whose worker died during each of ``max_attempts``
 attempts, is given up: its kind's ``abandon`` handler says why (validation rejects the
 file), so nothing waits for ever.
@@ -209,16 +210,13 @@ class Worker:
         return True
 
     def _keeper(self) -> None:
-        beats = 0
         while not self._stop.wait(self.lease_s / 3):
             try:
                 with self._lock:
                     held = dict(self._held)
                 for worker in set(held.values()):
                     self.queue.renew([j for j, w in held.items() if w == worker], worker)
-                beats += 1
-                if beats % 2 == 0:  # every two thirds of a lease
-                    self.reclaim()
+                self.reclaim()  # a dead worker's job is queued again within 4/3 leases
             except Exception:  # the database was busy or gone: try again next time
                 log.exception("could not renew or reclaim leases")
 

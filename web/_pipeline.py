@@ -113,6 +113,8 @@ def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
 def _env() -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+        # getpass.getuser() reads these first: the sandbox has no /etc/passwd.
+        "USER": "sandbox", "LOGNAME": "sandbox",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
         # One thread per library: threads count against the process limit.
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

@@ -285,6 +285,15 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         worker = subprocess.Popen([OPMARKET, "worker", "--data", str(data)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
+        def requeued() -> bool:
+            with sqlite3.connect(data / "opmarket.sqlite3") as db:
+                row = db.execute("SELECT attempts FROM jobs").fetchone()
+            db.close()
+            return bool(row) and row[0] == 2
+
+        wait_for(requeued, timeout=10 * timeout)
+        requeued_s = time.monotonic() - killed
+
         def decided() -> bool:
             with sqlite3.connect(data / "opmarket.sqlite3") as db:
                 row = db.execute("SELECT status FROM files").fetchone()
@@ -299,9 +308,10 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         if worker is not None:
             worker.terminate()
             worker.wait(30)
-    print(f"sandbox gone {orphans_gone_s:.1f} s, file decided {decided_s:.1f} s after kill -9 "
-          f"(timeout {timeout} s)")
+    print(f"sandbox gone {orphans_gone_s:.1f} s, job taken over {requeued_s:.1f} s, file "
+          f"decided {decided_s:.1f} s after kill -9 (timeout {timeout} s)")
     assert orphans_gone_s < timeout
+    assert requeued_s < 2 * timeout + 2  # 4/3 of a lease (one timeout), the worker's start
     assert decided_s < 3 * timeout + 5  # lease (one timeout) + reclaim + one validation
     with sqlite3.connect(data / "opmarket.sqlite3") as db:
         assert db.execute("SELECT status, attempts FROM jobs").fetchall() == [("done", 2)]
