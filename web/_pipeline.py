@@ -20,6 +20,7 @@ import os
 import secrets
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,7 @@ def _drain(fd: int, sink: bytearray) -> None:
 
 
 def _run_probe(wheel: Path, filename: str, dist: str, limits: Limits, *, gpu: bool,
-               interpreter: str) -> tuple[Any, HarnessResult | str]:
+               interpreter: str, private: Sequence[Path]) -> tuple[Any, HarnessResult | str]:
     """Run the harness in the sandbox: its outcome, and its checked result or why none."""
     secret = secrets.token_hex(32)
     secret_r, secret_w = os.pipe()
@@ -156,7 +157,7 @@ def _run_probe(wheel: Path, filename: str, dist: str, limits: Limits, *, gpu: bo
              f"/input/{filename}", dist, *(["--gpu"] if gpu else [])],
             limits=limits, interpreter=interpreter, env=_env(),
             binds={"/input/probe.py": _PROBE, f"/input/{filename}": wheel},
-            pass_fds=(secret_r, result_w),
+            pass_fds=(secret_r, result_w), private=private,
         )
     finally:
         os.close(secret_r)
@@ -177,9 +178,11 @@ def validate_wheel(
     wheel_limits: WheelLimits | None = None,
     gpu: bool = False,
     interpreter: str = sys.executable,
+    private: Sequence[Path] = (),
 ) -> Verdict:
-    """Run every step on the wheel at ``path`` and say what each found. Raises nothing for
-    a bad wheel: every failure is a failed step (``SandboxUnavailable`` included)."""
+    """Run every step on the wheel at ``path`` and say what each found; ``private``: host
+    folders the plugin must never see (the server's data). Raises nothing for a bad wheel:
+    every failure is a failed step (``SandboxUnavailable`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -195,7 +198,7 @@ def validate_wheel(
         f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"]))
     try:
         outcome, result = _run_probe(path.resolve(), filename, info.normalized, limits, gpu=gpu,
-                                     interpreter=interpreter)
+                                     interpreter=interpreter, private=private)
     except SandboxUnavailable as exc:
         verdict.steps.append(Step("sandbox", "failed", [
             str(exc), "the marketplace does not run uploaded code outside a sandbox "

@@ -178,7 +178,8 @@ def _parents(path: str, made: set[str], bound: Sequence[str]) -> list[str]:
     return args
 
 
-def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path]) -> list[str]:
+def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path],
+                private: Sequence[Path]) -> list[str]:
     root = os.geteuid() == 0
     disk = str(limits.disk_mb * 1024 * 1024)
     argv = [str(shutil.which(limits.bwrap)), "--unshare-pid", "--unshare-net",
@@ -198,6 +199,12 @@ def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path]) -> 
              "--ro-bind", "/sys", "/sys", "--size", disk, "--perms", "1777", "--tmpfs", "/tmp"]
     made: set[str] = set()
     needed = list(_interpreter_paths(interpreter))
+    for path in needed:
+        for secret in private:
+            if secret == Path(path) or Path(path) in secret.parents:
+                raise SandboxUnavailable(
+                    f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
+                    "sandbox must not see: install opmarket outside the server's data folder")
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if root and not setpriv.startswith("/usr/"):
         needed.append(str(Path(setpriv).parent))
@@ -244,11 +251,13 @@ def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threadin
 def run_sandboxed(
     argv: list[str], *, limits: Limits, interpreter: str, env: Mapping[str, str],
     binds: Mapping[str, Path] | None = None, pass_fds: Sequence[int] = (),
+    private: Sequence[Path] = (),
 ) -> Outcome:
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
     the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
-    read. Raises ``SandboxUnavailable`` when no sandbox can be made and ``limits`` does not
-    allow running without one."""
+    read; ``private`` names host folders it must never see (the server's data): a sandbox
+    whose binds would show one is refused. Raises ``SandboxUnavailable`` when no sandbox can
+    be made (and ``limits`` does not allow running without one)."""
     binds = dict(binds or {})
     for dest in binds:
         if not dest.startswith("/input/"):
@@ -277,7 +286,8 @@ def run_sandboxed(
             argv = [str(binds[a]) if a in binds else a for a in argv]
             run_env.update(HOME=cwd, TMPDIR=cwd)
         else:
-            prefix = _bwrap_argv(limits, interpreter, binds)
+            prefix = _bwrap_argv(limits, interpreter, binds,
+                                 [Path(os.path.realpath(p)) for p in private])
             cwd = "/"
             run_env.update(HOME=WORK, TMPDIR="/tmp")
             who = (f"host user {limits.user!r} ({pwd.getpwnam(limits.user).pw_uid}), no "

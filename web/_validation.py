@@ -110,7 +110,8 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
                 out.write(chunk)
         verdict = validate_wheel(local, previous=previous_release(state, project_id, version),
                                  limits=limits, wheel_limits=wheel_limits,
-                                 gpu=state.settings.gpu_available)
+                                 gpu=state.settings.gpu_available,
+                                 private=[state.settings.data_dir.resolve()])
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
         verdict = _failure(filename, f"{type(exc).__name__}: {exc}")

@@ -132,6 +132,25 @@ def test_only_the_devices_it_is_given_are_there() -> None:
 
 
 @needs_bwrap
+def test_nothing_outside_its_folder_is_writable() -> None:
+    code = ("import os, sys\nfor p in (sys.prefix, os.path.dirname(os.__file__), '/usr/lib',"
+            " '/input', '/', '/etc', '/sys/fs/cgroup', '/proc/sys/vm'):\n"
+            "    try:\n        open(os.path.join(p, 'x'), 'w'); print('WROTE', p)\n"
+            "    except OSError as e:\n        print('refused', e.errno)\n")
+    out = run(code, timeout_s=60)
+    assert out.returncode == 0, out.stderr
+    assert b"WROTE" not in out.stdout and out.stdout.count(b"refused") == 8, out.stdout
+
+
+@needs_bwrap
+def test_a_sandbox_that_would_show_the_servers_data_is_refused() -> None:
+    inside = Path(sys.prefix) / "opmarket-data"  # a data folder inside the environment
+    with pytest.raises(SandboxUnavailable, match="opmarket-data"):
+        run_sandboxed([sys.executable, "-c", "print(1)"], limits=Limits(timeout_s=60),
+                      interpreter=sys.executable, env=ENV, private=[inside])
+
+
+@needs_bwrap
 def test_kernel_settings_and_devices_are_out_of_reach() -> None:
     before = (Path("/proc/sys/kernel/core_pattern").read_text(), socket.gethostname())
     code = ("import socket\nfor p in ('/proc/sys/kernel/core_pattern', "
