@@ -4,6 +4,8 @@ log that says why, and the machine is none the worse."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,16 @@ def test_allowed_to_run_unsandboxed_it_validates_and_says_so(built: dict[str, Pa
                                                          allow_unsandboxed=True))
     assert verdict.status == "validated", verdict.log_text()
     assert "NOT SANDBOXED ('/nonexistent/bwrap' is not installed" in verdict.log_text()
+
+
+@pytest.mark.slow
+def test_opmarket_validate_without_bubblewrap_warns_and_runs(built: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    empty = tmp_path / "bin"  # a PATH with no bwrap on it
+    empty.mkdir()
+    done = subprocess.run([str(Path(sys.executable).parent / "opmarket"), "validate",
+                           str(built["gpu"])], capture_output=True, text=True, check=False,
+                          env={"PATH": str(empty), "HOME": str(tmp_path)}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: no sandbox (" in done.stderr and "is not installed" in done.stderr
+    assert "NOT SANDBOXED" in done.stdout
