@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -20,7 +19,7 @@ from opmarket.web._jobs import JobQueue, Worker
 from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
 from opmarket.web._storage import storage_from_url
-from opmarket.web._validation import validation_handler
+from opmarket.web._validation import validation_worker
 
 __all__ = ["app_from_environment", "create_app", "open_state"]
 
@@ -44,9 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         worker: Worker | None = None
         if settings.validation_workers:
-            state.queue.requeue_stale(timedelta(seconds=settings.validation_timeout_s * 3))
-            worker = Worker(state.queue, {"validate": validation_handler(state)},
-                            threads=settings.validation_workers)
+            worker = validation_worker(state, settings.validation_workers)
             worker.start()
         try:
             yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -159,6 +160,13 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
     except (UsageError, ImportError):  # no web extra: an author's machine; server defaults
         settings = None
     limits, wheel_limits = limits_from(settings)
+    from opmarket.web._sandbox import sandbox_problem
+
+    unsandboxed = sandbox_problem(limits)
+    if unsandboxed:  # an author's own wheel on their own machine: run it, but say so
+        click.echo(f"warning: no sandbox ({unsandboxed}); the wheel's code runs with your "
+                   "rights, files and network", err=True)
+        limits = dataclasses.replace(limits, allow_unsandboxed=True)
     verdict = validate_wheel(wheel, previous=prior, limits=limits, wheel_limits=wheel_limits)
     if as_json:
         click.echo(json.dumps(verdict.to_json(), indent=2))
@@ -205,12 +213,11 @@ def worker(data: Path | None, threads: int | None) -> None:
     (Ctrl-C). Run web servers with --validation-workers 0 and as many of these as you like."""
     import signal as signals
 
-    from opmarket.web._jobs import Worker
-    from opmarket.web._validation import validation_handler
+    from opmarket.web._validation import validation_worker
 
     state = _state(data)
     count = threads if threads is not None else max(state.settings.validation_workers, 1)
-    runner = Worker(state.queue, {"validate": validation_handler(state)}, threads=count)
+    runner = validation_worker(state, count)
     stop = threading.Event()
     for sig in (signals.SIGINT, signals.SIGTERM):
         signals.signal(sig, lambda *_: stop.set())

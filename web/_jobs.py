@@ -1,9 +1,15 @@
-"""Background work as rows in the database, taken by workers in any process.
+"""Background work as rows in the database, taken by workers in any process, held by leases.
 
 A job is claimed with one conditional UPDATE (``status='queued'`` -> ``running``), which is
 atomic on SQLite and PostgreSQL alike, so several worker threads or processes (or machines,
-on PostgreSQL) can share one queue. A job left ``running`` by a worker that died is queued
-again when it is older than the timeout.
+on PostgreSQL) can share one queue. While it runs, its worker renews the job's
+``heartbeat`` every third of the lease; every worker, while it runs, queues again the jobs
+whose heartbeat is older than the lease (their worker died: ``kill -9``, a lost machine),
+every third of a lease, so such a job is taken again within 4/3 of a lease (plus the time a
+worker takes to start, when none was running), not only when a server starts.
+A job whose handler raised, or whose worker died during each of ``max_attempts``
+attempts, is given up: its kind's ``abandon`` handler says why (validation rejects the
+file), so nothing waits for ever.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from opmarket.web._db import Database
@@ -27,10 +33,11 @@ __all__ = ["JobQueue", "Worker"]
 log = logging.getLogger("opmarket.web.jobs")
 
 Handler = Callable[[dict[str, Any]], None]
+Abandon = Callable[[dict[str, Any], str], None]
 
 
 class JobQueue:
-    """Enqueue, claim and finish jobs stored in the ``jobs`` table."""
+    """Enqueue, claim, renew and finish jobs stored in the ``jobs`` table."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -47,6 +54,7 @@ class JobQueue:
         self._wakeup.set()
 
     def wait(self, timeout: float) -> None:
+        """Sleep until ``notify`` or ``timeout`` seconds, whichever comes first."""
         self._wakeup.wait(timeout)
         self._wakeup.clear()
 
@@ -57,74 +65,160 @@ class JobQueue:
                 job_id = session.scalar(
                     select(Job.id).where(Job.status == "queued", Job.kind.in_(kinds))
                     .order_by(Job.id).limit(1)
-                )  # fmt: skip
+                )
                 if job_id is None:
                     return None
+                now = utcnow()
                 claimed = session.execute(
                     update(Job).where(Job.id == job_id, Job.status == "queued")
-                    .values(status="running", worker=worker, started=utcnow(),
+                    .values(status="running", worker=worker, started=now, heartbeat=now,
                             attempts=Job.attempts + 1)
-                )  # fmt: skip
+                )
                 if getattr(claimed, "rowcount", 0) == 1:
                     return session.get(Job, job_id)
         return None
 
+    def renew(self, job_ids: list[int], worker: str) -> None:
+        """Extend the leases of ``worker``'s running jobs."""
+        if not job_ids:
+            return
+        with self.db.transaction() as session:
+            session.execute(
+                update(Job).where(Job.id.in_(job_ids), Job.status == "running",
+                                  Job.worker == worker).values(heartbeat=utcnow())
+            )
+
     def finish(self, job_id: int, *, error: str = "") -> None:
+        """Mark the job done (or failed, with ``error``)."""
         with self.db.transaction() as session:
             session.execute(
                 update(Job).where(Job.id == job_id)
                 .values(status="failed" if error else "done", finished=utcnow(), error=error)
-            )  # fmt: skip
+            )
 
-    def requeue_stale(self, older_than: timedelta) -> int:
-        """Queue again the jobs whose worker has held them too long (it died)."""
+    def release(self, job_id: int, *, error: str = "") -> None:
+        """Put a running job back in the queue (its worker stops, or it failed and may be
+        tried again)."""
         with self.db.transaction() as session:
-            done = session.execute(
-                update(Job).where(Job.status == "running", Job.started < utcnow() - older_than)
-                .values(status="queued", worker="")
-            )  # fmt: skip
-            return int(getattr(done, "rowcount", 0) or 0)
+            session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
+                            .values(status="queued", worker="", error=error))
+
+    def requeue_stale(self, older_than: timedelta, max_attempts: int = 3) -> list[Job]:
+        """Queue again the running jobs whose lease ran out (their worker stopped renewing
+        it); those already tried ``max_attempts`` times are failed and returned, to be
+        given up by their kind's ``abandon`` handler."""
+        cutoff = utcnow() - older_than
+        expired = or_(Job.heartbeat < cutoff, and_(Job.heartbeat.is_(None), Job.started < cutoff))
+        with self.db.transaction() as session:
+            gone = list(session.scalars(select(Job).where(Job.status == "running", expired,
+                                                          Job.attempts >= max_attempts)))
+            for job in gone:
+                job.status, job.finished = "failed", utcnow()
+                job.error = f"its worker stopped during each of {job.attempts} attempts"
+            session.execute(update(Job).where(Job.status == "running", expired)
+                            .values(status="queued", worker=""))
+            session.flush()
+            session.expunge_all()
+        return gone
 
 
 class Worker:
-    """Threads that take jobs from the queue and run their kind's handler."""
+    """Threads that take jobs from the queue and run their kind's handler, renewing each
+    job's lease while it runs and reclaiming the jobs of workers that stopped."""
 
     def __init__(self, queue: JobQueue, handlers: dict[str, Handler], *, threads: int = 1,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, lease_s: float = 60.0, max_attempts: int = 3,
+                 abandon: dict[str, Abandon] | None = None,
+                 housekeeping: Callable[[], None] | None = None) -> None:
         self.queue = queue
         self.handlers = handlers
-        self.poll_s = poll_s
+        self.poll_s = min(poll_s, lease_s / 4)
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self.abandon = abandon or {}
+        self.housekeeping = housekeeping
         self._stop = threading.Event()
+        self._held: dict[int, str] = {}
+        self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._loop, name=f"opmarket-worker-{i}", daemon=True)
             for i in range(threads)
         ]
+        self._threads.append(threading.Thread(target=self._keeper, daemon=True,
+                                              name="opmarket-worker-leases"))
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def start(self) -> None:
+        """Reclaim what stopped workers left, then start the threads."""
+        self.reclaim()
         for t in self._threads:
             t.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop taking jobs; the jobs still running after ``timeout`` go back to the queue
+        (their sandboxes die with this process)."""
         self._stop.set()
         self.queue.notify()
         for t in self._threads:
             t.join(timeout)
+        with self._lock:
+            held = list(self._held)
+        for job_id in held:
+            try:
+                self.queue.release(job_id)
+            except Exception:  # the database is gone: the lease runs out instead
+                log.exception("could not put job %s back in the queue", job_id)
+
+    def reclaim(self) -> None:
+        """Queue again the jobs whose lease ran out, give up those tried too often, and
+        clean what dead workers left behind."""
+        for job in self.queue.requeue_stale(timedelta(seconds=self.lease_s),
+                                            self.max_attempts):
+            self._give_up(job.kind, dict(job.payload), job.error)
+        if self.housekeeping is not None:
+            self.housekeeping()
+        self.queue.notify()
+
+    def _give_up(self, kind: str, payload: dict[str, Any], why: str) -> None:
+        handler = self.abandon.get(kind)
+        if handler is not None:
+            try:
+                handler(payload, why)
+            except Exception:
+                log.exception("could not give up a %s job", kind)
 
     def run_once(self) -> bool:
         """Run one job if one is queued; whether one ran."""
-        job = self.queue.claim(f"{self.name}/{threading.current_thread().name}",
-                               tuple(self.handlers))
+        me = f"{self.name}/{threading.current_thread().name}"
+        job = self.queue.claim(me, tuple(self.handlers))
         if job is None:
             return False
+        with self._lock:
+            self._held[job.id] = me
         try:
             self.handlers[job.kind](dict(job.payload))
         except Exception as exc:  # a handler's bug must not kill the worker
             log.exception("job %s (%s) failed", job.id, job.kind)
-            self.queue.finish(job.id, error=f"{type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            self.queue.finish(job.id, error=why)
+            self._give_up(job.kind, dict(job.payload), why)
         else:
             self.queue.finish(job.id)
+        finally:
+            with self._lock:
+                self._held.pop(job.id, None)
         return True
+
+    def _keeper(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                with self._lock:
+                    held = dict(self._held)
+                for worker in set(held.values()):
+                    self.queue.renew([j for j, w in held.items() if w == worker], worker)
+                self.reclaim()  # a dead worker's job is queued again within 4/3 leases
+            except Exception:  # the database was busy or gone: try again next time
+                log.exception("could not renew or reclaim leases")
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -167,5 +167,6 @@ class Job(Base):
     worker: Mapped[str] = mapped_column(String(100), default="")
     created: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+    heartbeat: Mapped[datetime | None] = mapped_column(DateTime, default=None)  # lease
     finished: Mapped[datetime | None] = mapped_column(DateTime, default=None)
     error: Mapped[str] = mapped_column(Text, default="")

@@ -1,27 +1,32 @@
 """Validation of one wheel, step by step: what the marketplace runs on every upload and
 ``opmarket validate`` runs locally, with the same verdict.
 
-Steps: inspect (the upload checks) -> install (pip, into a directory of its own) -> entry
-point -> load -> snapshot -> manifest -> conformance (the plugin's code: all in the
-sandbox) -> compat against the previous validated release -> version policy. A wheel is
-``validated`` when no step failed; a step whose machinery is missing says ``not available``
-in the log and is never counted as passed.
+Steps: inspect (the upload checks, outside the sandbox) -> install (unpacked into the
+sandbox's private folder) -> entry point -> load -> snapshot -> conformance (the plugin's
+code, in its own process in the sandbox) -> manifest (the reported op-set against the
+wheel's ``opmarket.opset.json``, read outside) -> compat against the previous validated
+release -> version policy. A wheel is ``validated`` when no step failed; a step whose
+machinery is missing says ``not available`` and is never counted as passed.
+
+The verdict is decided here, outside the sandbox, from what came back on the result pipe of
+the harness (``_probe``), never from what the plugin printed; see docs/marketplace.md for
+what that does and does not prove.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import dataclasses
 import os
-import shutil
-import subprocess
+import secrets
 import sys
-import tempfile
+import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opmarket.web._sandbox import Limits, run_sandboxed
+from opmarket.web._report import HarnessResult, ReportProblem, parse_harness
+from opmarket.web._sandbox import Limits, SandboxUnavailable, run_sandboxed
 from opmarket.web._wheels import WheelLimits, WheelProblem, inspect_wheel
 
 if TYPE_CHECKING:
@@ -30,8 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
-_MARK = b"RESULT "
-_STATUSES = ("passed", "failed", "skipped", "not available")
+_RESULT_CAP = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -41,6 +45,9 @@ class Step:
     name: str
     status: str  # one of _STATUSES
     log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.log = [line for line in self.log if line]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,58 +103,70 @@ def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
         Limits(timeout_s=settings.validation_timeout_s, memory_mb=settings.validation_memory_mb,
                max_pids=settings.validation_max_pids,
                max_output_bytes=settings.validation_max_output_bytes,
-               user=settings.sandbox_user),
+               disk_mb=settings.validation_disk_mb, cpus=settings.validation_cpus,
+               user=settings.sandbox_user,
+               allow_unsandboxed=settings.validation_allow_unsandboxed),
         WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
                     settings.max_compression_ratio),
-    )  # fmt: skip
+    )
 
 
-def _env(workdir: Path) -> dict[str, str]:
+def _env() -> dict[str, str]:
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir),
-        "TMPDIR": str(workdir / "tmp"), "LANG": "C.UTF-8",
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+        # getpass.getuser() reads these first: the sandbox has no /etc/passwd.
+        "USER": "sandbox", "LOGNAME": "sandbox",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-        "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1", "PIP_NO_INDEX": "1",
         # One thread per library: threads count against the process limit.
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-    }  # fmt: skip
+    }
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these
         if name in os.environ:
             env[name] = os.environ[name]
     return env
 
 
-# Unpacks a wheel whose member names were checked (inspect): purelib/platlib .data folders
-# go to the top, as installers put them.
-_UNPACK = """
-import sys, zipfile, pathlib
-wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
-with zipfile.ZipFile(wheel) as zf:
-    for info in zf.infolist():
-        parts = info.filename.split("/")
-        if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
-            parts = parts[2:]
-        elif parts[0].endswith(".data"):
-            continue
-        if info.is_dir():
-            continue
-        out = target.joinpath(*parts)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(zf.read(info))
-"""
-
-
-@functools.cache
-def _has_pip(interpreter: str) -> bool:
-    done = subprocess.run([interpreter, "-I", "-m", "pip", "--version"], capture_output=True,
-                          check=False, timeout=60)
-    return done.returncode == 0
-
-
 def _tail(data: bytes, limit: int = 4000) -> str:
     text = data.decode("utf-8", errors="replace").strip()
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _drain(fd: int, sink: bytearray) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        while chunk := pipe.read(65536):
+            if len(sink) + len(chunk) > _RESULT_CAP:
+                sink.clear()  # too much: not the harness's result
+                return
+            sink.extend(chunk)
+
+
+def _run_probe(wheel: Path, filename: str, dist: str, limits: Limits, *, gpu: bool,
+               interpreter: str, private: Sequence[Path]) -> tuple[Any, HarnessResult | str]:
+    """Run the harness in the sandbox: its outcome, and its checked result or why none."""
+    secret = secrets.token_hex(32)
+    secret_r, secret_w = os.pipe()
+    os.write(secret_w, secret.encode())
+    os.close(secret_w)
+    result_r, result_w = os.pipe()
+    raw = bytearray()
+    reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
+    reader.start()
+    try:
+        outcome = run_sandboxed(
+            [interpreter, "-I", "/input/probe.py", "harness", str(secret_r), str(result_w),
+             f"/input/{filename}", dist, *(["--gpu"] if gpu else [])],
+            limits=limits, interpreter=interpreter, env=_env(),
+            binds={"/input/probe.py": _PROBE, f"/input/{filename}": wheel},
+            pass_fds=(secret_r, result_w), private=private,
+        )
+    finally:
+        os.close(secret_r)
+        os.close(result_w)  # the reader sees the end once every sandboxed copy is gone too
+        reader.join(30)
+    try:
+        return outcome, parse_harness(bytes(raw), secret)
+    except ReportProblem as exc:
+        return outcome, str(exc)
 
 
 def validate_wheel(
@@ -159,10 +178,16 @@ def validate_wheel(
     wheel_limits: WheelLimits | None = None,
     gpu: bool = False,
     interpreter: str = sys.executable,
+    private: Sequence[Path] = (),
 ) -> Verdict:
-    """Run every step on the wheel at ``path`` and say what each found."""
+    """Run every step on the wheel at ``path`` and say what each found; ``private``: host
+    folders the plugin must never see (the server's data). Raises nothing for a bad wheel:
+    every failure is a failed step (``SandboxUnavailable`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
+    if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
+        limits = dataclasses.replace(limits, devices=tuple(sorted(
+            str(p) for pattern in ("nvidia*", "dri", "kfd") for p in Path("/dev").glob(pattern))))
     verdict = Verdict(filename)
     try:
         info = inspect_wheel(path, filename, wheel_limits)
@@ -171,66 +196,103 @@ def validate_wheel(
         return verdict
     verdict.steps.append(Step("inspect", "passed", [
         f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"]))
-    workdir = Path(tempfile.mkdtemp(prefix="opmarket-validate-"))
     try:
-        os.chmod(workdir, 0o755)
-        (workdir / "tmp").mkdir()
-        wheel = workdir / filename
-        shutil.copyfile(path, wheel)
-        env = _env(workdir)
-        target = str(workdir / "target")
-        how = "pip installed it (without dependencies) into a directory of its own"
-        if _has_pip(interpreter):
-            argv = [interpreter, "-I", "-m", "pip", "install", "--no-deps", "--no-index",
-                    "--no-compile", "--target", target, str(wheel)]
-        else:  # an environment made without pip (uv): unpack, as an installer would
-            argv = [interpreter, "-I", "-c", _UNPACK, str(wheel), target]
-            how = "unpacked into a directory of its own (no pip in this environment)"
-        install = run_sandboxed(argv, workdir=workdir, limits=limits, interpreter=interpreter,
-                                env=env)
-        sandbox_note = "sandbox: " + "; ".join(install.protections)
-        if install.returncode != 0 or install.problem:
-            verdict.steps.append(Step("install", "failed", [
-                install.problem or f"pip exited with {install.returncode}",
-                _tail(install.stderr or install.stdout), sandbox_note]))
-            return verdict
-        verdict.steps.append(Step("install", "passed", [how, sandbox_note]))
-        probe = run_sandboxed(
-            [interpreter, "-I", str(_PROBE), str(workdir / "target"), info.normalized,
-             str(wheel), *(["--gpu"] if gpu else [])],
-            workdir=workdir, limits=limits, interpreter=interpreter, env=env,
-        )  # fmt: skip
-        result = _result(probe.stdout)
-        if result is None or probe.problem or probe.returncode != 0:
-            why = probe.problem or (f"exited with {probe.returncode}" if probe.returncode
-                                    else "printed no result")
-            verdict.steps.append(Step("load", "failed", [
-                f"the plugin's process {why}", _tail(probe.stderr), _tail(probe.stdout)]))
-            return verdict
-        for step in result.get("steps", []):
-            verdict.steps.append(Step(str(step["name"]), str(step["status"]),
-                                      [str(x) for x in step.get("log", [])]))
-        if probe.stderr.strip():
-            verdict.steps.append(Step("plugin output", "skipped", [_tail(probe.stderr)]))
-        verdict.opset = str(result.get("opset", ""))
-        verdict.ops = list(result.get("ops", []))
-        verdict.kernels = list(result.get("kernels", []))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        outcome, result = _run_probe(path.resolve(), filename, info.normalized, limits, gpu=gpu,
+                                     interpreter=interpreter, private=private)
+    except SandboxUnavailable as exc:
+        verdict.steps.append(Step("sandbox", "failed", [
+            str(exc), "the marketplace does not run uploaded code outside a sandbox "
+            "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; see docs/marketplace.md)"]))
+        return verdict
+    note = "sandbox: " + "; ".join(outcome.protections)
+    if outcome.peak_memory_bytes is not None:
+        note += f"; peak memory of the whole job {outcome.peak_memory_bytes / 2**20:.0f} MiB"
+    if outcome.problem or isinstance(result, str):
+        why = outcome.problem or str(result)
+        verdict.steps.append(Step("load", "failed", [
+            f"the plugin's process {why}" if outcome.problem else why,
+            _tail(outcome.stderr), _tail(outcome.stdout), note]))
+        return verdict
+    if result.install_error:
+        verdict.steps.append(Step("install", "failed", [result.install_error, note]))
+        return verdict
+    verdict.steps.append(Step("install", "passed", [
+        "unpacked into the sandbox's private folder, as an installer would", note,
+        "" if result.protected else "the harness could not make itself non-dumpable"]))
+    why = _ended_badly(result)
+    if why:
+        verdict.steps.append(Step("load", "failed", [
+            f"the plugin's process {why}", _tail(outcome.stderr), _tail(outcome.stdout)]))
+        return verdict
+    report = result.report
+    assert report is not None
+    for name, status, log in report.steps:
+        verdict.steps.append(Step(name, status, log))
+    verdict.opset, verdict.ops, verdict.kernels = report.opset, report.ops, report.kernels
+    if report.opset:
+        _manifest(verdict, path, report.registered_kernels)
+    output = (_tail(outcome.stderr) + "\n" + _tail(outcome.stdout)).strip()
+    if output:
+        verdict.steps.append(Step("plugin output", "skipped", [output]))
     if verdict.opset and not verdict.failures:
         _compat(verdict, previous, filename)
     return verdict
 
 
-def _result(stdout: bytes) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(_MARK):
-            try:
-                data = json.loads(line[len(_MARK):])
-            except ValueError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
+def _ended_badly(result: HarnessResult) -> str:
+    import signal
+
+    if result.returncode < 0:
+        try:
+            name = signal.Signals(-result.returncode).name
+        except ValueError:
+            name = str(-result.returncode)
+        return f"was killed by signal {name}"
+    if result.report_error:
+        return result.report_error
+    if result.returncode != 0:
+        return f"exited with {result.returncode} before it reported"
+    if result.report is None:
+        return "ended without a report"
+    return ""
+
+
+def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) -> None:
+    """Compare the reported op-set with the manifest read here from the archive; add the
+    kernels the manifest declares for devices this worker has not (not run)."""
+    from opmarket.compat import opset_from_wheel
+    from opmarket.sdk import OpmarketError, opset_from_json
+
+    try:
+        have = {o.name: o for o in opset_from_json(verdict.opset).ops}
+    except (OpmarketError, ValueError) as exc:
+        verdict.steps.append(Step("manifest", "failed", [f"the reported op-set: {exc}"]))
+        return
+    try:
+        manifest = opset_from_wheel(wheel)
+    except Exception as exc:  # any unreadable manifest is the wheel's failure
+        verdict.steps.append(Step("manifest", "failed", [f"opmarket.opset.json: {exc}"]))
+        return
+    want = {o.name: o for o in manifest.ops}
+    problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
+    problems += [f"{n}: registered, not in the manifest" for n in sorted(set(have) - set(want))]
+    problems += [f"{n}: the manifest's definition differs from the registered one"
+                 for n in sorted(set(want) & set(have)) if want[n] != have[n]]
+    verdict.steps.append(Step("manifest", "failed" if problems else "passed", problems or [
+        "opmarket.opset.json matches what registers"]))
+    ran = {(k["op"], k["device"]) for k in verdict.kernels}
+    declared = [(op, device, "") for op, device in registered]
+    declared += [(k.op, k.device, ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}"
+                                            for a, ts in k.constraints))
+                 for k in manifest.kernels if k.op in have]
+    seen: set[tuple[str, str]] = set()
+    for op, device, dtypes in declared:
+        if (op, device) in ran or (op, device) in seen or op not in have:
+            continue
+        seen.add((op, device))
+        verdict.kernels.append({"op": op, "device": device, "dtypes": dtypes,
+                                "status": f"{device.lower()}: not run",
+                                "message": "no worker with that device validated it"})
 
 
 def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:

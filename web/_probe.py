@@ -1,20 +1,33 @@
-"""The part of validation that runs the plugin's code, inside the sandbox.
+"""The part of validation that runs inside the sandbox: a harness and the plugin's process.
 
-Run as a script (``python -I _probe.py TARGET DIST WHEEL [--gpu]``) with the wheel installed
-in TARGET: it finds the distribution's ``opmarket`` entry points, loads them into a fresh
-registry, snapshots the op-set, compares it with the shipped manifest, and runs conformance.
-It prints one JSON line prefixed with ``RESULT`` last; everything else is the log. It must
-not import ``opmarket.web`` (the server's dependencies are not the plugin's business).
+``python -I _probe.py harness SECRET_FD RESULT_FD WHEEL DIST [--gpu]`` is the harness. It
+reads the job's secret from SECRET_FD (a pipe the supervisor wrote and closed), makes itself
+non-dumpable (a process of the same user can then neither read its memory nor open its file
+descriptors through /proc, nor ptrace it), unpacks the wheel into ``target`` in its working
+folder, and starts the plugin's process (``_probe.py plugin ...``), which inherits neither
+the secret nor RESULT_FD. When that process ends the harness writes one JSON object to
+RESULT_FD: the secret, how the plugin's process ended, and what it reported on its own pipe.
+
+The plugin's process imports the plugin: anything it reports is what the plugin's code says
+about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
+This file must not import ``opmarket.web`` (the server's dependencies are not the plugin's
+business) and runs with the interpreter's standard library and opmarket only.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
 import sys
 import traceback
+import zipfile
+from pathlib import Path
 from typing import Any
 
-MARK = "RESULT "
+#: Most bytes of report the harness accepts from the plugin's process.
+REPORT_CAP = 8 * 1024 * 1024
 
 
 def _step(name: str, status: str, *lines: str) -> dict[str, Any]:
@@ -28,7 +41,27 @@ def _signature(op: Any) -> str:
     return f"{op.name}({ins}) -> ({outs})" + (f" [{attrs}]" if attrs else "")
 
 
-def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
+def unpack(wheel: str, target: Path) -> None:
+    """Unpack a wheel whose member names were checked outside (inspect), as an installer
+    would: purelib/platlib ``.data`` folders go to the top, other ``.data`` is left out."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            parts = info.filename.split("/")
+            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib",
+                                                                               "platlib"):
+                parts = parts[2:]
+            elif parts[0].endswith(".data"):
+                continue
+            if info.is_dir():
+                continue
+            out = target.joinpath(*parts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(zf.read(info))
+
+
+def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
+    """Load the distribution's plugins from ``target`` and say what they register and how
+    their kernels compare with their references (run in the plugin's process)."""
     import importlib.metadata
 
     from packaging.utils import canonicalize_name
@@ -52,7 +85,6 @@ def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
     from opmarket import registry
 
     reg = registry.new_registry()
-    # This distribution's entry points only, each isolated, whatever OPMARKET_PLUGINS says.
     infos = registry.load_plugins_from([target], registry=reg, distribution=dist_name)
     failed = [i for i in infos if i.status != "loaded"]
     if failed:
@@ -78,70 +110,106 @@ def probe(target: str, dist_name: str, wheel: str, gpu: bool) -> dict[str, Any]:
                   for o in opset.ops]
     steps.append(_step("snapshot", "passed",
                        f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)"))
-
-    manifest = None
-    try:
-        from opmarket.compat import opset_from_wheel
-
-        manifest = opset_from_wheel(wheel)
-    except Exception as exc:
-        steps.append(_step("manifest", "failed", f"opmarket.opset.json: {exc}"))
-    else:
-        want = {o.name: o for o in manifest.ops}
-        have = {o.name: o for o in opset.ops}
-        problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
-        problems += [f"{n}: registered, not in the manifest" for n in sorted(set(have) - set(want))]
-        problems += [f"{n}: the manifest's definition differs from the registered one"
-                     for n in sorted(set(want) & set(have)) if want[n] != have[n]]
-        steps.append(_step("manifest", "failed" if problems else "passed", *problems,
-                           "" if problems else "opmarket.opset.json matches what registers"))
-
-    check = getattr(registry, "check_conformance", None)
-    out["kernels"] = []
-    if check is None:
-        steps.append(_step("conformance", "not available",
-                           "opmarket.registry has no check_conformance yet"))
-        return out
     names = [o.name for o in opset.ops]
     devices = ["CPU", "GPU"] if gpu else ["CPU"]
-    report = check(names, registry=reg, devices=devices)
-    rows = [{"op": r.op, "device": r.device, "dtypes": ", ".join(f"{k}={v}" for k, v in r.types),
-             "status": r.status, "message": r.message} for r in report.results]
-    if not gpu:
-        # Non-CPU kernels: those registered here, and those the manifest declares that only
-        # register where their device is (a CUDA kernel on a machine without a GPU).
-        seen: set[tuple[str, str, str]] = set()
-        declared = [(name, k.device, "") for name in names for k in reg.kernels(name)]
-        here = {(name, device) for name, device, _ in declared}
-        if manifest is not None:
-            declared += [
-                (k.op, k.device, ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}"
-                                           for a, ts in k.constraints))
-                for k in manifest.kernels if k.op in names and (k.op, k.device) not in here
-            ]
-        for name, device, dtypes in declared:
-            if device != "CPU" and (name, device, dtypes) not in seen:
-                seen.add((name, device, dtypes))
-                rows.append({"op": name, "device": device, "dtypes": dtypes,
-                             "status": f"{device.lower()}: not run",
-                             "message": "no worker with that device validated it"})
-    out["kernels"] = rows
-    failures = [str(r) for r in report.failures]
-    lines = [str(r) for r in report.results] + [
-        f"{r['op']} {r['device']}: {r['status']}" for r in rows if r["status"].endswith("not run")]
-    steps.append(_step("conformance", "failed" if failures else "passed", *lines))
+    report = registry.check_conformance(names, registry=reg, devices=devices)
+    out["kernels"] = [
+        {"op": r.op, "device": r.device, "dtypes": ", ".join(f"{k}={v}" for k, v in r.types),
+         "status": r.status, "message": r.message} for r in report.results]
+    out["registered_kernels"] = sorted({f"{name}\t{k.device}" for name in names
+                                        for k in reg.kernels(name)})
+    steps.append(_step("conformance", "failed" if report.failures else "passed",
+                       *(str(r) for r in report.results)))
     return out
 
 
-def main(argv: list[str]) -> int:
-    target, dist_name, wheel = argv[:3]
+def _plugin(argv: list[str]) -> int:
+    report_fd, target, dist_name = int(argv[0]), argv[1], argv[2]
     try:
-        result = probe(target, dist_name, wheel, "--gpu" in argv)
+        result = probe(target, dist_name, "--gpu" in argv)
     except BaseException:
         result = {"steps": [_step("load", "failed", traceback.format_exc())]}
     sys.stdout.flush()
-    print(MARK + json.dumps(result), flush=True)
+    with os.fdopen(report_fd, "w") as report:
+        json.dump(result, report)
     return 0
+
+
+def _non_dumpable() -> bool:
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(4, 0, 0, 0, 0)) == 0  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _collect(fd: int, child: subprocess.Popen[bytes]) -> bytearray:
+    """What the plugin's process wrote on its report pipe, read until it ended (processes
+    it forked may hold the pipe open: its end is not waited for) or wrote too much."""
+    data = bytearray()
+    os.set_blocking(fd, False)
+    ended = False
+    while len(data) <= REPORT_CAP:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        try:
+            chunk = os.read(fd, 65536) if ready or ended else None
+        except BlockingIOError:
+            chunk = b"" if ended else None
+        if chunk == b"":
+            break
+        if chunk:
+            data.extend(chunk)
+        elif child.poll() is not None:
+            ended = True  # read what is left, then stop
+    os.close(fd)
+    return data
+
+
+def _harness(argv: list[str]) -> int:
+    secret_fd, result_fd, wheel, dist_name = int(argv[0]), int(argv[1]), argv[2], argv[3]
+    with os.fdopen(secret_fd, "rb") as f:
+        secret = f.read(256).decode("ascii", errors="replace")
+    result = os.fdopen(result_fd, "w")
+    out: dict[str, Any] = {"secret": secret, "protected": _non_dumpable()}
+    target = Path("target").absolute()
+    try:
+        unpack(wheel, target)
+    except (OSError, zipfile.BadZipFile) as exc:
+        out["install_error"] = f"{type(exc).__name__}: {exc}"
+        json.dump(out, result)
+        result.close()
+        return 0
+    read_end, write_end = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-I", __file__, "plugin", str(write_end), str(target), dist_name,
+         *argv[4:]], pass_fds=(write_end,), close_fds=True, stdin=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    data = _collect(read_end, child)
+    if len(data) > REPORT_CAP:
+        out["report_error"] = f"reported more than {REPORT_CAP} bytes"
+        child.kill()
+    out["returncode"] = child.wait()
+    if "report_error" not in out:
+        try:
+            out["report"] = json.loads(data) if data else None
+        except ValueError as exc:
+            out["report_error"] = f"sent a report that is not JSON: {exc}"
+    json.dump(out, result)
+    result.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``harness ...`` or ``plugin ...`` (see the module's docstring)."""
+    if argv[:1] == ["harness"]:
+        return _harness(argv[1:])
+    if argv[:1] == ["plugin"]:
+        return _plugin(argv[1:])
+    print(f"usage: {Path(__file__).name} harness|plugin ...", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

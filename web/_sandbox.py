@@ -1,50 +1,77 @@
-"""Run an untrusted command with limits: what validation runs a plugin's code in.
+"""Run an untrusted command in a sandbox: what validation runs a plugin's code in.
 
-What it does, when the machine allows (``describe`` says which applied):
+The sandbox is bubblewrap (``bwrap``, Debian's ``bubblewrap``: the tool Flatpak runs apps
+in), started with a control group per job (``_cgroup``). What one run gets:
 
-- its own temporary working directory and HOME, a minimal environment;
-- rlimits: address space (memory), CPU seconds, file size, open files, no core dumps;
-- a wall-clock timeout after which the whole process group is killed;
-- a cap on what it prints: past it the process is killed (no flooding of logs or disk);
-- as root: a pids cgroup (a fork bomb hits its ``pids.max`` and nothing else), and new
-  mount, network, IPC and PID namespaces (every mount read-only but its folder; no network;
-  every process it started dies with it); no capabilities and ``no_new_privs``;
-- as root, when the sandbox user can run the interpreter: that unprivileged user (with
-  RLIMIT_NPROC) instead of root.
+- new PID, network, IPC, UTS and cgroup namespaces: no network at all, no host socket (the
+  host's ``/tmp``, ``/run`` and ``/var`` are not in its file system either), every process
+  it starts dies when its first process does, and ``--die-with-parent`` kills that one when
+  the supervisor dies (even by ``kill -9``);
+- a file system built from nothing: read-only binds of ``/usr`` (and the ``/lib`` links), the
+  interpreter's prefix and every folder its ``sys.path`` and opmarket's modules come from,
+  the job's inputs under ``/input``; ``/sys`` and ``/proc/sys`` read-only, a fresh ``/proc``
+  and a minimal ``/dev``; a private size-limited tmpfs at ``/job`` (its working folder and
+  HOME) and another at ``/tmp``. No home folder, data folder or server state is visible;
+- as root: bwrap makes those mounts with root's rights (so an interpreter under a home that
+  others cannot read still works), and the job's first process, ``setpriv``, drops to the
+  unprivileged host user (``Limits.user``, default ``nobody``) with no capabilities and
+  ``no_new_privs`` before anything of the job runs; as another user: bwrap's unprivileged
+  user namespace (no capabilities, no nested user namespaces), as that user;
+- memory (tmpfs files included), processes and CPU bounded for the whole job by its control
+  group, rlimits on file size and open files, no core dumps, a wall-clock timeout and a cap
+  on what it prints.
 
-What it does not protect against: reading files that the user it runs as may read (the
-file system is visible, read-only: use a container or a dedicated machine for hostile uploads),
-kernel exploits, and CPU/memory pressure within the limits (it shares the machine). Without
-root it has only the rlimits, the timeout and the output cap.
+Without bwrap it refuses (``SandboxUnavailable``) unless ``Limits.allow_unsandboxed`` is set,
+as ``opmarket validate`` does for an author's own wheel: then only the rlimits, the timeout
+and the output cap hold, and ``Outcome.protections`` says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
+import json
 import os
 import pwd
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
-import uuid
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
-__all__ = ["Limits", "Outcome", "run_sandboxed"]
+from opmarket.sdk import OpmarketError
+from opmarket.web._cgroup import JobCgroup, create_job_cgroup
+
+__all__ = ["WORK", "Limits", "Outcome", "SandboxUnavailable", "run_sandboxed", "sandbox_problem"]
+
+#: The job's working folder inside the sandbox (a private tmpfs).
+WORK = "/job"
+
+
+class SandboxUnavailable(OpmarketError, RuntimeError):
+    """No sandbox can be built here, and running unsandboxed was not allowed."""
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What the sandbox allows a command: time, memory, processes, output, file size, user."""
+    """What the sandbox allows a job: time, memory, processes, CPU, output, disk, user."""
 
     timeout_s: float = 300.0
-    memory_mb: int = 4096
+    memory_mb: int = 4096  # the whole job, its tmpfs files included
     max_pids: int = 256
     max_output_bytes: int = 4 * 1024 * 1024
     max_file_mb: int = 1024
-    user: str = "nobody"
+    disk_mb: int = 1024  # each of its tmpfs folders, /job and /tmp
+    cpus: float = 1.0
+    user: str = "nobody"  # the host user it runs as, when the server is root
+    bwrap: str = "bwrap"
+    allow_unsandboxed: bool = False
+    devices: tuple[str, ...] = ()  # host devices it may use (a GPU's), besides null, zero...
 
 
 @dataclass(slots=True)
@@ -56,69 +83,163 @@ class Outcome:
     stderr: bytes
     problem: str = ""
     protections: list[str] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
 
 
-_CGROUP_V1 = Path("/sys/fs/cgroup/pids")
-_CGROUP_V2 = Path("/sys/fs/cgroup")
-
-
-def _pids_cgroup_root() -> Path | None:
-    if os.geteuid() != 0:
-        return None
-    if (_CGROUP_V1 / "cgroup.procs").exists() and os.access(_CGROUP_V1, os.W_OK):
-        return _CGROUP_V1
-    controllers = _CGROUP_V2 / "cgroup.controllers"
-    if controllers.exists() and "pids" in controllers.read_text().split():
-        return _CGROUP_V2
-    return None
-
-
-_NAMESPACES = ["unshare", "--mount", "--propagation", "private", "--net", "--ipc", "--pid",
-               "--fork", "--kill-child", "--mount-proc"]
-
-# Inside the new mount namespace: every mount read-only but the working folder ($0).
-_READ_ONLY = """
-mount --bind "$0" "$0" || exit 97
-for m in $(awk '{print $5}' /proc/self/mountinfo | sort -u); do
-  [ "$m" = "$0" ] && continue
-  case "$m" in /proc|/proc/*) continue;; esac
-  mount -o remount,bind,ro "$m" 2>/dev/null || true
-done
-exec "$@"
-"""
-
-
-@cache
-def _namespaces_work() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
-        return False
-    done = subprocess.run([*_NAMESPACES, "true"], capture_output=True, timeout=30, check=False)
-    return done.returncode == 0
-
-
-@cache
-def _user_can_run(user: str, executable: str) -> tuple[int, int] | None:
-    """(uid, gid) of ``user`` when it exists and may run ``executable`` (an interpreter
-    under a private home directory is not runnable by others)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return None
+_PATHS = """
+import importlib, json, os, sys
+for name in ("numpy", "packaging", "opmarket.sdk", "opmarket.registry", "opmarket.compat"):
     try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        return None
-    done = subprocess.run(
-        # Through a shell: setpriv itself may exec a file the user could not.
-        ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
-         "/bin/sh", "-c", 'exec "$0" -I -c "import opmarket.sdk"', executable],
-        capture_output=True, timeout=60, cwd="/", check=False,
-    )  # fmt: skip
-    return (entry.pw_uid, entry.pw_gid) if done.returncode == 0 else None
+        importlib.import_module(name)
+    except ImportError:
+        pass
+found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+         os.path.dirname(os.path.realpath(sys.executable))}
+found.update(p for p in sys.path if p and os.path.isdir(p))
+found.update(os.path.dirname(os.path.realpath(m.__file__))
+             for m in list(sys.modules.values()) if getattr(m, "__file__", None))
+found.update([os.path.realpath(p) for p in found])
+print(json.dumps(sorted(p for p in found if os.path.isdir(p))))
+"""
+_NEVER = ("/", "/proc", "/sys", "/dev", "/tmp", "/run", "/var", "/home", "/root", "/etc",
+          WORK, "/input")
 
 
-def _reader(stream: object, sink: bytearray, cap: int, over: threading.Event) -> None:
-    import io
+@functools.cache
+def _interpreter_paths(interpreter: str) -> tuple[str, ...]:
+    """The folders ``interpreter`` (and opmarket, numpy) are read from, outermost only."""
+    done = subprocess.run([interpreter, "-I", "-c", _PATHS], capture_output=True, timeout=120,
+                          check=False, cwd="/")
+    if done.returncode != 0:
+        raise SandboxUnavailable(f"cannot list what {interpreter!r} needs: "
+                                 f"{done.stderr.decode(errors='replace')[-500:]}")
+    paths = sorted({os.path.normpath(p) for p in json.loads(done.stdout)} - set(_NEVER))
+    outer: list[str] = []
+    for p in paths:
+        if not any(p.startswith(o + "/") for o in [*outer, "/usr"]):
+            outer.append(p)
+    return tuple(outer)
 
-    assert isinstance(stream, io.BufferedReader)
+
+@functools.cache
+def _bwrap_works(bwrap: str, root: bool) -> str:
+    """"" when ``bwrap`` can make a sandbox here, else why not."""
+    found = shutil.which(bwrap)
+    if found is None:
+        return f"{bwrap!r} is not installed (Debian: apt-get install bubblewrap)"
+    userns = [] if root else ["--unshare-user"]
+    try:
+        done = subprocess.run([found, *userns, "--unshare-pid", "--unshare-net", *_system(),
+                               "--proc", "/proc", "/bin/true"],
+                              capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{found} failed: {exc}"
+    if done.returncode != 0:
+        return f"{found} cannot make namespaces here: {done.stderr.decode(errors='replace')}"
+    return ""
+
+
+def sandbox_problem(limits: Limits) -> str:
+    """Why no sandbox can be built with ``limits`` here ("" when one can)."""
+    root = os.geteuid() == 0
+    if root:
+        try:
+            pwd.getpwnam(limits.user)
+        except KeyError:
+            return f"the sandbox user {limits.user!r} does not exist"
+        if shutil.which("setpriv") is None:
+            return "setpriv (util-linux) is not installed"
+    return _bwrap_works(limits.bwrap, root)
+
+
+def _system() -> list[str]:
+    """/usr read-only, the /bin and /lib links (or folders) as on the host, ld.so's cache."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), str(host)]
+    if Path("/etc/ld.so.cache").exists():
+        argv += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    return argv
+
+
+def _parents(path: str, made: set[str], bound: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    parts = Path(path).parts[1:-1]
+    for i in range(len(parts)):
+        d = "/" + "/".join(parts[: i + 1])
+        if d in made or any(d == b or d.startswith(b + "/") for b in bound):
+            continue
+        made.add(d)
+        args += ["--perms", "0755", "--dir", d]  # bwrap's default would be 0700
+    return args
+
+
+def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path],
+                private: Sequence[Path]) -> list[str]:
+    root = os.geteuid() == 0
+    disk = str(limits.disk_mb * 1024 * 1024)
+    argv = [str(shutil.which(limits.bwrap)), "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
+            "--die-with-parent", "--new-session"]
+    if root:  # setpriv needs these three to drop to the user, then drops them too
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                 "--cap-add", "CAP_SETPCAP"]
+    else:
+        argv += ["--unshare-user", "--disable-userns"]
+    argv += _system()
+    # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
+    # but for /dev/shm, which shared memory and multiprocessing's locks need.
+    argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
+             "--size", disk, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--ro-bind", "/sys", "/sys", "--size", disk, "--perms", "1777", "--tmpfs", "/tmp"]
+    made: set[str] = set()
+    needed = list(_interpreter_paths(interpreter))
+    for path in needed:
+        for secret in private:
+            if secret == Path(path) or Path(path) in secret.parents:
+                raise SandboxUnavailable(
+                    f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
+                    "sandbox must not see: install opmarket outside the server's data folder")
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    if root and not setpriv.startswith("/usr/"):
+        needed.append(str(Path(setpriv).parent))
+    for path in needed:
+        argv += [*_parents(path, made, ["/usr"]), "--ro-bind", path, path]
+    argv += ["--perms", "0755", "--dir", "/input"]
+    for dest, source in binds.items():
+        argv += ["--ro-bind", str(source), dest]
+    argv += ["--size", disk, "--perms", "0777", "--tmpfs", WORK, "--chdir", WORK]
+    if root:
+        entry = pwd.getpwnam(limits.user)
+        argv += ["--", setpriv, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                 "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
+    return [*argv, "--"]
+
+
+def _rlimits(limits: Limits, group: JobCgroup | None) -> list[str]:
+    if shutil.which("prlimit") is None:
+        return []
+    enforced = " ".join(group.enforced) if group is not None else ""
+    out = ["prlimit", f"--cpu={max(int(limits.timeout_s), 1)}",
+           f"--fsize={limits.max_file_mb * 1024 * 1024}", "--nofile=256", "--core=0"]
+    if "memory" not in enforced:  # no memory group: at least each process is bounded
+        out.append(f"--as={limits.memory_mb * 1024 * 1024}")
+    if "processes" not in enforced:
+        out.append(f"--nproc={limits.max_pids}")
+    return [*out, "--"]
+
+
+# Joins the job's control groups ($1... up to --), then becomes the sandbox.
+_ENTER = ('while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; '
+          'shift; exec "$@"')
+
+
+def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threading.Event) -> None:
     while chunk := stream.read1(65536):
         if len(sink) + len(chunk) > cap:
             sink.extend(chunk[: max(cap - len(sink), 0)])
@@ -128,124 +249,113 @@ def _reader(stream: object, sink: bytearray, cap: int, over: threading.Event) ->
 
 
 def run_sandboxed(
-    argv: list[str], *, workdir: Path, limits: Limits, interpreter: str, env: dict[str, str]
+    argv: list[str], *, limits: Limits, interpreter: str, env: Mapping[str, str],
+    binds: Mapping[str, Path] | None = None, pass_fds: Sequence[int] = (),
+    private: Sequence[Path] = (),
 ) -> Outcome:
-    """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in ``workdir``."""
-    protections = [
-        f"rlimits: {limits.memory_mb} MiB address space, {int(limits.timeout_s)} s CPU, "
-        f"{limits.max_file_mb} MiB files, 256 open files, no core dumps",
-        f"wall-clock timeout {limits.timeout_s:g} s, output cap {limits.max_output_bytes} bytes",
-    ]
-    prefix: list[str] = []
-    cgroup: Path | None = None
-    root = _pids_cgroup_root()
-    if root is not None:
-        cgroup = root / f"opmarket-{uuid.uuid4().hex[:12]}"
-        try:
-            cgroup.mkdir()
-            (cgroup / "pids.max").write_text(str(limits.max_pids))
-            prefix += ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup / "cgroup.procs")]
-            protections.append(f"pids cgroup: at most {limits.max_pids} processes")
-        except OSError:
-            cgroup = None
-    namespaces = _namespaces_work()
-    if namespaces:
-        prefix += [*_NAMESPACES, "sh", "-c", _READ_ONLY, str(workdir)]
-        protections.append("namespaces: no network, own IPC, own PIDs, own mounts with the "
-                           "file system read-only but its folder")
-    ids = _user_can_run(limits.user, interpreter)
-    nproc: list[str] = []
-    # no_new_privs and no capabilities: even as root it cannot remount, mount, or write
-    # through permissions it does not own.
-    drop = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
-    if ids is not None:
-        uid, gid = ids
-        prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *drop]
-        os.chown(workdir, uid, gid)
-        for path in workdir.rglob("*"):
-            os.chown(path, uid, gid, follow_symlinks=False)
-        nproc = [f"--nproc={limits.max_pids}"]
-        protections.append(f"runs as unprivileged user {limits.user!r} ({uid})")
-    elif namespaces:
-        prefix += ["setpriv", *drop]
-        protections.append(
-            f"as root without capabilities: {limits.user!r} cannot run {interpreter} "
-            "(set OPMARKET_SANDBOX_USER, or install Python where that user can read it)"
-        )
-    if shutil.which("prlimit"):
-        prefix += [
-            "prlimit", f"--as={limits.memory_mb * 1024 * 1024}",
-            f"--cpu={max(int(limits.timeout_s), 1)}",
-            f"--fsize={limits.max_file_mb * 1024 * 1024}", "--nofile=256", "--core=0",
-            *nproc, "--",
-        ]  # fmt: skip
+    """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
+    the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
+    read; ``private`` names host folders it must never see (the server's data): a sandbox
+    whose binds would show one is refused. Raises ``SandboxUnavailable`` when no sandbox can
+    be made (and ``limits`` does not allow running without one)."""
+    binds = dict(binds or {})
+    for dest in binds:
+        if not dest.startswith("/input/"):
+            raise SandboxUnavailable(f"inputs go under /input, not {dest!r}")
+    problem = sandbox_problem(limits)
+    if problem and not limits.allow_unsandboxed:
+        raise SandboxUnavailable(f"no sandbox for untrusted code: {problem}")
+    group = create_job_cgroup(limits.memory_mb, limits.max_pids, limits.cpus)
+    scratch: Path | None = None
+    try:
+        protections = [f"wall-clock timeout {limits.timeout_s:g} s, output cap "
+                       f"{limits.max_output_bytes} bytes, files up to {limits.max_file_mb} MiB, "
+                       "no core dumps"]
+        if group is not None:
+            protections.append("control group: " + ", ".join(group.enforced))
+        else:
+            protections.append("no writable control group: memory and processes are bounded "
+                               "per process (rlimits), not for the whole job")
+        run_env = dict(env)
+        if problem:
+            scratch = Path(tempfile.mkdtemp(prefix=f"opmarket-unsandboxed-{os.getpid()}-"))
+            protections.insert(0, f"NOT SANDBOXED ({problem}): the code ran with this user's "
+                                  "rights, file system and network")
+            prefix: list[str] = []
+            cwd = str(scratch)
+            argv = [str(binds[a]) if a in binds else a for a in argv]
+            run_env.update(HOME=cwd, TMPDIR=cwd)
+        else:
+            prefix = _bwrap_argv(limits, interpreter, binds,
+                                 [Path(os.path.realpath(p)) for p in private])
+            cwd = "/"
+            run_env.update(HOME=WORK, TMPDIR="/tmp")
+            who = (f"host user {limits.user!r} ({pwd.getpwnam(limits.user).pw_uid}), no "
+                   "capabilities" if os.geteuid() == 0 else
+                   f"host uid {os.geteuid()} in a user namespace, no capabilities")
+            protections.append(
+                f"bubblewrap: runs as {who}; no network, no host sockets; own PIDs; sees only "
+                f"/usr, the interpreter and its inputs, read-only; {WORK} and /tmp are private "
+                f"tmpfs of {limits.disk_mb} MiB")
+        if group is not None:
+            prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--",
+                      *prefix]
+        command = [*prefix, *_rlimits(limits, group), *argv]
+        return _supervise(command, limits, run_env, cwd=cwd, pass_fds=pass_fds,
+                          protections=protections, group=group, bwrapped=not problem)
+    finally:
+        if group is not None:
+            group.destroy()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _supervise(command: list[str], limits: Limits, env: Mapping[str, str], *, cwd: str,
+               pass_fds: Sequence[int], protections: list[str],
+               group: JobCgroup | None, bwrapped: bool) -> Outcome:
     stdout, stderr = bytearray(), bytearray()
     over = threading.Event()
-    try:
-        proc = subprocess.Popen(
-            [*prefix, *argv], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
-        readers = [
-            threading.Thread(target=_reader, args=(s, sink, limits.max_output_bytes, over),
-                             daemon=True)
-            for s, sink in ((proc.stdout, stdout), (proc.stderr, stderr))
-        ]  # fmt: skip
-        for r in readers:
-            r.start()
-        problem = ""
-        waited = 0.0
-        while True:
-            try:
-                proc.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                waited += 0.1
-            if over.is_set():
-                problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
-                break
-            if waited >= limits.timeout_s:
-                problem = f"still running after {limits.timeout_s:g} s; stopped"
-                break
-        _kill_group(proc)
-        for r in readers:
-            r.join(5)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        if over.is_set() and not problem:
-            problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
-        code = proc.returncode if proc.returncode is not None else -9
-        if not problem and code < 0:
-            problem = f"killed by signal {signal.Signals(-code).name}"
-        return Outcome(code, bytes(stdout), bytes(stderr), problem, protections)
-    finally:
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(pass_fds),
+    )
+    readers = []
+    for stream, sink in ((proc.stdout, stdout), (proc.stderr, stderr)):
+        assert isinstance(stream, io.BufferedReader)
+        readers.append(threading.Thread(target=_reader, daemon=True,
+                                         args=(stream, sink, limits.max_output_bytes, over)))
+    for r in readers:
+        r.start()
+    problem = ""
+    deadline = time.monotonic() + limits.timeout_s
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if over.is_set():
+            break
+        if time.monotonic() >= deadline:
+            problem = f"still running after {limits.timeout_s:g} s; stopped"
+            break
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _remove_cgroup(cgroup: Path) -> None:
-    # Processes that escaped the process group are still in the cgroup: kill them first.
-    for _ in range(50):
-        try:
-            pids = (cgroup / "cgroup.procs").read_text().split()
-        except OSError:
-            pids = []
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-        try:
-            cgroup.rmdir()
-            return
-        except OSError:
-            threading.Event().wait(0.1)
+    peak = group.peak_memory_bytes() if group is not None else None
+    if group is not None:
+        group.destroy()
+    proc.wait()
+    for r in readers:
+        r.join(5)
+    for s in (proc.stdout, proc.stderr):
+        if s is not None:
+            s.close()
+    if over.is_set() and not problem:
+        problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
+    code = proc.returncode
+    if code > 128 and bwrapped:  # bwrap says 128+N when its command died of N
+        with contextlib.suppress(ValueError):
+            code = -signal.Signals(code - 128)
+    if not problem and code < 0:
+        problem = f"killed by signal {signal.Signals(-code).name}"
+    return Outcome(code, bytes(stdout), bytes(stderr), problem, protections, peak)

@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     validation_max_pids: int = 256
     validation_max_output_bytes: int = 4 * MiB
     sandbox_user: str = Field(default="nobody", description="who validation runs as, when root")
+    # The sandbox (docs/marketplace.md): each job's private tmpfs size, CPU share, and
+    # whether a server without bubblewrap may run uploaded code unsandboxed (never by default).
+    validation_disk_mb: int = Field(default=1024, ge=1)
+    validation_cpus: float = Field(default=1.0, gt=0)
+    validation_allow_unsandboxed: bool = False
     gpu_available: bool = False
 
     @property

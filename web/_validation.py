@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
+from opmarket.web._cgroup import sweep_stale
+from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
 
-__all__ = ["previous_release", "record", "run_validation", "validation_handler"]
+if TYPE_CHECKING:
+    from opmarket.web._settings import Settings
+
+__all__ = ["abandon_validation", "clean_leftovers", "previous_release", "record",
+           "run_validation", "validation_handler", "validation_worker"]
+
+_JOB_PREFIX = "opmarket-job-"
 
 log = logging.getLogger("opmarket.web.validation")
 
@@ -53,8 +65,36 @@ def validation_handler(state: AppState) -> Any:
     return handle
 
 
+def _failure(filename: str, why: str) -> Verdict:
+    return Verdict(filename, steps=[Step("validation", "failed", [
+        f"the marketplace could not validate this file: {why}",
+        "upload the same file again to retry",
+    ])])
+
+
+def abandon_validation(state: AppState) -> Any:
+    """For jobs given up (their worker died each time): reject the file with the reason."""
+
+    def abandon(payload: dict[str, Any], why: str) -> None:
+        file_id = int(payload["file_id"])
+        with state.db.session() as session:
+            file = session.get(File, file_id)
+            if file is None or file.status != "pending":
+                return
+            filename = file.filename
+        record(state, file_id, _failure(filename, why))
+
+    return abandon
+
+
+def _job_folder() -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{_JOB_PREFIX}{os.getpid()}-"))
+
+
 def run_validation(state: AppState, file_id: int) -> Verdict | None:
-    """Validate the stored file ``file_id`` if it is pending; its verdict."""
+    """Validate the stored file ``file_id`` if it is pending; its verdict. Every way this
+    can fail ends in ``rejected`` with the reason (or raises, when even that cannot be
+    stored: the job is then tried again, and given up as rejected)."""
     with state.db.session() as session:
         file = session.get(File, file_id)
         if file is None or file.status != "pending":
@@ -62,7 +102,7 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
         filename, sha256 = file.filename, file.sha256
         project_id, version = file.release.project_id, file.release.version
     limits, wheel_limits = limits_from(state.settings)
-    tmp = Path(tempfile.mkdtemp(prefix="opmarket-job-"))
+    tmp = _job_folder()
     try:
         local = tmp / filename
         with open(local, "wb") as out:
@@ -70,18 +110,73 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
                 out.write(chunk)
         verdict = validate_wheel(local, previous=previous_release(state, project_id, version),
                                  limits=limits, wheel_limits=wheel_limits,
-                                 gpu=state.settings.gpu_available)
+                                 gpu=state.settings.gpu_available,
+                                 private=[state.settings.data_dir.resolve()])
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
-        verdict = Verdict(filename, steps=[Step("validation", "failed", [
-            f"the marketplace could not validate this file: {type(exc).__name__}: {exc}",
-            "upload the same file again to retry",
-        ])])  # fmt: skip
+        verdict = _failure(filename, f"{type(exc).__name__}: {exc}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    record(state, file_id, verdict)
+    try:
+        record(state, file_id, verdict)
+    except Exception as exc:  # what it found cannot be stored: reject it with that reason
+        log.exception("%s: the verdict could not be stored", filename)
+        verdict = _failure(filename, f"its verdict could not be stored: {type(exc).__name__}: "
+                                     f"{exc}")
+        record(state, file_id, verdict)
     log.info("%s: %s", filename, verdict.status)
     return verdict
+
+
+def _pid_of(name: str, prefix: str) -> int | None:
+    owner = name.removeprefix(prefix).split("-", 1)[0]
+    return int(owner) if name.startswith(prefix) and owner.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(settings: Settings) -> int:
+    """Remove what killed validations left: job folders and control groups of processes
+    that are gone, and upload spool files older than an hour; how many were removed."""
+    removed = sweep_stale()
+    for folder in Path(tempfile.gettempdir()).glob("opmarket-*"):
+        for prefix in (_JOB_PREFIX, "opmarket-unsandboxed-"):
+            pid = _pid_of(folder.name, prefix)
+            if pid is not None and not _alive(pid):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+    cutoff = time.time() - 3600
+    with contextlib.suppress(OSError):
+        for spool in settings.tmp_dir.glob("*.upload"):
+            with contextlib.suppress(OSError):
+                if spool.stat().st_mtime < cutoff:
+                    spool.unlink()
+                    removed += 1
+    return removed
+
+
+def validation_worker(state: AppState, threads: int) -> Worker:
+    """Worker threads for ``validate`` jobs: leases of one timeout (at least 2 s, at most
+    60 s), given-up jobs rejected, leftovers of dead workers cleaned."""
+    settings = state.settings
+    return Worker(state.queue, {"validate": validation_handler(state)}, threads=threads,
+                  lease_s=max(2.0, min(settings.validation_timeout_s, 60.0)),
+                  abandon={"validate": abandon_validation(state)},
+                  housekeeping=functools.partial(_housekeeping, settings))
+
+
+def _housekeeping(settings: Settings) -> None:
+    removed = clean_leftovers(settings)
+    if removed:
+        log.info("removed %d leftover(s) of stopped validations", removed)
 
 
 def record(state: AppState, file_id: int, verdict: Verdict) -> None:

@@ -4,12 +4,14 @@ log that says why, and the machine is none the worse."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from opmarket.web import Limits, validate_wheel
-from opmarket.web._sandbox import _pids_cgroup_root
+from opmarket.web._cgroup import create_job_cgroup
 
 from .plugins import build_plugin, plugin_source
 
@@ -52,8 +54,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["hang", "crash", "flood", "forks"])
 def test_a_misbehaving_plugin_fails_alone(built: dict[str, Path], name: str) -> None:
-    if name == "forks" and (os.geteuid() != 0 or _pids_cgroup_root() is None):
-        pytest.skip("containing endless forks needs root and a pids cgroup")
+    if name == "forks" and (os.geteuid() != 0 or create_job_cgroup(512, 32, 1) is None):
+        pytest.skip("containing endless forks needs a writable control group")
     verdict = validate_wheel(built[name], limits=Limits(timeout_s=3, max_pids=32,
                                                         max_output_bytes=1_000_000))
     assert verdict.status == "rejected"
@@ -72,11 +74,31 @@ def test_gpu_kernels_are_marked_not_run_without_a_gpu(built: dict[str, Path]) ->
 
 
 @pytest.mark.slow
-def test_without_pip_the_wheel_is_unpacked_and_validates(built: dict[str, Path],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from opmarket.web import _pipeline
+def test_without_a_sandbox_uploaded_code_is_refused(built: dict[str, Path]) -> None:
+    verdict = validate_wheel(built["gpu"], limits=Limits(bwrap="/nonexistent/bwrap"))
+    assert verdict.status == "rejected"
+    (failed,) = verdict.failures
+    assert failed.name == "sandbox"
+    assert "'/nonexistent/bwrap' is not installed" in failed.log[0]
+    assert "OPMARKET_VALIDATION_ALLOW_UNSANDBOXED" in verdict.log_text()
 
-    monkeypatch.setattr(_pipeline, "_has_pip", lambda _interpreter: False)
-    verdict = validate_wheel(built["gpu"])
+
+@pytest.mark.slow
+def test_allowed_to_run_unsandboxed_it_validates_and_says_so(built: dict[str, Path]) -> None:
+    verdict = validate_wheel(built["gpu"], limits=Limits(bwrap="/nonexistent/bwrap",
+                                                         allow_unsandboxed=True))
     assert verdict.status == "validated", verdict.log_text()
-    assert "unpacked into a directory of its own" in verdict.log_text()
+    assert "NOT SANDBOXED ('/nonexistent/bwrap' is not installed" in verdict.log_text()
+
+
+@pytest.mark.slow
+def test_opmarket_validate_without_bubblewrap_warns_and_runs(built: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    empty = tmp_path / "bin"  # a PATH with no bwrap on it
+    empty.mkdir()
+    done = subprocess.run([str(Path(sys.executable).parent / "opmarket"), "validate",
+                           str(built["gpu"])], capture_output=True, text=True, check=False,
+                          env={"PATH": str(empty), "HOME": str(tmp_path)}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: no sandbox (" in done.stderr and "is not installed" in done.stderr
+    assert "NOT SANDBOXED" in done.stdout

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, update
+
+from opmarket.web._db import Database
+from opmarket.web._jobs import JobQueue, Worker
+from opmarket.web._models import Job, utcnow
 
 from .conftest import OPMARKET, Market, Wheels, clean_env, start_market, twine
+
+
+def job_rows(market: Market) -> list[tuple[object, ...]]:
+    """(status, worker, attempts, started) of every job, read from the catalog's database."""
+    with contextlib.closing(sqlite3.connect(market.data / "opmarket.sqlite3")) as db:
+        return list(db.execute("SELECT status, worker, attempts, started FROM jobs"))
 
 
 @pytest.fixture
@@ -23,10 +38,12 @@ def test_a_worker_process_validates_what_a_serving_only_server_accepted(
         serving_only: Market, wheels: Wheels) -> None:
     market = serving_only
     assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
-    time.sleep(1.5)  # nothing in this server validates: it stays pending
+    # Nothing in this server validates: its job is queued and no worker ever claimed it.
+    assert job_rows(market) == [("queued", "", 0, None)]
     (entry,) = market.json("/api/packages/opm-double")["files"]
     assert entry["status"] == "pending"
     assert market.get("/simple/opm-double/")[0] == 404
+    assert job_rows(market) == [("queued", "", 0, None)]
     worker = subprocess.Popen([OPMARKET, "worker", "--data", str(market.data)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               env=clean_env())
@@ -80,3 +97,40 @@ def test_someone_elses_identical_file_is_403_not_200(serving_only: Market,
     assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
     done = twine(market, market.tokens["bob"], wheels.double_1_0)
     assert done.returncode != 0 and "403" in done.stdout + done.stderr
+
+
+def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(
+        tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    queue = JobQueue(db)
+    with db.transaction() as session:
+        queue.enqueue(session, "count", {"n": 1})
+    ran: list[int] = []
+    given_up: list[str] = []
+    done = threading.Event()
+    # A worker that claims the job and dies (never renews), twice.
+    for _ in range(2):
+        assert queue.claim("dead:1/thread", ("count",)) is not None
+        assert queue.requeue_stale(timedelta(seconds=30)) == []  # its lease still holds
+        assert queue.claim("dead:1/thread", ("count",)) is None
+        with db.transaction() as session:  # time passes: its lease runs out
+            session.execute(update(Job).values(heartbeat=utcnow() - timedelta(seconds=60)))
+        assert queue.requeue_stale(timedelta(seconds=30)) == []
+    # A live worker takes it over while it runs (not at its start: the job was running then).
+    assert queue.claim("dead:1/thread", ("count",)) is not None
+    worker = Worker(queue, {"count": lambda p: (ran.append(int(str(p["n"]))), done.set())},
+                    lease_s=1.0, abandon={"count": lambda p, why: given_up.append(why)})
+    worker.start()
+    try:
+        # Third attempt died too: given up, with the reason, instead of running for ever.
+        deadline = time.monotonic() + 10
+        while not given_up and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert ran == []
+    assert given_up == ["its worker stopped during each of 3 attempts"]
+    with db.session() as session:
+        (job,) = session.scalars(select(Job))
+        assert (job.status, job.attempts) == ("failed", 3)
+    db.dispose()
