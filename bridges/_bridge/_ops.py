@@ -10,7 +10,7 @@ input values (an unknown dim for known inputs) cannot be traced, and says so.
 from __future__ import annotations
 
 import enum
-import importlib.util
+import importlib
 import keyword
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,9 +52,12 @@ _ATTR_TYPES = {"int", "float", "bool", "string", "type", "shape", "list(int)", "
 
 
 def require_framework(module: str, extra: str) -> None:
-    """ImportError naming the extra to install when ``module`` is not importable."""
-    if importlib.util.find_spec(module) is None:
-        raise ImportError(f"opmarket.{extra} needs {module}: pip install 'opmarket[{extra}]'")
+    """ImportError naming the extra to install when ``module`` cannot be imported."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"opmarket.{extra} needs {module}, which cannot be imported ({exc}): "
+                          f"pip install 'opmarket[{extra}]'") from None
 
 
 class ParamKind(enum.Enum):

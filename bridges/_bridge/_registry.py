@@ -5,6 +5,7 @@ C-ABI one. When ``opmarket.registry`` reorganises, only this module follows."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
@@ -12,13 +13,17 @@ from opmarket.sdk import KernelSpec, OpDef
 
 __all__ = [
     "builtin",
+    "cache_dir",
     "choose_kernel",
+    "bridge_table",
     "is_c_abi",
+    "native_handle",
     "load_all",
     "registry",
     "version",
     "run_op",
     "bind",
+    "bridge_include",
     "prepared_call",
 ]
 
@@ -103,3 +108,51 @@ def prepared_call(op: OpDef, attrs: Mapping[str, Any], device: str,
         return finish(fn(*arrays, **kw))
 
     return call
+
+
+def native_handle(spec: KernelSpec) -> int | None:
+    """The OPMB_Kernel handle (opmarket/capi_bridge.h) of a C-ABI kernel, or None: not a
+    C-ABI kernel, or a host without the bridge interface."""
+    import opmarket.registry as reg
+
+    get = getattr(reg, "native_kernel_handle", None)
+    if get is None or not is_c_abi(spec):
+        return None
+    handle = get(spec)
+    return int(handle) if handle is not None else None
+
+
+def bridge_table() -> int | None:
+    """The address of the host's OPMB_BridgeApi, or None for a host without one."""
+    import ctypes
+
+    import opmarket.registry as reg
+
+    get = getattr(reg, "capi_bridge", None)
+    if get is None:
+        return None
+    capsule = get()
+    pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    pointer.restype = ctypes.c_void_p
+    pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    address = pointer(capsule, b"opmarket.capi_bridge")
+    return int(address) if address else None
+
+
+def bridge_include() -> str:
+    """The folder holding opmarket/capi_bridge.h and opmarket/c_api.h."""
+    import opmarket.registry as reg
+
+    get = getattr(reg, "capi_bridge_include", None)
+    if get is not None:
+        return str(get())
+    from opmarket.sdk import get_include
+
+    return str(get_include())
+
+
+def cache_dir() -> Path:
+    """opmarket's cache folder (``$OPMARKET_CACHE_DIR``, else the user's cache)."""
+    from opmarket.registry._discovery import cache_dir as opm_cache_dir  # internal
+
+    return opm_cache_dir()
