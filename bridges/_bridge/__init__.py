@@ -11,8 +11,8 @@ from opmarket._bridge._namespace import BridgeNamespace
 from opmarket._bridge._ops import (
     BridgeOp,
     OutputSpec,
-    ParamKind,
     Param,
+    ParamKind,
     bridge_op,
     bridge_ops,
     freeze_attrs,

@@ -284,11 +284,11 @@ class BridgeOp:
             raise InvalidArgument(f"the gradient of {self.name} returned {len(items)} value(s) "
                                   f"for {len(inputs)} input(s)")
         out: list[_Array | None] = []
-        for x, g in zip(inputs, items, strict=True):
-            if g is None:
+        for x, item in zip(inputs, items, strict=True):
+            if item is None:
                 out.append(None)
                 continue
-            g = np.asarray(g)
+            g = np.asarray(item)
             if g.dtype != x.dtype:
                 g = g.astype(x.dtype)
             out.append(np.ascontiguousarray(np.broadcast_to(g, x.shape)))

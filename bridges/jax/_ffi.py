@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
-from opmarket._bridge import BridgeOp, OutputSpec, freeze_attrs
-from opmarket._bridge import _registry
+import jax
+from opmarket._bridge import BridgeOp, OutputSpec, _registry, freeze_attrs
 from opmarket._bridge._build import build_shim
 from opmarket.sdk import DType
 
@@ -60,8 +59,9 @@ def library() -> ctypes.CDLL | None:
             if lib.opm_jax_init(table) != 0:
                 lib = None
             else:
-                jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.opm_jax_capi_call),
-                                            platform="cpu")
+                capsule = jax.ffi.pycapsule(  # type: ignore[no-untyped-call]
+                    lib.opm_jax_capi_call)
+                jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
         _state["lib"] = lib
         return lib
 
@@ -109,7 +109,9 @@ def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: st
 def call(native: Native, op: BridgeOp, attrs: Mapping[str, Any], xs: Sequence[Any],
          specs: Sequence[OutputSpec]) -> list[Any]:
     """The custom call to ``opmarket_capi``; one array per output."""
-    result = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in specs]
+    from opmarket.jax._ops import shape_dtype
+
+    result = [shape_dtype(s.shape, s.dtype) for s in specs]
     fn = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")
     return list(fn(*xs, opm_kernel=np.int64(native.handle), opm_site=np.int64(native.site),
                    **dict(native.attributes)))

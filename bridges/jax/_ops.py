@@ -12,10 +12,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+import jax
+import jax.numpy as jnp
 from opmarket._bridge import BridgeOp, OutputSpec, ParamKind, bridge_op, freeze_attrs
 from opmarket.sdk import DType, InvalidArgument
 
@@ -26,6 +26,11 @@ _lock = threading.Lock()
 # (op, attrs key, label, device) -> the custom_vjp function of the input arrays.
 _functions: dict[tuple[Any, ...], Callable[..., Any]] = {}
 _wrappers: dict[BridgeOp, Callable[..., Any]] = {}
+
+
+def shape_dtype(shape: Any, dtype: Any) -> Any:
+    """``jax.ShapeDtypeStruct(shape, dtype)`` (jax leaves its constructor untyped)."""
+    return jax.ShapeDtypeStruct(shape, dtype)  # type: ignore[no-untyped-call]
 
 
 def jax_op(name: str) -> Callable[..., Any]:
@@ -120,7 +125,7 @@ def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Call
 
     def primal(*xs: Any) -> Any:
         specs = op.output_specs([x.shape for x in xs], attrs)
-        outs = _forward(op, attrs, label, device, xs, specs)
+        outs = _forward(op, attrs, label, device, xs=xs, specs=specs)
         return outs[0] if single else tuple(outs)
 
     fn = jax.custom_vjp(primal)
@@ -139,14 +144,14 @@ def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Call
     return fn
 
 
-def _forward(op: BridgeOp, attrs: dict[str, Any], label: str, device: str,
+def _forward(op: BridgeOp, attrs: dict[str, Any], label: str, device: str, *,
              xs: Sequence[Any], specs: list[OutputSpec]) -> list[Any]:
     from opmarket.jax import _ffi
 
     native = _ffi.native_kernel(op, attrs, label, device)
     if native is not None:
         return _ffi.call(native, op, attrs, xs, specs)
-    result = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in specs]
+    result = [shape_dtype(s.shape, s.dtype) for s in specs]
 
     def host(*arrays: Any) -> tuple[_Array, ...]:
         return tuple(op.compute([np.asarray(a) for a in arrays], attrs, device=device,
@@ -166,7 +171,7 @@ def _backward(op: BridgeOp, attrs: dict[str, Any], xs: Sequence[Any], outs: Sequ
     wanted = [x for x, e in zip(xs, exact, strict=True) if e]
     grads: list[Any] = []
     if wanted and op.differentiable:
-        result = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in wanted]
+        result = [shape_dtype(x.shape, x.dtype) for x in wanted]
         n_x, n_o = len(xs), len(outs)
 
         def host(*arrays: Any) -> tuple[_Array, ...]:

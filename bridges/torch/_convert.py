@@ -9,8 +9,8 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-import torch
 
+import torch
 from opmarket.sdk import DType, InvalidArgument, as_dtype
 
 __all__ = ["DTYPES", "from_numpy", "numpy_dtype", "opm_dtype", "to_numpy"]

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
+import torch
 from opmarket._bridge import BridgeOp, ParamKind, bridge_op, bridge_ops
 from opmarket.registry import KernelNotFound, RegistrationError
 from opmarket.sdk import InvalidArgument, TensorShape
@@ -112,11 +112,9 @@ def _run(op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor],
         arrays = [to_numpy(t.cpu()) for t in tensors]
     outs = op.runner(attrs, device, label)(arrays)
     result = []
-    for a in outs:
-        for x in arrays:  # torch custom ops may not return (views of) their inputs
-            if np.may_share_memory(a, x):
-                a = a.copy()
-                break
+    for out in outs:
+        # torch custom ops may not return their inputs or views of them
+        a = out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
         t = from_numpy(a)
         result.append(t if device == "CPU" else t.to(tensors[0].device))
     return result
@@ -166,8 +164,9 @@ def _register(op: BridgeOp) -> Any:
             for d in shape:
                 if d is None:  # the size depends on the values
                     ctx = ctx or torch.library.get_ctx()
-                    d = ctx.new_dynamic_size()
-                dims.append(d)
+                    dims.append(ctx.new_dynamic_size())
+                else:
+                    dims.append(d)
             outs.append(tensors[0].new_empty(dims, dtype=_torch_dtype(dtype)) if tensors
                         else torch.empty(dims, dtype=_torch_dtype(dtype)))
         return outs[0] if single else tuple(outs)
@@ -177,7 +176,6 @@ def _register(op: BridgeOp) -> Any:
     defined.register_fake(fake)
     if op.differentiable:
         backward = _register_backward(op, call)
-        names = [p.name for p in op.params] + [LABEL]
 
         def setup_context(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: Any = None,
                           output: Any = None) -> None:
@@ -194,7 +192,6 @@ def _register(op: BridgeOp) -> Any:
                       for g, x in zip(got, xs, strict=True)]
             return tuple(result)
 
-        del names
         defined.register_autograd(backward_fn, setup_context=setup_context)
     ns = getattr(torch.ops, op.namespace)
     return getattr(ns, op.python_name)

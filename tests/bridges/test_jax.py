@@ -63,7 +63,7 @@ def test_grad_of_atan_is_one_over_one_plus_x_squared() -> None:
     for grad in (jax.grad(lambda x: oj.ops.atan(x).sum()),
                  jax.jit(jax.grad(lambda x: oj.ops.atan(x).sum()))):
         np.testing.assert_allclose(np.asarray(grad(x)), want, rtol=1e-6)
-    y, vjp = jax.vjp(oj.ops.atan, x)
+    _, vjp = jax.vjp(oj.ops.atan, x)
     np.testing.assert_allclose(np.asarray(vjp(jnp.full_like(x, 2.0))[0]), 2 * want, rtol=1e-6)
 
 
@@ -143,9 +143,9 @@ def test_bad_attrs_and_inputs_quote_what_was_wrong() -> None:
 
 def test_builtin_graph_ops_are_left_to_the_framework() -> None:
     with pytest.raises(NotFound, match="built-in graph ops"):
-        oj.ops.add_n
-    with pytest.raises(AttributeError, match="opmarket.jax.ops has no op 'no_such_op'"):
-        oj.ops.no_such_op
+        _ = oj.ops.add_n
+    with pytest.raises(AttributeError, match=r"opmarket\.jax\.ops has no op 'no_such_op'"):
+        _ = oj.ops.no_such_op
 
 
 def test_names_resolve_as_in_opmarket_ops() -> None:
