@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
 from opmarket.sdk import KernelSpec, OpDef
 
@@ -93,7 +95,8 @@ def prepared_call(op: OpDef, attrs: Mapping[str, Any], device: str,
         return lambda arrays: run_op(op, arrays, attrs, device=device, label=label)
     single = d.single_input
     fn, kw, lock = entry.fn, entry.kw, entry.lock
-    run, finish = entry.run, entry.finish
+    run, finish, odt = entry.run, entry.finish, entry.odt
+    nd = np.ndarray
 
     def call(arrays: Sequence[Any]) -> Any:
         shapes = arrays[0].shape if single else tuple(a.shape for a in arrays)
@@ -102,10 +105,14 @@ def prepared_call(op: OpDef, attrs: Mapping[str, Any], device: str,
                 out = fn(*arrays) if shapes == entry.shapes else _MISS
             if out is _MISS:
                 return run(arrays, shapes)
-            return finish(out)
-        if shapes != entry.shapes:
+        elif shapes != entry.shapes:
             return run(arrays, shapes)
-        return finish(fn(*arrays, **kw))
+        else:
+            out = fn(*arrays, **kw)
+        # As the generated wrapper: one array of the declared dtype needs no other check.
+        if odt is not None and out.__class__ is nd and out.dtype is odt:
+            return out
+        return finish(out)
 
     return call
 

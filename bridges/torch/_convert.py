@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from opmarket.sdk import DType, InvalidArgument, as_dtype
 
-__all__ = ["DTYPES", "from_numpy", "numpy_dtype", "opm_dtype", "to_numpy"]
+__all__ = ["DTYPES", "VIA", "VIA_NP", "from_numpy", "numpy_dtype", "opm_dtype", "to_numpy"]
 
 _Array = np.ndarray[Any, Any]
 
@@ -31,10 +31,10 @@ DTYPES: dict[torch.dtype, np.dtype[Any]] = {
     torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
 }
 _TORCH = {v: k for k, v in DTYPES.items()}
-# Types numpy has no array type of its own for: viewed through an integer of their size.
-_VIA = {torch.bfloat16: torch.int16, torch.float8_e5m2: torch.int8,
+#: Types numpy has no array type of its own for: viewed through an integer of their size.
+VIA = {torch.bfloat16: torch.int16, torch.float8_e5m2: torch.int8,
         torch.float8_e4m3fn: torch.int8}
-_VIA_NP = {DTYPES[t]: DTYPES[i] for t, i in _VIA.items()}
+VIA_NP = {DTYPES[t]: DTYPES[i] for t, i in VIA.items()}
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
@@ -63,18 +63,20 @@ def torch_dtype(dtype: DType) -> torch.dtype:
 
 def to_numpy(t: torch.Tensor) -> _Array:
     """A CPU tensor's data as a numpy array sharing its memory (no copy)."""
-    via = _VIA.get(t.dtype)
+    if t.requires_grad:
+        t = t.detach()
+    via = VIA.get(t.dtype)
     if via is not None:
-        return t.detach().view(via).numpy().view(DTYPES[t.dtype])
-    return t.detach().numpy()
+        return t.view(via).numpy().view(DTYPES[t.dtype])
+    return t.numpy()
 
 
 def from_numpy(a: _Array) -> torch.Tensor:
     """A numpy array as a tensor sharing its memory; a copy only of a read-only array
-    (torch tensors are always writable)."""
-    if not a.flags.writeable:
+    (torch tensors are always writable) or one with negative strides."""
+    if not a.flags.writeable or any(s < 0 for s in a.strides):
         a = a.copy()
-    via = _VIA_NP.get(a.dtype)
+    via = VIA_NP.get(a.dtype)
     if via is not None:
         return torch.from_numpy(a.view(via)).view(_TORCH[a.dtype])
     return torch.from_numpy(a)

@@ -14,10 +14,10 @@ import numpy as np
 
 import torch
 from opmarket._bridge import BridgeOp, ParamKind, bridge_op, bridge_ops
-from opmarket.registry import KernelNotFound, RegistrationError
+from opmarket.registry import KernelNotFound, RegistrationError, get_registry
 from opmarket.sdk import InvalidArgument, TensorShape
-from opmarket.torch._convert import from_numpy, numpy_dtype, opm_dtype, to_numpy
-from opmarket.torch._schema import LABEL, backward_schema, forward_schema
+from opmarket.torch._convert import VIA, VIA_NP, from_numpy, numpy_dtype, opm_dtype, to_numpy
+from opmarket.torch._schema import backward_schema, forward_schema
 
 __all__ = ["register_all", "torch_op"]
 
@@ -56,32 +56,46 @@ def register_all() -> list[str]:
     return [op.name for op in bridge_ops() if torch_op(op.name) is not None]
 
 
-def _device(tensors: Sequence[torch.Tensor]) -> str:
-    kind = tensors[0].device.type if tensors else "cpu"
-    return "CPU" if kind == "cpu" else "GPU" if kind == "cuda" else kind.upper()
-
-
 class _Call:
-    """Converts one call's keyword arguments into bound attrs, cached per dtype and value."""
+    """One op's calls: keyword values bound into attrs and the prepared kernel call, cached
+    per (input dtypes, device, keyword values, registry state)."""
 
     def __init__(self, op: BridgeOp) -> None:
         self.op = op
         self.convert = {p.name: _converter(p.attr.type, p.kind) for p in op.params}
-        self.cache: dict[Any, dict[str, Any]] = {}
+        self.cache: dict[Any, tuple[dict[str, Any], Any]] = {}
+        #: CPU calls: (registry id, version, label, dtypes..., keyword items...) -> runner
+        self.fast: dict[Any, Any] = {}
 
     def attrs(self, dtypes: Sequence[np.dtype[Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Every attr, bound from input dtypes and keyword values (None: the default)."""
+        given = {k: self.convert[k](v) for k, v in kwargs.items() if v is not None}
+        return self.op.bind(dtypes, given)
+
+    def prepared(self, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any],
+                 device: str, label: str) -> tuple[dict[str, Any], Any]:
+        """(attrs, the prepared kernel call) for this call."""
+        reg = get_registry()
         try:
-            key: Any = (tuple(dtypes), tuple((k, type(v), v) for k, v in kwargs.items()))
+            key: Any = (id(reg), reg.version, device, label, *(t.dtype for t in tensors),
+                        *kwargs.items())
             found = self.cache.get(key)
-        except TypeError:  # lists
+        except TypeError:  # list values
             key, found = None, None
         if found is None:
-            given = {k: self.convert[k](v) for k, v in kwargs.items() if v is not None}
-            found = self.op.bind(dtypes, given)
+            attrs = self.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
+            if device != "CPU" and not self.op.has_kernel(attrs, device, label):
+                raise KernelNotFound(
+                    f"{self.op.name} has no {device} kernel; its input is on "
+                    f"{tensors[0].device}\n" + _kernel_list(self.op))
+            found = (attrs, self.op.runner(attrs, device, label))
             if key is not None:
                 if len(self.cache) >= 1024:
                     self.cache.clear()
+                    self.fast.clear()
                 self.cache[key] = found
+                if device == "CPU":
+                    self.fast[(key[0], key[1], label, *key[4:])] = found[1]
         return found
 
 
@@ -95,28 +109,36 @@ def _converter(attr_type: str, kind: ParamKind) -> Callable[[Any], Any]:
     return lambda v: v
 
 
-def _run(op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor],
-         kwargs: dict[str, Any]) -> list[torch.Tensor]:
+def _run(call: _Call, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any],
+         label: str) -> list[torch.Tensor]:
     """The kernel on the tensors' memory: CPU tensors' storage is what the kernel reads;
     a GPU kernel's tensors travel through host memory, as opmarket's GPU kernels take it."""
-    label = kwargs.pop(LABEL, "")
-    device = _device(tensors)
-    attrs = call.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
-    if device == "CPU":
-        arrays = [to_numpy(t) for t in tensors]
+    if all(t.is_cpu for t in tensors):
+        reg = get_registry()
+        try:  # the per-call path: one dict lookup for the prepared kernel call
+            runner = call.fast[(id(reg), reg.version, label, *[t.dtype for t in tensors],
+                                *kwargs.items())]
+        except (KeyError, TypeError):
+            runner = call.prepared(tensors, kwargs, "CPU", label)[1]
+        arrays = [t.numpy() if t.dtype not in VIA and not t.requires_grad else to_numpy(t)
+                  for t in tensors]
+        where = None
     else:
-        if not op.has_kernel(attrs, device, label):
-            raise KernelNotFound(
-                f"{op.name} has no {device} kernel; its input is on {tensors[0].device}\n"
-                + _kernel_list(op))
+        kind = tensors[0].device.type
+        _, runner = call.prepared(tensors, kwargs, "GPU" if kind == "cuda" else kind.upper(),
+                                  label)
         arrays = [to_numpy(t.cpu()) for t in tensors]
-    outs = op.runner(attrs, device, label)(arrays)
+        where = tensors[0].device
     result = []
-    for out in outs:
+    for out in runner(arrays):
         # torch custom ops may not return their inputs or views of them
-        a = out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
-        t = from_numpy(a)
-        result.append(t if device == "CPU" else t.to(tensors[0].device))
+        if (out.base is not None or any(out is x for x in arrays)) and any(
+                np.may_share_memory(out, x) for x in arrays):
+            out = out.copy()  # noqa: PLW2901
+        flags = out.flags
+        t = torch.from_numpy(out) if flags.c_contiguous and flags.writeable and (
+            out.dtype not in VIA_NP) else from_numpy(out)
+        result.append(t if where is None else t.to(where))
     return result
 
 
@@ -130,7 +152,6 @@ def _kernel_list(op: BridgeOp) -> str:
 
 def _fake_shapes(op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor],
                  kwargs: dict[str, Any]) -> list[tuple[Any, np.dtype[Any]]]:
-    kwargs.pop(LABEL, None)
     attrs = call.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
     shapes = [tuple(t.shape) for t in tensors]
     try:  # symbolic sizes pass through Python shape functions
@@ -139,6 +160,14 @@ def _fake_shapes(op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor],
         specs = op.output_specs([tuple(int(d) for d in s) for s in shapes], attrs,
                                 allow_unknown=True)
     return [(s.shape, s.dtype) for s in specs]
+
+
+def _labels(op: BridgeOp) -> list[str]:
+    """The kernel labels of the op's registered kernels that can name an overload."""
+    from opmarket._bridge._registry import registry
+
+    return sorted({k.label for k in registry().kernels(op.name)
+                   if k.label and k.label.isidentifier() and k.label != "default"})
 
 
 def _register(op: BridgeOp) -> Any:
@@ -151,14 +180,24 @@ def _register(op: BridgeOp) -> Any:
     call = _Call(op)
     single = len(op.op_def.outputs) == 1
     n_in = len(op.op_def.inputs)
+    names = [p.name for p in op.params]
 
-    def impl(*tensors: torch.Tensor, **kwargs: Any) -> Any:
-        outs = _run(op, call, tensors, kwargs)
-        return outs[0] if single else tuple(outs)
+    def make_impl(label: str) -> Callable[..., Any]:
+        def impl(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > n_in:  # keyword-only arguments handed over by position
+                kwargs = {**dict(zip(names, args[n_in:], strict=False)), **kwargs}
+                args = args[:n_in]
+            outs = _run(call, args, kwargs, label)
+            return outs[0] if single else tuple(outs)
 
-    def fake(*tensors: torch.Tensor, **kwargs: Any) -> Any:
+        return impl
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > n_in:
+            kwargs = {**dict(zip(names, args[n_in:], strict=False)), **kwargs}
+            args = args[:n_in]
         outs = []
-        for shape, dtype in _fake_shapes(op, call, tensors, kwargs):
+        for shape, dtype in _fake_shapes(op, call, args, kwargs):
             ctx = None
             dims = []
             for d in shape:
@@ -167,20 +206,23 @@ def _register(op: BridgeOp) -> Any:
                     dims.append(ctx.new_dynamic_size())
                 else:
                     dims.append(d)
-            outs.append(tensors[0].new_empty(dims, dtype=_torch_dtype(dtype)) if tensors
+            outs.append(args[0].new_empty(dims, dtype=_torch_dtype(dtype)) if args
                         else torch.empty(dims, dtype=_torch_dtype(dtype)))
         return outs[0] if single else tuple(outs)
 
-    defined = torch.library.custom_op(qualname, impl, mutates_args=(),
+    defined = torch.library.custom_op(qualname, make_impl(""), mutates_args=(),
                                       schema=forward_schema(op))
     defined.register_fake(fake)
+    autograd: tuple[Any, Any] | None = None
     if op.differentiable:
         backward = _register_backward(op, call)
 
         def setup_context(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: Any = None,
                           output: Any = None) -> None:
             ctx.save_for_backward(*inputs[:n_in], *([output] if single else output))
-            ctx.kw = dict(keyword_only_inputs or {})
+            kw = dict(keyword_only_inputs or {})
+            kw.update(zip(names, inputs[n_in:], strict=False))
+            ctx.kw = kw
 
         def backward_fn(ctx: Any, *grads: Any) -> Any:
             saved = ctx.saved_tensors
@@ -188,13 +230,33 @@ def _register(op: BridgeOp) -> Any:
             gs = [torch.zeros_like(o) if g is None else g
                   for g, o in zip(grads, outs, strict=True)]
             got = backward(*xs, *outs, *gs, **ctx.kw)
-            result = [g if x.is_floating_point() or x.is_complex() else None
-                      for g, x in zip(got, xs, strict=True)]
-            return tuple(result)
+            return tuple(g if x.is_floating_point() or x.is_complex() else None
+                         for g, x in zip(got, xs, strict=True))
 
+        autograd = (backward_fn, setup_context)
         defined.register_autograd(backward_fn, setup_context=setup_context)
-    ns = getattr(torch.ops, op.namespace)
-    return getattr(ns, op.python_name)
+    # A labelled kernel (``c_abi``) is an overload of its own: torch.ops.opm.zero_out.c_abi.
+    for label in _labels(op):
+        lib = _library(op.namespace)
+        lib.define(f"{op.python_name}.{label}{forward_schema(op)}")
+        lib.impl(f"{op.python_name}.{label}", make_impl(label), "CompositeExplicitAutograd")
+        overload = f"{qualname}.{label}"
+        torch.library.register_fake(overload, fake, lib=lib)
+        if autograd is not None:
+            torch.library.register_autograd(overload, autograd[0], setup_context=autograd[1],
+                                            lib=lib)
+    return getattr(getattr(torch.ops, op.namespace), op.python_name)
+
+
+_libraries: dict[str, Any] = {}
+
+
+def _library(namespace: str) -> Any:
+    """One torch.library.Library fragment per namespace, alive as long as the process."""
+    lib = _libraries.get(namespace)
+    if lib is None:
+        lib = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    return lib
 
 
 def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
@@ -210,8 +272,6 @@ def _register_backward(op: BridgeOp, call: _Call) -> Any:
     n_in, n_out = len(op.op_def.inputs), len(op.op_def.outputs)
 
     def impl(*tensors: torch.Tensor, **kwargs: Any) -> list[torch.Tensor]:
-        label = kwargs.pop(LABEL, "")
-        del label  # the gradient is the op's, whichever kernel ran
         arrays = [to_numpy(t if t.device.type == "cpu" else t.cpu()) for t in tensors]
         xs, outs, gs = arrays[:n_in], arrays[n_in:n_in + n_out], arrays[n_in + n_out:]
         attrs = call.attrs([x.dtype for x in xs], kwargs)

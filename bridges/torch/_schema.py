@@ -3,7 +3,8 @@
 Inputs are ``Tensor`` arguments; a type attr inferred from the inputs is not an argument
 (the tensors' dtypes dispatch); a type attr that cannot be inferred is a keyword-only
 ``ScalarType`` (optional, None meaning its default, when it has one); every other attr is a
-keyword-only argument with its default; ``str _kernel=""`` picks a labelled kernel.
+keyword-only argument with its default. A labelled kernel (``c_abi``) is an overload of
+the same schema (``opm::zero_out.c_abi``), not an argument.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ from typing import Any
 from opmarket._bridge import BridgeOp, Param, ParamKind
 from opmarket.sdk import TensorShape
 
-__all__ = ["LABEL", "backward_schema", "forward_schema"]
-
-#: The keyword argument that asks for a labelled kernel (``_kernel="c_abi"``).
-LABEL = "_kernel"
+__all__ = ["backward_schema", "forward_schema", "shape_value"]
 
 _SCALARS = {"int": "int", "float": "float", "bool": "bool", "string": "str"}
 
@@ -60,15 +58,16 @@ def _param(p: Param) -> str:
 
 
 def _kwargs(op: BridgeOp) -> list[str]:
-    return [*(_param(p) for p in op.params), f'str {LABEL}=""']
+    return [_param(p) for p in op.params]
 
 
 def forward_schema(op: BridgeOp) -> str:
-    """``(Tensor to_zero, *, int preserve_index=0, str _kernel="") -> Tensor``."""
+    """``(Tensor to_zero, *, int preserve_index=0) -> Tensor``."""
     args = [f"Tensor {n}" for n in op.input_names]
+    kwargs = _kwargs(op)
     outs = ["Tensor"] * len(op.op_def.outputs)
     ret = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
-    return f"({', '.join([*args, '*', *_kwargs(op)])}) -> {ret}"
+    return f"({', '.join([*args, *(['*', *kwargs] if kwargs else [])])}) -> {ret}"
 
 
 def backward_schema(op: BridgeOp) -> str:
@@ -77,7 +76,8 @@ def backward_schema(op: BridgeOp) -> str:
     args = [f"Tensor {n}" for n in op.input_names]
     args += [f"Tensor out_{i}" for i in range(len(op.op_def.outputs))]
     args += [f"Tensor grad_{i}" for i in range(len(op.op_def.outputs))]
-    return f"({', '.join([*args, '*', *_kwargs(op)])}) -> Tensor[]"
+    kwargs = _kwargs(op)
+    return f"({', '.join([*args, *(['*', *kwargs] if kwargs else [])])}) -> Tensor[]"
 
 
 def shape_value(value: Any) -> Any:
