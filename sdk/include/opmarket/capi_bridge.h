@@ -48,7 +48,8 @@
  *     status it was given (bridge->api->SetStatus) and returns NULL (or leaves *value).
  *   - Tensors are on host memory, C-contiguous, row-major. An OPMB_Tensor you return, its
  *     dims and its data stay valid until kernel_compute returns; you own them.
- *   - A NULL operation in a table is reported to the plugin as UNIMPLEMENTED.
+ *   - The four context operations are required; a NULL attr getter is reported to the
+ *     plugin as UNIMPLEMENTED when it asks for such an attr.
  *   - Versioning as in c_api.h: the tables and OPMB_BridgeApi only gain fields at their end
  *     (struct_size says how many), OPMB_BRIDGE_API_VERSION grows when they do.
  */
@@ -135,12 +136,13 @@ typedef struct OPMB_BridgeApi {
   const OPM_Api* api;
   /* Runs the kernel's create with the attrs of ctx; returns its state (NULL is a valid
    * state: a kernel without create has none). On failure (the plugin called
-   * OPM_OpKernelConstruction_Failure) the status says why and the state is already
-   * deleted. */
+   * OPM_OpKernelConstruction_Failure) the status has its code and "Op (kernel Name): " and
+   * its message, and the state is already deleted. */
   void* (*kernel_create)(const OPMB_Kernel* kernel, OPMB_KernelConstruction* ctx,
                          OPM_Status* status);
   /* Runs the kernel's compute on ctx's tensors. The status is OK, or the failure the plugin
-   * reported, or INTERNAL when it left an output unallocated. */
+   * reported (code, and "Op (kernel Name): " and its message), or INTERNAL when it left an
+   * output unallocated. */
   void (*kernel_compute)(const OPMB_Kernel* kernel, void* state, OPMB_KernelContext* ctx,
                          OPM_Status* status);
   /* Runs the kernel's delete on a state kernel_create returned (nothing for NULL). */
