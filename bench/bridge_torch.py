@@ -1,8 +1,8 @@
 """The PyTorch bridge's cost: ZeroOut's C-ABI kernel (plugins/zero_out_c) called as
 ``torch.ops.opm.zero_out.c_abi(x)`` (the labelled kernel's overload) against the same
-kernel registered directly with ``torch.library.custom_op``, as a user would write ZeroOut by hand with what the
-bridge gives: the same keyword argument (``preserve_index``), a fake implementation and
-autograd; its body calls the kernel's compute on ``x.numpy()`` and hands the result back
+kernel registered directly with ``torch.library.custom_op``, as a user would write ZeroOut
+by hand with what the bridge gives: the same keyword argument (``preserve_index``), a fake
+implementation and autograd; its body calls the kernel's compute on ``x.numpy()`` and hands the result back
 with ``torch.from_numpy``, the least a Python custom op can do. A bare custom op (one
 tensor argument, no fake, no autograd) is timed too, for scale.
 
