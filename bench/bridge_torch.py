@@ -2,9 +2,9 @@
 ``torch.ops.opm.zero_out.c_abi(x)`` (the labelled kernel's overload) against the same
 kernel registered directly with ``torch.library.custom_op``, as a user would write ZeroOut
 by hand with what the bridge gives: the same keyword argument (``preserve_index``), a fake
-implementation and autograd; its body calls the kernel's compute on ``x.numpy()`` and hands the result back
-with ``torch.from_numpy``, the least a Python custom op can do. A bare custom op (one
-tensor argument, no fake, no autograd) is timed too, for scale.
+implementation and autograd; its body calls the kernel's compute on ``x.numpy()`` and hands
+the result back with ``torch.from_numpy``, the least a Python custom op can do. A bare
+custom op (one tensor argument, no fake, no autograd) is timed too, for scale.
 
 All run in this process on the same 8-element float32 tensor, in several interleaved
 rounds; the best round of each counts. Rounds are timed in this process's CPU time
