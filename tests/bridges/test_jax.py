@@ -207,3 +207,12 @@ def test_import_opmarket_stays_light_and_a_missing_jax_names_the_extra() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert "pip install 'opmarket[jax]'" in done.stdout
+
+
+@needs_bridge
+def test_ffi_calls_batch_and_differentiate() -> None:
+    xs = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) + 1
+    got = jax.jit(jax.vmap(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi")))(xs)
+    np.testing.assert_array_equal(np.asarray(got), [[0, 2, 0, 0], [0, 6, 0, 0], [0, 10, 0, 0]])
+    g = jax.jit(jax.grad(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi").sum()))
+    np.testing.assert_array_equal(np.asarray(g(xs[0])), [0, 1, 0, 0])
