@@ -216,3 +216,15 @@ def test_ffi_calls_batch_and_differentiate() -> None:
     np.testing.assert_array_equal(np.asarray(got), [[0, 2, 0, 0], [0, 6, 0, 0], [0, 10, 0, 0]])
     g = jax.jit(jax.grad(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi").sum()))
     np.testing.assert_array_equal(np.asarray(g(xs[0])), [0, 1, 0, 0])
+
+
+def test_a_device_without_a_kernel_is_a_clear_error() -> None:
+    # No GPU here: the rule a GPU array meets, asked directly for the GPU.
+    from opmarket._bridge import bridge_op
+    from opmarket.jax._ops import _build
+    from opmarket.registry import KernelNotFound
+
+    op = bridge_op("Opm>Atan")
+    attrs = op.bind([np.dtype(np.float32)], {})
+    with pytest.raises(KernelNotFound, match="no kernel for Opm>Atan on GPU"):
+        _build(op, attrs, "", "GPU")

@@ -172,3 +172,14 @@ def test_import_opmarket_stays_light_and_a_missing_torch_names_the_extra() -> No
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert "pip install 'opmarket[torch]'" in done.stdout
+
+
+def test_a_device_without_a_kernel_is_a_clear_error() -> None:
+    # No CUDA here: the rule a CUDA tensor meets, asked directly for the GPU.
+    from opmarket._bridge import bridge_op
+    from opmarket.registry import KernelNotFound
+    from opmarket.torch._ops import _Call
+
+    call = _Call(bridge_op("Opm>Atan"))
+    with pytest.raises(KernelNotFound, match=r"Opm>Atan has no GPU kernel(.|\n)*CPU"):
+        call.prepared([torch.ones(2)], {}, "GPU", "")
