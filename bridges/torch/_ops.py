@@ -78,9 +78,9 @@ class _Call:
         reg = get_registry()
         try:
             key: Any = (id(reg), reg.version, device, label, *(t.dtype for t in tensors),
-                        *kwargs.items())
+                        *_items(kwargs))
             found = self.cache.get(key)
-        except TypeError:  # list values
+        except TypeError:  # values nothing makes hashable
             key, found = None, None
         if found is None:
             attrs = self.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
@@ -97,6 +97,11 @@ class _Call:
                 if device == "CPU":
                     self.fast[(key[0], key[1], label, *key[4:])] = found[1]
         return found
+
+
+def _items(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Keyword values as a key: lists as tuples, each value with its type."""
+    return [(k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()]
 
 
 def _converter(attr_type: str, kind: ParamKind) -> Callable[[Any], Any]:
@@ -117,7 +122,7 @@ def _run(call: _Call, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any],
         reg = get_registry()
         try:  # the per-call path: one dict lookup for the prepared kernel call
             runner = call.fast[(id(reg), reg.version, label, *[t.dtype for t in tensors],
-                                *kwargs.items())]
+                                *_items(kwargs))]
         except (KeyError, TypeError):
             runner = call.prepared(tensors, kwargs, "CPU", label)[1]
         arrays = [t.numpy() if t.dtype not in VIA and not t.requires_grad else to_numpy(t)
