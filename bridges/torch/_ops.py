@@ -99,7 +99,7 @@ class _Call:
         return found
 
 
-def _items(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+def _items(kwargs: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Keyword values as a key: lists as tuples, each value with its type."""
     return [(k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()]
 
@@ -260,7 +260,8 @@ def _library(namespace: str) -> Any:
     """One torch.library.Library fragment per namespace, alive as long as the process."""
     lib = _libraries.get(namespace)
     if lib is None:
-        lib = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        lib = _libraries[namespace] = torch.library.Library(  # type: ignore[no-untyped-call]
+            namespace, "FRAGMENT")
     return lib
 
 
