@@ -104,6 +104,9 @@ needs_bridge = pytest.mark.skipif(not _has_bridge_interface(),
 def test_c_abi_kernels_are_ffi_custom_calls(call: Any, args: list[Any]) -> None:
     text = jax.jit(call).lower(*args).as_text()
     assert "stablehlo.custom_call @opmarket_capi" in text, text
+    # The op's attrs travel as typed FFI attributes (T: TensorFlow's DataType number).
+    assert "T = 1 : i32" in text
+    assert ("preserve_index = 1 : i64" in text) or ("type = 4 : i32" in text), text
     assert "pure_callback" not in text and "python" not in text.lower()
     compiled = jax.jit(call).lower(*args).compile().as_text()
     assert "opmarket_capi" in compiled
