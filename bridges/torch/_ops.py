@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from opmarket._bridge import BridgeOp, ParamKind, bridge_op, bridge_ops
 from opmarket.registry import KernelNotFound, RegistrationError, get_registry
-from opmarket.sdk import InvalidArgument, TensorShape
+from opmarket.sdk import InvalidArgument, OpmarketError, TensorShape
 from opmarket.torch._convert import VIA, VIA_NP, from_numpy, numpy_dtype, opm_dtype, to_numpy
 from opmarket.torch._schema import backward_schema, forward_schema
 
@@ -52,8 +52,17 @@ def torch_op(name: str) -> Any:
 
 
 def register_all() -> list[str]:
-    """Register every installed op (every plugin loaded) with torch; their full names."""
-    return [op.name for op in bridge_ops() if torch_op(op.name) is not None]
+    """Register every installed op (every plugin loaded) with torch; their full names. An
+    op torch refuses (a schema it cannot parse) is left out, not the others: asking for
+    it (``torch_op``, ``opmarket.torch.ops``) raises the reason."""
+    names = []
+    for op in bridge_ops():
+        try:
+            torch_op(op.name)
+        except (OpmarketError, RuntimeError, ValueError):
+            continue
+        names.append(op.name)
+    return names
 
 
 class _Call:
