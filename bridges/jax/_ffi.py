@@ -1,0 +1,117 @@
+"""C-ABI kernels as XLA FFI custom calls: the handler in ``_ffi_shim.c`` is built against
+``jax.ffi.include_dir()`` and opmarket's bridge header on first use (cached by content and
+jax version), registered as the CPU target ``opmarket_capi``, and called with
+``jax.ffi.ffi_call``. The op's attrs travel as FFI attributes; the kernel's handle and a
+call-site number beside them (``opm_kernel``, ``opm_site``)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import jax
+from opmarket._bridge import BridgeOp, OutputSpec, _registry, freeze_attrs
+from opmarket._bridge._build import build_shim
+from opmarket.sdk import DType
+
+__all__ = ["TARGET", "call", "native_kernel"]
+
+#: The custom-call target every C-ABI kernel runs through.
+TARGET = "opmarket_capi"
+_SOURCE = Path(__file__).with_name("_ffi_shim.c")
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+_sites: dict[tuple[int, Any], int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """A C-ABI kernel ready to call: its handle, its call site and its FFI attributes."""
+
+    handle: int
+    site: int
+    attributes: tuple[tuple[str, Any], ...]
+
+
+def library() -> ctypes.CDLL | None:
+    """The FFI handler's library, built and registered with JAX once per process; None
+    where the host has no bridge interface."""
+    if "lib" in _state:
+        return _state["lib"]  # type: ignore[no-any-return]
+    with _lock:
+        if "lib" in _state:
+            return _state["lib"]  # type: ignore[no-any-return]
+        table = _registry.bridge_table()
+        lib = None
+        if table is not None:
+            path = build_shim("opmarket_jax_ffi", _SOURCE,
+                              [_registry.bridge_include(), jax.ffi.include_dir()],
+                              key=[jax.__version__])
+            lib = ctypes.CDLL(str(path))
+            lib.opm_jax_init.argtypes = [ctypes.c_void_p]
+            lib.opm_jax_init.restype = ctypes.c_int
+            if lib.opm_jax_init(table) != 0:
+                lib = None
+            else:
+                capsule = jax.ffi.pycapsule(  # type: ignore[no-untyped-call]
+                    lib.opm_jax_capi_call)
+                jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
+        _state["lib"] = lib
+        return lib
+
+
+def _attribute(attr_type: str, value: Any) -> Any:
+    """An attr as an FFI attribute the shim's construction reads, or None if the bridge
+    interface has no getter for its type (lists, shapes, tensors)."""
+    if attr_type == "int":
+        return np.int64(value)
+    if attr_type == "type":
+        return np.int32(int(DType(value)))
+    if attr_type == "float":
+        return np.float32(value)
+    if attr_type == "bool":
+        return bool(value)
+    if attr_type == "string":
+        return str(value)
+    return None
+
+
+def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: str) -> Any:
+    """How to call the op's kernel for ``attrs`` natively, or None (a callback then): only
+    C-ABI kernels on the CPU, with attrs the bridge interface can read."""
+    if device != "CPU":
+        return None
+    handle = _registry.native_handle(op.kernel(attrs, device, label))
+    if handle is None:
+        return None
+    attributes = []
+    for a in op.op_def.attrs:
+        if a.name in ("opm_kernel", "opm_site"):
+            return None
+        value = _attribute(a.type, attrs[a.name])
+        if value is None:
+            return None
+        attributes.append((a.name, value))
+    if library() is None:
+        return None
+    key = (handle, freeze_attrs(attrs))
+    with _lock:
+        site = _sites.setdefault(key, len(_sites))
+    return Native(handle, site, tuple(attributes))
+
+
+def call(native: Native, op: BridgeOp, attrs: Mapping[str, Any], xs: Sequence[Any],
+         specs: Sequence[OutputSpec]) -> list[Any]:
+    """The custom call to ``opmarket_capi``; one array per output."""
+    from opmarket.jax._ops import shape_dtype
+
+    result = [shape_dtype(s.shape, s.dtype) for s in specs]
+    fn = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")
+    return list(fn(*xs, opm_kernel=np.int64(native.handle), opm_site=np.int64(native.site),
+                   **dict(native.attributes)))
