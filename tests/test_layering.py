@@ -16,6 +16,8 @@ FORBIDDEN = {
     "registry": ("opmarket.compat", "opmarket.web", "opmarket._cli"),
     "compat": ("opmarket.web", "opmarket._cli"),
     "web": ("opmarket._cli",),
+    # Framework bridges use sdk and registry; nothing of ours imports them.
+    "bridges": ("opmarket.compat", "opmarket.web", "opmarket._cli"),
 }
 
 
@@ -37,5 +39,17 @@ def test_imports_point_one_way(folder: str) -> None:
         for path in sorted((ROOT / folder).rglob("*.py"))
         for line, module in imported_modules(path)
         if module.startswith(FORBIDDEN[folder])
+    ]
+    assert wrong == []
+
+
+def test_nothing_imports_a_bridge() -> None:
+    bridges = ("opmarket.tensorflow", "opmarket.litert", "opmarket.jax", "opmarket.torch")
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for folder in ("sdk", "registry", "compat", "web", "src")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, module in imported_modules(path)
+        if module.startswith(bridges)
     ]
     assert wrong == []
