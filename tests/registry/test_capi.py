@@ -415,8 +415,9 @@ def test_dtypes_cross_with_their_tensorflow_numbers(tmp_path: Path, registry: Re
 
 
 def test_an_unwritable_cache_folder_still_loads_a_plugin(tmp_path: Path) -> None:
-    """The host is built for the process alone when the cache cannot be written (a
-    sandbox, a read-only home); a fresh process, as the first load there is."""
+    """A cache folder that cannot be written (a sandbox, a read-only home) only means the
+    probe is not remembered: nothing needs building there; a fresh process, as the first
+    load there is."""
     library = build(tmp_path, SCALE)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
