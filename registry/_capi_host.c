@@ -95,6 +95,25 @@ static PyObject* raise_status(OPM_Code code, const char* message) {
   return NULL;
 }
 
+static void clear_status(OPM_Status* s) {
+  if (s && s->code != OPM_OK) h_SetStatus(s, OPM_OK, "");
+}
+
+static void unimplemented(OPM_Status* s, const char* what) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s is not available here (the framework bridge lacks it)", what);
+  h_SetStatus(s, OPM_UNIMPLEMENTED, buf);
+}
+
+/* A failure of the plugin's, for a bridge: its code, and "name: message". */
+static void fail_with_name(OPM_Status* status, const char* name, const OPM_Status* why) {
+  size_t size = strlen(name) + strlen(h_Message(why)) + 3;
+  char* text = (char*)malloc(size);
+  if (text) snprintf(text, size, "%s: %s", name, h_Message(why));
+  h_SetStatus(status, why->code, text ? text : h_Message(why));
+  free(text);
+}
+
 /* --- data types ---------------------------------------------------------------------- */
 static size_t h_DataTypeSize(OPM_DataType t) {
   switch (t) {
@@ -275,12 +294,42 @@ static int register_decl(const char* kind, PyObject* decl, int is_op, OPM_Status
   return 1;
 }
 
+/* One op's shape function, as the bridges reach it: made when the op registers, never
+ * freed. Its address is the handle. */
+struct OPMB_ShapeFn {
+  OPM_ShapeInferenceFn fn;
+  char* name; /* the op's */
+};
+
+/* The handle of an accepted op's shape function (None: it has none); NULL on failure. */
+static PyObject* new_shape_fn(PyObject* decl) {
+  PyObject* fn = PyDict_GetItemString(decl, "shape_fn");
+  if (!fn || fn == Py_None) return Py_NewRef(Py_None);
+  const char* name = utf8(PyDict_GetItemString(decl, "name"));
+  OPMB_ShapeFn* f = (OPMB_ShapeFn*)calloc(1, sizeof *f);
+  if (f && name) {
+    f->fn = (OPM_ShapeInferenceFn)PyLong_AsVoidPtr(fn);
+    f->name = strdup(name);
+  }
+  if (!f || !f->name || !f->fn || PyErr_Occurred()) {
+    PyErr_Clear();
+    if (f) free(f->name);
+    free(f);
+    return NULL;
+  }
+  return PyLong_FromVoidPtr(f);
+}
+
 static void h_RegisterOpDefinition(OPM_OpDefinitionBuilder* b, OPM_Status* status) {
   if (!b) {
     h_SetStatus(status, OPM_INVALID_ARGUMENT, "no op definition builder");
     return;
   }
-  register_decl("op", b->decl, 1, status);
+  if (register_decl("op", b->decl, 1, status)) {
+    PyObject* handle = new_shape_fn(b->decl);
+    if (handle) set_item(b->decl, "shape_handle", handle);
+    else h_SetStatus(status, OPM_RESOURCE_EXHAUSTED, "cannot record the shape function");
+  }
   h_DeleteOpDefinitionBuilder(b);
 }
 
@@ -435,7 +484,7 @@ struct OPM_ShapeHandle {
 };
 
 struct OPM_ShapeInferenceContext {
-  PyObject* attrs;
+  OPMB_ShapeContext* impl; /* the attrs: a dict's (Python) or a bridge's */
   Py_ssize_t num_inputs;
   OPM_ShapeHandle** inputs;
   Py_ssize_t num_outputs;
@@ -537,12 +586,92 @@ static void h_SICSetOutput(OPM_ShapeInferenceContext* c, int i, const OPM_ShapeH
 }
 static void h_SICGetAttrType(OPM_ShapeInferenceContext* c, const char* name, OPM_DataType* v,
                              OPM_Status* s) {
-  int64_t x;
-  if (attr_int64(c->attrs, name, &x, s, "a type") == 0) *v = (OPM_DataType)x;
+  clear_status(s);
+  if (!c->impl->ops->get_attr_type) {
+    unimplemented(s, "a type attr");
+    return;
+  }
+  c->impl->ops->get_attr_type(c->impl, name, v, s);
 }
 static void h_SICGetAttrInt64(OPM_ShapeInferenceContext* c, const char* name, int64_t* v,
                               OPM_Status* s) {
-  attr_int64(c->attrs, name, v, s, "an int");
+  clear_status(s);
+  if (!c->impl->ops->get_attr_int64) {
+    unimplemented(s, "an int attr");
+    return;
+  }
+  c->impl->ops->get_attr_int64(c->impl, name, v, s);
+}
+
+/* The Python path's shape context: attrs from a dict; infer() brings the shapes. */
+typedef struct {
+  OPMB_ShapeContext base;
+  PyObject* attrs;
+} DictShapeContext;
+
+static void ds_attr_type(OPMB_ShapeContext* c, const char* name, OPM_DataType* v,
+                         OPM_Status* s) {
+  int64_t x;
+  if (attr_int64(((DictShapeContext*)c)->attrs, name, &x, s, "a type") == 0)
+    *v = (OPM_DataType)x;
+}
+static void ds_attr_int64(OPMB_ShapeContext* c, const char* name, int64_t* v, OPM_Status* s) {
+  attr_int64(((DictShapeContext*)c)->attrs, name, v, s, "an int");
+}
+static const OPMB_ShapeContextOps dict_shape_ops = {
+    sizeof(OPMB_ShapeContextOps), NULL, NULL, NULL, NULL, NULL, ds_attr_type, ds_attr_int64};
+
+static void free_handles(OPM_ShapeInferenceContext* c) {
+  while (c->handles) {
+    OPM_ShapeHandle* next = c->handles->next;
+    free(c->handles);
+    c->handles = next;
+  }
+  free(c->inputs);
+  free((void*)c->outputs);
+}
+
+static void b_shape_infer(const OPMB_ShapeFn* fn, OPMB_ShapeContext* impl,
+                          OPM_Status* status) {
+  const OPMB_ShapeContextOps* ops = impl->ops;
+  int num_inputs = ops->num_inputs(impl), num_outputs = ops->num_outputs(impl);
+  OPM_ShapeInferenceContext c = {impl, num_inputs, NULL, num_outputs, NULL, NULL};
+  OPM_Status why = {OPM_OK, NULL};
+  c.inputs = (OPM_ShapeHandle**)calloc((size_t)(num_inputs > 0 ? num_inputs : 0) + 1,
+                                       sizeof(OPM_ShapeHandle*));
+  c.outputs = (const OPM_ShapeHandle**)calloc((size_t)(num_outputs > 0 ? num_outputs : 0) + 1,
+                                              sizeof(OPM_ShapeHandle*));
+  if (!c.inputs || !c.outputs) {
+    h_SetStatus(status, OPM_RESOURCE_EXHAUSTED, "out of memory in shape inference");
+    free_handles(&c);
+    return;
+  }
+  for (int i = 0; i < num_inputs; ++i) {
+    int64_t rank = ops->input_rank(impl, i);
+    OPM_ShapeHandle* h = new_handle(&c, rank < 0 ? -1 : rank);
+    if (!h) {
+      h_SetStatus(status, OPM_RESOURCE_EXHAUSTED, "out of memory in shape inference");
+      free_handles(&c);
+      return;
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t dim = ops->input_dim(impl, i, d);
+      h->dims[d] = dim < 0 ? -1 : dim;
+    }
+    c.inputs[i] = h;
+  }
+  fn->fn(&c, &why);
+  if (why.code != OPM_OK) {
+    fail_with_name(status, fn->name, &why);
+  } else {
+    clear_status(status);
+    for (int i = 0; i < num_outputs && (!status || status->code == OPM_OK); ++i) {
+      const OPM_ShapeHandle* h = c.outputs[i];
+      if (h) ops->set_output(impl, i, h->rank, h->rank >= 0 ? h->dims : NULL, status);
+    }
+  }
+  free(why.message);
+  free_handles(&c);
 }
 
 static OPM_ShapeHandle* handle_from_python(OPM_ShapeInferenceContext* c, PyObject* shape) {
@@ -583,7 +712,8 @@ static PyObject* py_infer(PyObject* self, PyObject* args) {
     return NULL;
   OPM_ShapeInferenceFn fn = (OPM_ShapeInferenceFn)PyLong_AsVoidPtr(fn_obj);
   if (!fn) return NULL;
-  OPM_ShapeInferenceContext c = {attrs, PyList_Size(shapes), NULL, num_outputs, NULL,
+  DictShapeContext d = {{&dict_shape_ops}, attrs};
+  OPM_ShapeInferenceContext c = {&d.base, PyList_Size(shapes), NULL, num_outputs, NULL,
                                  NULL};
   PyObject* result = NULL;
   OPM_Status status = {OPM_OK, NULL};
@@ -613,13 +743,7 @@ static PyObject* py_infer(PyObject* self, PyObject* args) {
     if (PyList_SetItem(result, i, s) < 0) Py_CLEAR(result);
   }
 done:
-  while (c.handles) {
-    OPM_ShapeHandle* next = c.handles->next;
-    free(c.handles);
-    c.handles = next;
-  }
-  free(c.inputs);
-  free((void*)c.outputs);
+  free_handles(&c);
   free(status.message);
   return result;
 }
@@ -645,16 +769,6 @@ struct OPM_OpKernelContext {
 /* A plugin's OPM_Tensor is the implementation's OPMB_Tensor. */
 #define AS_BRIDGE(t) ((const OPMB_Tensor*)(const void*)(t))
 #define AS_PLUGIN(t) ((OPM_Tensor*)(void*)(t))
-
-static void clear_status(OPM_Status* s) {
-  if (s && s->code != OPM_OK) h_SetStatus(s, OPM_OK, "");
-}
-
-static void unimplemented(OPM_Status* s, const char* what) {
-  char buf[160];
-  snprintf(buf, sizeof buf, "%s is not available here (the framework bridge lacks it)", what);
-  h_SetStatus(s, OPM_UNIMPLEMENTED, buf);
-}
 
 static void h_OKCGetAttrType(OPM_OpKernelConstruction* c, const char* name, OPM_DataType* v,
                              OPM_Status* s) {
@@ -790,14 +904,6 @@ static int64_t h_TensorElementCount(const OPM_Tensor* t) {
 }
 
 /* --- create, compute, delete: the bridge table, which the Kernel type uses too -------- */
-static void fail_with_name(OPM_Status* status, const OPMB_Kernel* k, const OPM_Status* why) {
-  size_t size = strlen(k->name) + strlen(h_Message(why)) + 3;
-  char* text = (char*)malloc(size);
-  if (text) snprintf(text, size, "%s: %s", k->name, h_Message(why));
-  h_SetStatus(status, why->code, text ? text : h_Message(why));
-  free(text);
-}
-
 static void* b_kernel_create(const OPMB_Kernel* k, OPMB_KernelConstruction* impl,
                              OPM_Status* status) {
   if (!k->create) {
@@ -808,7 +914,7 @@ static void* b_kernel_create(const OPMB_Kernel* k, OPMB_KernelConstruction* impl
   void* state = k->create(&c);
   if (c.status.code != OPM_OK) {
     if (state && k->del) k->del(state);
-    fail_with_name(status, k, &c.status);
+    fail_with_name(status, k->name, &c.status);
     state = NULL;
   } else {
     clear_status(status);
@@ -823,7 +929,7 @@ static void run_compute(const OPMB_Kernel* k, void* state, OPMB_KernelContext* i
   OPM_OpKernelContext c = {impl, impl->ops, num_inputs, num_outputs, 0, {OPM_OK, NULL}};
   k->compute(state, &c);
   if (c.status.code != OPM_OK) {
-    fail_with_name(status, k, &c.status);
+    fail_with_name(status, k->name, &c.status);
     free(c.status.message);
     return;
   }
@@ -835,7 +941,7 @@ static void run_compute(const OPMB_Kernel* k, void* state, OPMB_KernelContext* i
     char buf[64];
     OPM_Status why = {OPM_INTERNAL, buf};
     snprintf(buf, sizeof buf, "the kernel allocated no output %d", missing);
-    fail_with_name(status, k, &why);
+    fail_with_name(status, k->name, &why);
     return;
   }
   clear_status(status);
@@ -1190,7 +1296,7 @@ static const OPM_Api host_api = {
 
 static const OPMB_BridgeApi bridge_api = {
     sizeof(OPMB_BridgeApi), OPMB_BRIDGE_API_VERSION, &host_api,
-    b_kernel_create, b_kernel_compute, b_kernel_delete, b_kernel_name,
+    b_kernel_create, b_kernel_compute, b_kernel_delete, b_kernel_name, b_shape_infer,
 };
 
 /* load(path, check) -> dict: dlopen the library, run its entry point with the table. */
