@@ -462,8 +462,10 @@ def test_the_host_is_compiled_abi3_and_clean_under_the_warnings() -> None:
     import sysconfig
 
     assert Path(host().__file__).name == "_capi_host.abi3.so"
-    source = Path(__file__).resolve().parents[2] / "registry" / "_capi_host.c"
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
-                    "-DPy_LIMITED_API=0x030B0000", f"-I{sysconfig.get_paths()['include']}",
-                    f"-I{np.get_include()}", f"-I{get_include()}", str(source)],
-                   check=True, capture_output=True, text=True)
+    sources = sorted((Path(__file__).resolve().parents[2] / "registry").glob("_capi_host*.c"))
+    assert len(sources) == 5
+    for source in sources:
+        subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                        "-DPy_LIMITED_API=0x030B0000", f"-I{sysconfig.get_paths()['include']}",
+                        f"-I{np.get_include()}", f"-I{get_include()}", str(source)],
+                       check=True, capture_output=True, text=True)
