@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import mmap
 import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from opmarket.registry._capi import exports_entry_point, load_declarations
+from opmarket.registry._capi_elf import dynamic_symbols
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
 from opmarket.sdk import InvalidOpDef, OpDef
@@ -87,9 +87,6 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
 
 
 def _is_extension(path: Path) -> bool:
-    """Whether the file defines a Python module (``PyInit_<name>``), read without loading."""
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return m.find(b"PyInit_") >= 0
-    except (OSError, ValueError):  # unreadable, or empty (mmap refuses)
-        return False
+    """Whether the file exports a Python module's init (``PyInit_<name>``) from its dynamic
+    symbol table, read without loading it."""
+    return any(name.startswith("PyInit_") for name in dynamic_symbols(path))
