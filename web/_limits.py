@@ -118,9 +118,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.send_400_response(msg)
 
     def on_message_begin(self) -> None:
-        """A new request: its head's counts start again."""
+        """A new request: its headers are counted from none (its bytes already are)."""
         super().on_message_begin()
-        self._in_head, self._head_bytes, self._header_count = True, 0, 0
+        self._in_head, self._header_count = True, 0
 
     def on_header(self, name: bytes, value: bytes) -> None:
         """One more header, refused past ``max_headers``."""

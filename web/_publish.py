@@ -195,11 +195,14 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
         if existing.status != FileStatus.REJECTED:  # validated, or its validation queued
             return Accepted(filename, existing.sha256, normalized, existing.status, False)
         return None  # rejected: the same bytes again ask for another validation
-    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256))
+    # Not this file name: a racing identical upload may have committed since the read above.
+    other = File.filename != filename
+    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256,
+                                                            other))
     if same_bytes is not None:
         raise HTTPError(400, "file-exists", f"File already exists: these bytes were "
                         f"uploaded before as {same_bytes!r}; one file has one name")
-    same_key = session.scalar(select(File.filename).where(File.dist_key == upload.key))
+    same_key = session.scalar(select(File.filename).where(File.dist_key == upload.key, other))
     if same_key is not None:
         raise HTTPError(400, "file-exists", f"File already exists: {filename!r} is the same "
                         f"project, version, build tag and tags as {same_key!r}, which "
