@@ -281,6 +281,16 @@ def test_uploads_without_the_right_to_are_refused(hostile: Market, tmp_path: Pat
     assert _files(hostile, "hostile-owned") == [owned.name]
 
 
+def test_a_token_for_another_project_is_403(hostile: Market, tmp_path: Path) -> None:
+    made = hostile.cli("tokens", "create", "bob", "--project", "hostile-elsewhere")
+    assert made.returncode == 0, made.stderr
+    scoped = made.stdout.strip().splitlines()[-1]
+    wheel = handmade_wheel(tmp_path, "hostile-scoped", "1.0", {})
+    status, body = upload_wheel(hostile.url, scoped, wheel)
+    assert status == 403 and "'hostile-elsewhere' only" in body, body
+    assert _files(hostile, "hostile-scoped") == []
+
+
 def _anonymous(market: Market, wheel: Path) -> tuple[int, str]:
     with socket.create_connection(_address(market)) as sock:
         sock.sendall(b"POST /legacy/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
