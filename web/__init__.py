@@ -18,9 +18,9 @@ __all__ = [
     "Storage",
     "StorageError",
     "Verdict",
+    "WheelError",
     "WheelInfo",
     "WheelLimits",
-    "WheelProblem",
     "app_from_environment",
     "create_app",
     "inspect_wheel",
@@ -34,16 +34,18 @@ if TYPE_CHECKING:
     from opmarket.web._sandbox import Limits
     from opmarket.web._settings import Settings
     from opmarket.web._storage import LocalFileStore, Storage, StorageError, storage_from_url
-    from opmarket.web._wheels import WheelInfo, WheelLimits, WheelProblem, inspect_wheel
+    from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 _LAZY = {
     "app_from_environment": "_app", "create_app": "_app",
     "Previous": "_pipeline", "Step": "_pipeline", "Verdict": "_pipeline",
     "validate_wheel": "_pipeline", "Limits": "_sandbox", "Settings": "_settings",
     "LocalFileStore": "_storage", "Storage": "_storage", "StorageError": "_storage",
-    "storage_from_url": "_storage", "WheelInfo": "_wheels", "WheelLimits": "_wheels",
-    "WheelProblem": "_wheels", "inspect_wheel": "_wheels",
+    "storage_from_url": "_storage", "WheelError": "_wheels", "WheelInfo": "_wheels",
+    "WheelLimits": "_wheels", "inspect_wheel": "_wheels",
 }  # fmt: skip
+#: Old public names: still there, with a DeprecationWarning, until 1.0.
+_DEPRECATED = {"WheelProblem": "WheelError"}
 
 
 def __getattr__(name: str) -> Any:
@@ -53,4 +55,11 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f"opmarket.web.{_LAZY[name]}"), name)
         globals()[name] = value
         return value
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(f"opmarket.web.{name} is deprecated: use opmarket.web.{new}",
+                      DeprecationWarning, stacklevel=2)
+        return __getattr__(new)
     raise AttributeError(f"module 'opmarket.web' has no attribute {name!r}")

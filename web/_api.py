@@ -9,12 +9,13 @@ from fastapi import APIRouter, Query
 from opmarket.web._catalog import (
     OpDetail,
     PackageDetail,
+    SearchError,
     SearchResult,
     get_op,
     get_package,
     search_packages,
 )
-from opmarket.web._errors import HTTPProblem
+from opmarket.web._errors import HTTPError
 from opmarket.web._state import SessionDep
 
 __all__ = ["router"]
@@ -34,7 +35,10 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> SearchResult:
-    return search_packages(session, q, device, dtype, status, offset=offset, limit=limit)
+    try:
+        return search_packages(session, q, device, dtype, status, offset=offset, limit=limit)
+    except SearchError as exc:
+        raise HTTPError(400, "bad-query", str(exc)) from None
 
 
 @router.get("/packages/{name}", summary="One package: versions, files, ops, validation",
@@ -42,7 +46,7 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
 def package(name: str, session: SessionDep) -> PackageDetail:
     found = get_package(session, name)
     if found is None:
-        raise HTTPProblem(404, "not-found", f"no package {name!r}")
+        raise HTTPError(404, "not-found", f"no package {name!r}")
     return found
 
 
@@ -51,5 +55,5 @@ def package(name: str, session: SessionDep) -> PackageDetail:
 def op(name: str, session: SessionDep) -> OpDetail:
     found = get_op(session, name)
     if found is None:
-        raise HTTPProblem(404, "not-found", f"no op {name!r}")
+        raise HTTPError(404, "not-found", f"no op {name!r}")
     return found

@@ -16,6 +16,7 @@ from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._errors import install_error_handlers
 from opmarket.web._jobs import JobQueue, Worker
+from opmarket.web._limits import BodyLimits, configure
 from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
 from opmarket.web._storage import storage_from_url
@@ -35,9 +36,14 @@ def open_state(settings: Settings) -> AppState:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """The marketplace for ``settings`` (default: read from the environment)."""
+    """The marketplace for ``settings`` (default: read from the environment).
+
+    It also sets this process's limits on request heads, which the server's protocol
+    (:class:`~opmarket.web._limits.LimitedHttpToolsProtocol`) applies.
+    """
     settings = settings or Settings()
     state = open_state(settings)
+    configure(settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +67,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )  # fmt: skip
     app.state.opmarket = state
     install_error_handlers(app)
+    app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
+                       max_upload_bytes=settings.max_upload_bytes,
+                       timeout_s=settings.body_timeout_s)
     for module in (_simple, _files, _upload, _api, _pages):
         app.include_router(module.router)
     # Editable installs link each file into place: follow those links (the folder is ours).

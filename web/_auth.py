@@ -3,27 +3,31 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
+from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from packaging.utils import canonicalize_name
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from opmarket.web._errors import HTTPProblem
+from opmarket.sdk import OpmarketError
+from opmarket.web._errors import HTTPError
 from opmarket.web._models import Token, User, utcnow
 from opmarket.web._state import SessionDep
 
-__all__ = ["Uploader", "UploaderDep", "add_user", "create_token", "token_digest"]
+__all__ = ["Uploader", "UploaderDep", "UserError", "add_user", "create_token", "token_digest"]
 
 PREFIX = "opm-"
 _USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="opmarket"'}
+
+
+class UserError(OpmarketError, ValueError):
+    """A user name that is invalid or taken, or a token for a user who does not exist."""
 
 
 def token_digest(token: str) -> str:
@@ -31,11 +35,11 @@ def token_digest(token: str) -> str:
 
 
 def add_user(session: Session, name: str) -> User:
-    """A new user; ValueError when the name is taken or not a valid name."""
+    """A new user; UserError when the name is taken or not a valid name."""
     if not _USER_NAME.match(name):
-        raise ValueError(f"{name!r} is not a valid user name (letters, digits, . _ -)")
+        raise UserError(f"{name!r} is not a valid user name (letters, digits, . _ -)")
     if session.scalar(select(User).where(User.name == name)) is not None:
-        raise ValueError(f"user {name!r} exists already")
+        raise UserError(f"user {name!r} exists already")
     user = User(name=name)
     session.add(user)
     session.flush()
@@ -47,7 +51,7 @@ def create_token(session: Session, user_name: str, project: str | None = None) -
     not stored and cannot be shown again."""
     user = session.scalar(select(User).where(User.name == user_name))
     if user is None:
-        raise ValueError(f"no user {user_name!r}; add one with: opmarket users add NAME")
+        raise UserError(f"no user {user_name!r}; add one with: opmarket users add NAME")
     secret = PREFIX + secrets.token_urlsafe(32)
     session.add(Token(user_id=user.id, digest=token_digest(secret),
                       project=str(canonicalize_name(project)) if project else None))
@@ -61,32 +65,26 @@ class Uploader:
         self.user, self.project = user, project
 
 
-def _credentials(request: Request) -> tuple[str, str]:
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "basic" or not value:
-        raise HTTPProblem(401, "unauthenticated",
-                          "upload with an API token: user __token__, password the token",
-                          _CHALLENGE)
-    try:
-        user, sep, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        raise HTTPProblem(401, "unauthenticated", "malformed Basic credentials",
-                          _CHALLENGE) from None
-    if not sep:
-        raise HTTPProblem(401, "unauthenticated", "malformed Basic credentials", _CHALLENGE)
-    return user, password
+# Parses the Authorization header; a missing or malformed one is a 401 with the challenge.
+_basic = HTTPBasic(realm="opmarket", description="user __token__, password an API token",
+                   auto_error=False)
 
 
-def uploader(request: Request, session: SessionDep) -> Uploader:
-    user_name, password = _credentials(request)
+def uploader(credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
+             session: SessionDep) -> Uploader:
+    """Who sends the upload, from HTTP Basic credentials: user ``__token__``, an API token."""
+    if credentials is None:  # none, or not Basic (malformed Basic is 401 from HTTPBasic)
+        raise HTTPError(401, "unauthenticated",
+                        "upload with an API token: user __token__, password the token",
+                        _CHALLENGE)
+    user_name, password = credentials.username, credentials.password
     if user_name != "__token__":
-        raise HTTPProblem(401, "unauthenticated",
-                          "user names and passwords are not accepted: use user __token__ "
-                          "and an API token (opmarket tokens create)", _CHALLENGE)
+        raise HTTPError(401, "unauthenticated",
+                        "user names and passwords are not accepted: use user __token__ "
+                        "and an API token (opmarket tokens create)", _CHALLENGE)
     token = session.scalar(select(Token).where(Token.digest == token_digest(password)))
     if token is None:
-        raise HTTPProblem(403, "invalid-token", "invalid or unknown API token")
+        raise HTTPError(403, "invalid-token", "invalid or unknown API token")
     token.last_used = utcnow()
     session.commit()
     return Uploader(token.user, token.project)

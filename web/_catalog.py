@@ -12,10 +12,12 @@ from pydantic import BaseModel
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
-from opmarket.web._models import File, KernelEntry, OpEntry, Project, Release
+from opmarket.sdk import OpmarketError
+from opmarket.web._models import File, FileStatus, KernelEntry, OpEntry, Project, Release
 from opmarket.web._simple import file_url
 
 __all__ = [
+    "MAX_QUERY",
     "FileInfo",
     "KernelInfo",
     "OpDetail",
@@ -23,11 +25,21 @@ __all__ = [
     "PackageDetail",
     "PackageSummary",
     "Provider",
+    "SearchError",
     "SearchResult",
     "get_op",
     "get_package",
     "search_packages",
 ]
+
+
+#: The longest search text, in characters: longer is refused (SQLite's LIKE refuses
+#: patterns over 50,000 bytes, and no name is this long).
+MAX_QUERY = 200
+
+
+class SearchError(OpmarketError, ValueError):
+    """A search the catalog refuses (a query over :data:`MAX_QUERY` characters)."""
 
 
 class KernelInfo(BaseModel):
@@ -106,7 +118,7 @@ def _latest_file(files: list[File]) -> File | None:
     if not files:
         return None
     ordered = sorted(files, key=lambda f: (_vkey(f.release.version), f.uploaded))
-    validated = [f for f in ordered if f.status == "validated"]
+    validated = [f for f in ordered if f.status == FileStatus.VALIDATED]
     return (validated or ordered)[-1]
 
 
@@ -120,7 +132,7 @@ def _summary(project: Project) -> PackageSummary:
     return PackageSummary(
         name=project.name, normalized=project.normalized, summary=project.summary,
         latest=latest.release.version if latest else "",
-        status=latest.status if latest else "pending",
+        status=latest.status if latest else FileStatus.PENDING,
         ops=sorted({o.op for o in latest.ops}) if latest else [],
         devices=sorted({k.device for k in latest.kernels}) if latest else [],
     )  # fmt: skip
@@ -133,6 +145,13 @@ def _projects_query() -> Any:
     )
 
 
+def _contains(text: str) -> str:
+    """A LIKE pattern for ``text`` anywhere, escaped with a backslash: % and _ match
+    themselves."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 class SearchResult(BaseModel):
     total: int
     offset: int
@@ -143,19 +162,27 @@ def search_packages(session: Session, q: str = "", device: str = "", dtype: str 
                     status: str = "", *, offset: int = 0, limit: int = 100) -> SearchResult:
     """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
     whose latest file has ``status`` (every filter optional), by name, ``limit`` of them
-    from ``offset``."""
+    from ``offset``. SearchError when a filter is longer than :data:`MAX_QUERY`."""
+    for field, value in (("q", q), ("device", device), ("dtype", dtype), ("status", status)):
+        if len(value) > MAX_QUERY:
+            raise SearchError(f"{field} is {len(value)} characters long, more than "
+                              f"{MAX_QUERY}: {value[:40]!r}...")
     query = _projects_query().order_by(Project.normalized)
-    if q:
-        like = f"%{q.strip()}%"
-        has_op = select(Release.project_id).join(File).join(OpEntry).where(OpEntry.op.ilike(like))
-        query = query.where(or_(Project.name.ilike(like), Project.normalized.ilike(like),
-                                Project.summary.ilike(like), Project.id.in_(has_op)))
+    if q.strip():
+        like = _contains(q.strip())
+        has_op = (select(Release.project_id).join(File).join(OpEntry)
+                  .where(OpEntry.op.ilike(like, escape="\\")))
+        query = query.where(or_(
+            Project.name.ilike(like, escape="\\"), Project.summary.ilike(like, escape="\\"),
+            Project.normalized.ilike(_contains(canonicalize_name(q.strip())), escape="\\"),
+            Project.id.in_(has_op)))
     if device or dtype:
         kq = select(Release.project_id).join(File).join(KernelEntry)
         if device:
             kq = kq.where(KernelEntry.device == device.upper())
         if dtype:
-            kq = kq.where(KernelEntry.dtypes.like(f"%={dtype.lower()}%"))
+            kq = kq.where(KernelEntry.dtypes.like(f"%={_contains(dtype.lower())[1:]}",
+                                                  escape="\\"))
         query = query.where(Project.id.in_(kq))
     out = [_summary(p) for p in session.scalars(query).unique()]
     matching = [p for p in out if not status or p.status == status]

@@ -52,12 +52,29 @@ def _state(data: Path | None) -> Any:
 @click.option("--workers", type=int, default=None, help="uvicorn worker processes [default 1].")
 @click.option("--validation-workers", type=int, default=None,
               help="Validation threads per process (0: validate nothing here) [default 1].")
+@click.option("--max-upload-bytes", type=int, default=None,
+              help="Largest wheel accepted, in bytes [default 100 MiB].")
+@click.option("--max-header-bytes", type=int, default=None,
+              help="Largest request line and headers, in bytes; larger: 431 [default 65536].")
+@click.option("--max-headers", type=int, default=None,
+              help="Most headers in a request; more: 431 [default 100].")
+@click.option("--header-timeout", "header_timeout_s", type=float, default=None,
+              help="Seconds a request's head may take to arrive; slower: 408 [default 10].")
+@click.option("--max-body-bytes", type=int, default=None,
+              help="Largest request body except uploads, in bytes; larger: 413 "
+              "[default 65536].")
+@click.option("--body-timeout", "body_timeout_s", type=float, default=None,
+              help="Seconds to wait for the next part of a request body; then 408 "
+              "[default 30].")
 @click.option("--demo", is_flag=True,
               help="Build the first-party plugins, upload them through /legacy/, wait for their "
               "validation, then serve.")
 def serve(  # noqa: PLR0917  (click passes every option as an argument)
     host: str | None, port: int | None, data: Path | None, workers: int | None,
-          validation_workers: int | None, demo: bool) -> None:
+    validation_workers: int | None, max_upload_bytes: int | None,
+    max_header_bytes: int | None, max_headers: int | None, header_timeout_s: float | None,
+    max_body_bytes: int | None, body_timeout_s: float | None, demo: bool,
+) -> None:
     """Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog
     at / and its JSON API at /api/ (OpenAPI at /docs).
 
@@ -67,8 +84,13 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
       opmarket serve --demo
     """
     settings = _settings(host=host, port=port, data_dir=data, workers=workers,
-                         validation_workers=validation_workers)
+                         validation_workers=validation_workers,
+                         max_upload_bytes=max_upload_bytes, max_header_bytes=max_header_bytes,
+                         max_headers=max_headers, header_timeout_s=header_timeout_s,
+                         max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     import uvicorn
+
+    from opmarket.web._limits import LimitedHttpToolsProtocol
 
     if demo:
         from opmarket.web._demo import run_demo
@@ -83,12 +105,13 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
             os.environ[f"OPMARKET_{key.upper()}"] = str(value)
         _state(settings.data_dir)  # migrate once, before the workers start
         uvicorn.run("opmarket.web:app_from_environment", factory=True, host=settings.host,
-                    port=settings.port, workers=settings.workers, log_level="warning")
+                    port=settings.port, workers=settings.workers, log_level="warning",
+                    http=LimitedHttpToolsProtocol)
         return
     from opmarket.web._app import create_app
 
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="warning")
+                log_level="warning", http=LimitedHttpToolsProtocol)
 
 
 @click.group()
@@ -172,7 +195,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
         click.echo(json.dumps(verdict.to_json(), indent=2))
     else:
         click.echo(verdict.log_text(), nl=False)
-    if verdict.status != "validated":
+    if verdict.status != "validated":  # the pipeline's Verdict (no database needed here)
         sys.exit(EXIT_PROBLEM)
 
 

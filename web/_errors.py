@@ -9,12 +9,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-__all__ = ["HTTPProblem", "error_response", "install_error_handlers"]
+from opmarket.sdk import OpmarketError
+
+__all__ = ["HTTPError", "HTTPProblem", "error_response", "install_error_handlers"]
 
 log = logging.getLogger("opmarket.web")
 
 
-class HTTPProblem(Exception):
+class HTTPError(OpmarketError):
     """An error answer: HTTP ``status``, a stable ``code`` and a message for people."""
 
     def __init__(self, status: int, code: str, message: str,
@@ -22,6 +24,10 @@ class HTTPProblem(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = headers or {}
+
+
+#: The name before 0.2, kept for branches that still raise it.
+HTTPProblem = HTTPError
 
 
 def error_response(status: int, code: str, message: str,
@@ -32,12 +38,13 @@ def error_response(status: int, code: str, message: str,
 
 def install_error_handlers(app: FastAPI) -> None:
     async def problem(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, HTTPProblem)
+        assert isinstance(exc, HTTPError)
         return error_response(exc.status, exc.code, exc.message, exc.headers)
 
     async def http(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+        code = {401: "unauthenticated", 404: "not-found", 405: "method-not-allowed"}.get(
+            exc.status_code, "http-error")
         return error_response(exc.status_code, code, str(exc.detail),
                               dict(exc.headers or {}))
 
@@ -54,7 +61,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, "internal-error",
                               f"internal error ({type(exc).__name__}); the server is still up")
 
-    app.add_exception_handler(HTTPProblem, problem)
+    app.add_exception_handler(HTTPError, problem)
     app.add_exception_handler(StarletteHTTPException, http)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(Exception, crash)

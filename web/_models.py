@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
 
+from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -20,6 +23,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 __all__ = [
     "Base",
     "File",
+    "FileStatus",
     "Job",
     "KernelEntry",
     "OpEntry",
@@ -27,11 +31,40 @@ __all__ = [
     "Release",
     "Token",
     "User",
+    "distribution_key",
     "utcnow",
 ]
 
-#: Validation states of a file; only ``validated`` files are listed and served.
-STATUSES = ("pending", "validated", "rejected")
+
+class FileStatus(StrEnum):
+    """Where a file's validation stands; only ``validated`` files are listed and served.
+
+    The values are what the database and the JSON API hold.
+    """
+
+    PENDING = "pending"
+    VALIDATED = "validated"
+    REJECTED = "rejected"
+
+
+def distribution_key(filename: str) -> str | None:
+    """What makes a wheel one distribution of its project, as a string: normalized name,
+    PEP 440 version without trailing zeros (1.0 is 1.0.0), build tag and compatibility tags.
+
+    Two files with one key are one file under two names; the index keeps the first. None
+    when ``filename`` is not a wheel's name.
+    """
+    try:
+        name, version, build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    build_tag = f"{build[0]}{build[1]}" if build else ""
+    return "/".join((name, canonicalize_version(version, strip_trailing_zero=True), build_tag,
+                     ".".join(sorted(str(t) for t in tags))))
+
+
+def _key_of_row(context: Any) -> str | None:
+    return distribution_key(str(context.get_current_parameters()["filename"]))
 
 
 def utcnow() -> datetime:
@@ -102,6 +135,10 @@ class File(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"))
     filename: Mapped[str] = mapped_column(String(300), unique=True)
+    # distribution_key(filename): unique, so Foo-1.0 and foo-1.0.0 cannot both exist, even
+    # when two uploads race.
+    dist_key: Mapped[str | None] = mapped_column(String(600), unique=True, index=True,
+                                                 default=_key_of_row)
     sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInteger)
     requires_python: Mapped[str] = mapped_column(String(200), default="")
@@ -109,7 +146,7 @@ class File(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     uploaded: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     uploader_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    status: Mapped[str] = mapped_column(String(20), default="pending")
+    status: Mapped[str] = mapped_column(String(20), default=FileStatus.PENDING)
     yanked: Mapped[bool] = mapped_column(Boolean, default=False)
     yanked_reason: Mapped[str] = mapped_column(Text, default="")
     validated: Mapped[datetime | None] = mapped_column(DateTime, default=None)

@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from opmarket.web._catalog import get_op, get_package, search_packages
+from opmarket.web._catalog import SearchError, get_op, get_package, search_packages
+from opmarket.web._models import FileStatus
 from opmarket.web._state import SessionDep
 
 __all__ = ["router"]
@@ -25,7 +26,7 @@ _env = Environment(
 DEVICES = ("CPU", "GPU")
 DTYPES = ("float", "double", "half", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
           "bool", "complex64", "complex128")
-STATUSES = ("validated", "pending", "rejected")
+STATUSES = (FileStatus.VALIDATED, FileStatus.PENDING, FileStatus.REJECTED)
 PER_PAGE = 50
 
 
@@ -47,8 +48,11 @@ def home(
     status: Annotated[str, Query()] = "",
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
-    found = search_packages(session, q, device, dtype, status, offset=(page - 1) * PER_PAGE,
-                            limit=PER_PAGE)
+    try:
+        found = search_packages(session, q, device, dtype, status,
+                                offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
+    except SearchError as exc:
+        return _render(request, "bad_request.html", 400, why=str(exc))
     query = urlencode({k: v for k, v in (("q", q), ("device", device), ("dtype", dtype),
                                          ("status", status)) if v})
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)

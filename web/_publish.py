@@ -15,15 +15,21 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opmarket.sdk import OpmarketError
 from opmarket.web._auth import Uploader
-from opmarket.web._errors import HTTPProblem
-from opmarket.web._models import File, Project, Release
+from opmarket.web._errors import HTTPError
+from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
 from opmarket.web._state import AppState
-from opmarket.web._wheels import WheelInfo, WheelLimits, WheelProblem, inspect_wheel
+from opmarket.web._storage import StorageError
+from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
-__all__ = ["Accepted", "Form", "accept_upload", "set_yanked"]
+__all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]
 
 _CHUNK = 1024 * 1024
+
+
+class ReleaseNotFoundError(OpmarketError, LookupError):
+    """No such release to yank: the project, or the version, does not exist."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,8 @@ class Form:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
+    """What became of an upload: the file, its project and status, and whether it is new."""
+
     filename: str
     sha256: str
     project: str
@@ -63,8 +71,8 @@ def _spool(content: BinaryIO, tmp_dir: Path, limit: int) -> tuple[Path, dict[str
             while chunk := content.read(_CHUNK):
                 size += len(chunk)
                 if size > limit:
-                    raise HTTPProblem(413, "too-large", f"the file is larger than the limit of "
-                                      f"{limit} bytes")
+                    raise HTTPError(413, "too-large", f"the file is larger than the limit of "
+                                    f"{limit} bytes")
                 for h in digests.values():
                     h.update(chunk)
                 out.write(chunk)
@@ -76,19 +84,19 @@ def _spool(content: BinaryIO, tmp_dir: Path, limit: int) -> tuple[Path, dict[str
 
 def _check_form(form: Form) -> None:
     if form.action != "file_upload":
-        raise HTTPProblem(400, "bad-action", f"unsupported :action {form.action!r}; only "
-                          "file_upload is supported")
+        raise HTTPError(400, "bad-action", f"unsupported :action {form.action!r}; only "
+                        "file_upload is supported")
     if form.protocol_version not in ("", "1"):
-        raise HTTPProblem(400, "bad-protocol", f"unknown protocol_version "
-                          f"{form.protocol_version!r}")
+        raise HTTPError(400, "bad-protocol", f"unknown protocol_version "
+                        f"{form.protocol_version!r}")
     if form.filetype and form.filetype != "bdist_wheel":
-        raise HTTPProblem(400, "wheels-only", f"only wheels are accepted, not {form.filetype}")
+        raise HTTPError(400, "wheels-only", f"only wheels are accepted, not {form.filetype}")
     if not (form.sha256 or form.md5 or form.blake2_256):
-        raise HTTPProblem(400, "no-digest", "send the file's sha256_digest (twine and uv do)")
+        raise HTTPError(400, "no-digest", "send the file's sha256_digest (twine and uv do)")
 
 
 def accept_upload(state: AppState, who: Uploader, form: Form, content: BinaryIO) -> Accepted:
-    """Check the upload and store it as ``pending`` with a validation job; HTTPProblem says
+    """Check the upload and store it as ``pending`` with a validation job; HTTPError says
     why not. Nothing is left behind when it fails."""
     _check_form(form)
     settings = state.settings
@@ -104,99 +112,186 @@ def _accept_spooled(state: AppState, who: Uploader, form: Form, path: Path,  # n
     for key, sent in (("sha256", form.sha256), ("md5", form.md5),
                       ("blake2_256", form.blake2_256)):
         if sent and sent.strip().lower() != digests[key]:
-            raise HTTPProblem(400, "digest-mismatch",
-                              f"the {key} digest sent does not match the file received")
+            raise HTTPError(400, "digest-mismatch",
+                            f"the {key} digest sent does not match the file received")
+    # A file name already taken is answered first, whatever the new bytes are (as
+    # Warehouse does, and what twine --skip-existing relies on).
+    with state.db.session() as session:
+        taken = session.scalar(select(File).where(File.filename == form.filename))
+        if taken is not None:
+            _check_owner(taken.release.project, who)
+            if taken.sha256 != digests["sha256"]:
+                raise _name_reused(form.filename)
     settings = state.settings
     limits = WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
                          settings.max_compression_ratio)
     try:
         info = inspect_wheel(path, form.filename, limits)
-    except WheelProblem as exc:
-        raise HTTPProblem(400, "invalid-wheel", str(exc)) from None
+    except WheelError as exc:
+        raise HTTPError(400, "invalid-wheel", str(exc)) from None
     if form.name and canonicalize_name(form.name) != info.normalized:
-        raise HTTPProblem(400, "name-mismatch", f"the form says project {form.name!r}, the "
-                          f"wheel's METADATA says {info.name!r}")
+        raise HTTPError(400, "name-mismatch", f"the form says project {form.name!r}, the "
+                        f"wheel's METADATA says {info.name!r}")
     try:
         if form.version and Version(form.version) != Version(info.version):
-            raise HTTPProblem(400, "version-mismatch", f"the form says version "
-                              f"{form.version!r}, the wheel's METADATA says {info.version!r}")
+            raise HTTPError(400, "version-mismatch", f"the form says version "
+                            f"{form.version!r}, the wheel's METADATA says {info.version!r}")
     except InvalidVersion:
-        raise HTTPProblem(400, "version-mismatch", f"invalid version {form.version!r}") from None
+        raise HTTPError(400, "version-mismatch", f"invalid version {form.version!r}") from None
     if who.project is not None and who.project != info.normalized:
-        raise HTTPProblem(403, "forbidden", f"this token may upload to {who.project!r} only, "
-                          f"not {info.normalized!r}")
-    try:
-        return _store(state, who, info, path, digests, size)
-    except IntegrityError:
-        # Another upload created the same project, release or filename at the same time.
-        raise HTTPProblem(409, "conflict", "a concurrent upload changed this project; "
-                          "upload again") from None
+        raise HTTPError(403, "forbidden", f"this token may upload to {who.project!r} only, "
+                        f"not {info.normalized!r}")
+    upload = _Upload(info, digests["sha256"], size)
+    stored: list[str] = []
+    for _attempt in range(_ATTEMPTS):
+        # Refusals first, from a read: a refused upload stores nothing.
+        with state.db.session() as session:
+            done = _settled(session, who, upload)
+        if done is not None:
+            return done
+        # The blobs next, outside any transaction (the copy and its fsync take a while);
+        # content-addressed, so storing them twice is harmless.
+        try:
+            stored += _put_blobs(state, path, upload)
+            return _record(state, who, upload)
+        except IntegrityError:
+            # A concurrent upload created this file, project or release first: look again,
+            # which answers as for a re-upload (identical: 200; different: 400).
+            continue
+        except BaseException:
+            _drop_unreferenced(state, stored)
+            raise
+    _drop_unreferenced(state, stored)
+    raise HTTPError(409, "conflict", "concurrent uploads kept changing this project; "
+                    "upload again")
 
 
-def _store(state: AppState, who: Uploader, info: WheelInfo, path: Path,  # noqa: PLR0917
-           digests: dict[str, str], size: int) -> Accepted:
-    storage = state.storage
-    normalized, name, version, filename = info.normalized, info.name, info.version, info.filename
-    summary, metadata = info.summary, info.metadata
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Upload:
+    info: WheelInfo
+    sha256: str
+    size: int
+
+    @property
+    def key(self) -> str | None:
+        return distribution_key(self.info.filename)
+
+
+def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | None:
+    """The answer when the catalog decides it already: HTTPError for a refusal, Accepted
+    for an identical validated file; None when the upload is to be recorded."""
+    info = upload.info
+    normalized, filename = info.normalized, info.filename
+    project = session.scalar(select(Project).where(Project.normalized == normalized))
+    if project is not None:
+        _check_owner(project, who)
+    existing = session.scalar(select(File).where(File.filename == filename))
+    if existing is not None:
+        if existing.sha256 != upload.sha256:
+            raise _name_reused(filename)
+        if existing.status != FileStatus.REJECTED:  # validated, or its validation queued
+            return Accepted(filename, existing.sha256, normalized, existing.status, False)
+        return None  # rejected: the same bytes again ask for another validation
+    # Not this file name: a racing identical upload may have committed since the read above.
+    other = File.filename != filename
+    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256,
+                                                            other))
+    if same_bytes is not None:
+        raise HTTPError(400, "file-exists", f"File already exists: these bytes were "
+                        f"uploaded before as {same_bytes!r}; one file has one name")
+    same_key = session.scalar(select(File.filename).where(File.dist_key == upload.key, other))
+    if same_key is not None:
+        raise HTTPError(400, "file-exists", f"File already exists: {filename!r} is the same "
+                        f"project, version, build tag and tags as {same_key!r}, which "
+                        "was uploaded before; a published version never changes, so "
+                        "publish a new version")
+    return None
+
+
+def _check_owner(project: Project, who: Uploader) -> None:
+    if project.owner_id != who.user.id:
+        raise HTTPError(403, "forbidden", f"project {project.normalized!r} belongs to another "
+                        f"user; {who.user.name!r} may not upload to it")
+
+
+def _name_reused(filename: str) -> HTTPError:
+    return HTTPError(400, "file-exists", f"File already exists: {filename!r} was uploaded "
+                     "before with other contents; a file name is never reused, so publish "
+                     "a new version")
+
+
+def _put_blobs(state: AppState, path: Path, upload: _Upload) -> list[str]:
+    """Store the wheel and its METADATA; the keys of the blobs that were not there."""
+    metadata_key = upload.info.metadata_sha256
+    new = [k for k in (upload.sha256, metadata_key) if _missing(state, k)]
+    state.storage.put_file(path, upload.sha256)
+    state.storage.put_bytes(upload.info.metadata)
+    return new
+
+
+def _drop_unreferenced(state: AppState, keys: list[str]) -> None:
+    """Delete the blobs this upload stored that no row names (after a failure)."""
+    if not keys:
+        return
     with state.db.session() as session:
+        named = set(session.scalars(select(File.sha256).where(File.sha256.in_(keys))))
+        named |= set(session.scalars(select(File.metadata_sha256)
+                                     .where(File.metadata_sha256.in_(keys))))
+    for key in keys:
+        if key not in named:
+            state.storage.delete(key)
+
+
+def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
+    """The rows of the upload and its validation job, in one transaction whose checks are
+    those of :func:`_settled` again (another upload may have come in between)."""
+    info = upload.info
+    normalized, filename = info.normalized, info.filename
+    with state.db.transaction() as session:
+        done = _settled(session, who, upload)
+        if done is not None:
+            return done
         existing = session.scalar(select(File).where(File.filename == filename))
         if existing is not None:
-            if existing.release.project.owner_id != who.user.id:
-                raise HTTPProblem(403, "forbidden", f"project {normalized!r} belongs to "
-                                  f"another user; {who.user.name!r} may not upload to it")
-            if existing.sha256 != digests["sha256"]:
-                raise HTTPProblem(400, "file-exists", f"File already exists: {filename!r} was "
-                                  "uploaded before with other contents; a file name is never "
-                                  "reused, so publish a new version")
-            if existing.status == "validated":
-                return Accepted(filename, existing.sha256, normalized, existing.status, False)
-            # Not validated (rejected, or stuck pending after a failure): the same bytes
-            # again are a request to validate once more, with the blobs restored if lost.
-            if _missing(state, existing.sha256):
-                storage.put_file(path, existing.sha256)
-            if _missing(state, existing.metadata_sha256):
-                storage.put_bytes(metadata)
-            existing.status, existing.log = "pending", "validation queued again\n"
+            # Rejected: the same bytes again are a request to validate once more (its
+            # blobs, if they were lost, are back in the store).
+            existing.status, existing.log = FileStatus.PENDING, "validation queued again\n"
             state.queue.enqueue(session, "validate", {"file_id": existing.id})
-            session.commit()
-            state.queue.notify()
-            return Accepted(filename, existing.sha256, normalized, "pending", False)
-        project = session.scalar(select(Project).where(Project.normalized == normalized))
-        if project is None:
-            project = Project(name=name, normalized=normalized, owner_id=who.user.id,
-                              summary=summary, serial=0)
-            session.add(project)
-            session.flush()
-        elif project.owner_id != who.user.id:
-            raise HTTPProblem(403, "forbidden", f"project {normalized!r} belongs to another "
-                              f"user; {who.user.name!r} may not upload to it")
-        release = _find_release(session, project.id, version)
-        if release is None:
-            release = Release(project_id=project.id, version=version)
-            session.add(release)
-            session.flush()
-        file = File(release_id=release.id, filename=filename, sha256=digests["sha256"],
-                    size=size, requires_python=info.requires_python,
-                    metadata_sha256=hashlib.sha256(metadata).hexdigest(), summary=summary,
-                    uploader_id=who.user.id, status="pending", yanked=False, yanked_reason="",
-                    log="validation queued\n", opset="")
-        session.add(file)
-        session.flush()
-        state.queue.enqueue(session, "validate", {"file_id": file.id})
-        project.summary = summary or project.summary
-        new_blobs = [k for k in (digests["sha256"], file.metadata_sha256)
-                     if _missing(state, k)]
-        try:
-            storage.put_file(path, digests["sha256"])
-            storage.put_bytes(metadata)
-            session.commit()
-        except BaseException:
-            session.rollback()
-            for key in new_blobs:
-                storage.delete(key)
-            raise
+            accepted = Accepted(filename, existing.sha256, normalized, FileStatus.PENDING,
+                                False)
+        else:
+            file = _add_file(session, who, upload)
+            state.queue.enqueue(session, "validate", {"file_id": file.id})
+            accepted = Accepted(filename, upload.sha256, normalized, FileStatus.PENDING, True)
     state.queue.notify()
-    return Accepted(filename, digests["sha256"], normalized, "pending", True)
+    return accepted
+
+
+def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
+    info = upload.info
+    project = session.scalar(select(Project).where(Project.normalized == info.normalized))
+    if project is None:
+        project = Project(name=info.name, normalized=info.normalized, owner_id=who.user.id,
+                          summary=info.summary, serial=0)
+        session.add(project)
+        session.flush()
+    release = _find_release(session, project.id, info.version)
+    if release is None:
+        release = Release(project_id=project.id, version=info.version)
+        session.add(release)
+        session.flush()
+    file = File(release_id=release.id, filename=info.filename, dist_key=upload.key,
+                sha256=upload.sha256, size=upload.size, requires_python=info.requires_python,
+                metadata_sha256=info.metadata_sha256, summary=info.summary,
+                uploader_id=who.user.id, status=FileStatus.PENDING, yanked=False,
+                yanked_reason="", log="validation queued\n", opset="")
+    session.add(file)
+    session.flush()
+    project.summary = info.summary or project.summary
+    return file
 
 
 def _find_release(session: Session, project_id: int, version: str) -> Release | None:
@@ -214,24 +309,24 @@ def _find_release(session: Session, project_id: int, version: str) -> Release | 
 def _missing(state: AppState, key: str) -> bool:
     try:
         state.storage.size(key)
-    except Exception:
+    except StorageError:
         return True
     return False
 
 
-
 def set_yanked(state: AppState, project: str, version: str, yanked: bool, reason: str) -> int:
-    """Yank (or un-yank) every file of a release; how many. LookupError when there is none."""
+    """Yank (or un-yank) every file of a release; how many. ReleaseNotFoundError when there
+    is none."""
     normalized = str(canonicalize_name(project))
     try:
         wanted = str(Version(version))
     except InvalidVersion:
-        raise LookupError(f"{version!r} is not a valid version") from None
+        raise ReleaseNotFoundError(f"{version!r} is not a valid version") from None
     with state.db.transaction() as session:
         project_id = session.scalar(select(Project.id).where(Project.normalized == normalized))
         release = None if project_id is None else _find_release(session, project_id, wanted)
         if release is None:
-            raise LookupError(f"no release {wanted} of {normalized!r}")
+            raise ReleaseNotFoundError(f"no release {wanted} of {normalized!r}")
         files = session.scalars(select(File).where(File.release_id == release.id)).all()
         for f in files:
             f.yanked, f.yanked_reason = yanked, reason if yanked else ""

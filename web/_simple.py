@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._cache import INDEX
-from opmarket.web._errors import HTTPProblem
-from opmarket.web._models import File, Project, Release
+from opmarket.web._errors import HTTPError
+from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
 from opmarket.web._state import AppState
 
@@ -57,8 +57,8 @@ def _answer(request: Request, body: bytes, content_type: str) -> Response:
 def _chosen(request: Request) -> str:
     chosen = negotiate(request.headers.get("accept"), request.query_params.get("format"))
     if chosen is None:
-        raise HTTPProblem(406, "not-acceptable",
-                          "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"})
+        raise HTTPError(406, "not-acceptable",
+                        "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"})
     return chosen
 
 
@@ -104,7 +104,7 @@ async def index(request: Request) -> Response:
 
 def _index_pages(state: AppState) -> tuple[bytes, bytes]:
     listed = (select(Project.name, Project.normalized).join(Release).join(File)
-              .where(File.status == "validated").distinct().order_by(Project.normalized))
+              .where(File.status == FileStatus.VALIDATED).distinct().order_by(Project.normalized))
     seen = state.pages.generation
     with state.db.engine.connect() as conn:
         count, total = conn.execute(_GENERATION).one()
@@ -136,15 +136,15 @@ def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
         row = conn.execute(select(Project.id, Project.serial)
                            .where(Project.normalized == normalized)).first()
         if row is None:
-            raise HTTPProblem(404, "not-found", f"no project {normalized!r}")
+            raise HTTPError(404, "not-found", f"no project {normalized!r}")
         with Session(bind=conn) as session:  # the same connection: never two at once
             files = session.execute(
                 select(File, Release.version).join(Release)
-                .where(Release.project_id == row.id, File.status == "validated")
+                .where(Release.project_id == row.id, File.status == FileStatus.VALIDATED)
                 .order_by(File.filename)
             ).tuples().all()  # fmt: skip
     if not files:
-        raise HTTPProblem(404, "not-found", f"no validated files for {normalized!r}")
+        raise HTTPError(404, "not-found", f"no validated files for {normalized!r}")
     return state.pages.keep(normalized, row.serial, *_render(normalized, files), seen=seen)
 
 

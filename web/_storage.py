@@ -10,17 +10,20 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlparse
+
+from opmarket.sdk import OpmarketError
 
 __all__ = ["LocalFileStore", "Storage", "StorageError", "storage_from_url"]
 
 _CHUNK = 256 * 1024
 
 
-class StorageError(RuntimeError):
+class StorageError(OpmarketError, RuntimeError):
     """A blob is missing or the store cannot be written."""
 
 
@@ -71,8 +74,7 @@ class LocalFileStore:
         target = self._path(digest)
         if target.exists():
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+        tmp = self._temporary(target)
         try:
             shutil.copyfile(path, tmp)
             with open(tmp, "rb") as f:
@@ -81,13 +83,22 @@ class LocalFileStore:
         finally:
             tmp.unlink(missing_ok=True)
 
+    @staticmethod
+    def _temporary(target: Path) -> Path:
+        """A new empty file beside ``target``, unique to this call: two threads storing one
+        blob at once each write their own and the last rename wins, with the same bytes."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                    suffix=".tmp")
+        os.close(fd)
+        return Path(name)
+
     def put_bytes(self, data: bytes) -> str:
         """Store ``data`` and return its key, its SHA-256; a blob already there is kept."""
         digest = hashlib.sha256(data).hexdigest()
         target = self._path(digest)
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+            tmp = self._temporary(target)
             try:
                 tmp.write_bytes(data)
                 tmp.replace(target)

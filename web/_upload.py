@@ -8,9 +8,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
+from starlette.requests import ClientDisconnect
 
 from opmarket.web._auth import UploaderDep
-from opmarket.web._errors import HTTPProblem
+from opmarket.web._errors import HTTPError
+from opmarket.web._limits import FORM_OVERHEAD
 from opmarket.web._publish import Form, accept_upload
 from opmarket.web._state import StateDep
 
@@ -32,15 +34,15 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONRes
     if not declared.isdigit():
         # The form parser spools files to disk before we see them: an upload of unknown
         # length could fill it. twine and uv send the length.
-        raise HTTPProblem(411, "length-required", "send Content-Length with the upload")
-    if int(declared) > limit + 1024 * 1024:
-        raise HTTPProblem(413, "too-large", f"the upload is larger than the limit of {limit} "
-                          "bytes")
+        raise HTTPError(411, "length-required", "send Content-Length with the upload")
+    if int(declared) > limit + FORM_OVERHEAD:
+        raise HTTPError(413, "too-large", f"the upload is larger than the limit of {limit} "
+                        "bytes")
     try:
         async with request.form(max_files=1, max_fields=500) as form:
             content = form.get("content")
             if not isinstance(content, UploadFile) or not content.filename:
-                raise HTTPProblem(400, "no-file", "the form has no file in 'content'")
+                raise HTTPError(400, "no-file", "the form has no file in 'content'")
             fields = Form(
                 action=_field(form, ":action"), protocol_version=_field(form, "protocol_version"),
                 name=_field(form, "name"), version=_field(form, "version"),
@@ -49,10 +51,12 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONRes
                 blake2_256=_field(form, "blake2_256_digest"),
             )  # fmt: skip
             accepted = await run_in_threadpool(accept_upload, state, who, fields, content.file)
-    except HTTPProblem:
+    except HTTPError:
         raise
+    except ClientDisconnect:  # the client went away mid-upload: nobody to answer
+        raise HTTPError(400, "truncated", "the upload ended before its body did") from None
     except ValueError as exc:  # a malformed multipart body
-        raise HTTPProblem(400, "bad-form", f"unreadable upload form: {exc}") from None
+        raise HTTPError(400, "bad-form", f"unreadable upload form: {exc}") from None
     body = {"filename": accepted.filename, "sha256": accepted.sha256,
             "project": accepted.project, "status": accepted.status,
             "message": "uploaded; validation queued" if accepted.new

@@ -140,9 +140,10 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
     yield from start_market(tmp_path_factory.mktemp("market"), validation_workers=2)
 
 
-def start_market(data: Path, *, validation_workers: int) -> Iterator[Market]:
-    """A running ``opmarket serve`` on ``data`` with users alice and bob and their tokens;
-    stopped when the generator is closed."""
+def start_market(data: Path, *, validation_workers: int, flags: tuple[str, ...] = ()
+                 ) -> Iterator[Market]:
+    """A running ``opmarket serve`` on ``data`` (with more ``flags``) with users alice and
+    bob and their tokens; stopped when the generator is closed."""
     port = free_port()
     for name in ("alice", "bob"):
         subprocess.run([OPMARKET, "users", "add", name, "--data", str(data)], check=True,
@@ -150,7 +151,7 @@ def start_market(data: Path, *, validation_workers: int) -> Iterator[Market]:
     log = open(data / "server.log", "wb")  # noqa: SIM115  # closed in the finalizer
     proc = subprocess.Popen(
         [OPMARKET, "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data),
-         "--validation-workers", str(validation_workers)],
+         "--validation-workers", str(validation_workers), *flags],
         stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
     )  # fmt: skip
     market = Market(f"http://127.0.0.1:{port}", data, proc)

@@ -3,9 +3,12 @@ entry point and its ``opmarket.opset.json``, built into a wheel with ``python -m
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -112,26 +115,35 @@ def build_plugin(
     return wheel
 
 
-def handmade_wheel(path: Path, dist: str, version: str, extra: dict[str, bytes],
-                   *, symlink: str = "", metadata: str = "") -> Path:
-    """A wheel written with zipfile, for archives no build tool would make (bombs,
-    traversal, links): valid dist-info plus ``extra`` members."""
-    import zipfile
+def record_line(name: str, data: bytes) -> str:
+    """The RECORD row of an archive member: path, sha256 (urlsafe base64), size."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}\n"
 
+
+def handmade_wheel(
+    path: Path, dist: str, version: str, extra: dict[str, bytes], *, symlink: str = "",
+    metadata: str = "", record: str | None = None, filename: str = "",
+) -> Path:
+    """A wheel written with zipfile, for archives no build tool would make (bombs,
+    traversal, links): valid dist-info plus ``extra`` members, with a RECORD that lists
+    them all (or ``record`` as given) and the file name ``filename`` when given."""
     package = dist.replace("-", "_")
-    wheel = path / f"{package}-{version}-py3-none-any.whl"
+    wheel = path / (filename or f"{package}-{version}-py3-none-any.whl")
     info = f"{package}-{version}.dist-info"
+    members: dict[str, bytes] = {f"{package}/__init__.py": b"", **extra}
+    members[f"{info}/METADATA"] = (metadata or f"Metadata-Version: 2.1\nName: {dist}\n"
+                                   f"Version: {version}\n").encode()
+    members[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    lines = "".join(record_line(name, data) for name, data in members.items())
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(f"{package}/__init__.py", "")
-        for name, data in extra.items():
+        for name, data in members.items():
             zf.writestr(name, data)
         if symlink:
             link = zipfile.ZipInfo(f"{package}/link")
             link.external_attr = (0o120777 << 16)
             zf.writestr(link, symlink)
-        zf.writestr(f"{info}/METADATA", metadata or
-                    f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
-                                     "Tag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
+            lines += record_line(link.filename, symlink.encode())
+        zf.writestr(f"{info}/RECORD", lines + f"{info}/RECORD,,\n" if record is None
+                    else record)
     return wheel

@@ -85,3 +85,64 @@ def test_file_store_is_content_addressed(tmp_path: Path) -> None:
         store.read("../../etc/passwd")
     with pytest.raises(StorageError, match="only file://"):
         storage_from_url("s3://bucket/prefix")
+
+
+def test_migration_0002_keys_files_and_keeps_those_that_already_collide(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'old.sqlite3'}")
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web:migrations")
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.execute(sa.text(
+            "INSERT INTO users (id, name, created) VALUES (1, 'alice', '2026-01-01');"))
+        connection.execute(sa.text(
+            "INSERT INTO projects (id, name, normalized, owner_id, created, summary, serial) "
+            "VALUES (1, 'Foo_Bar', 'foo-bar', 1, '2026-01-01', '', 0)"))
+        connection.execute(sa.text(
+            "INSERT INTO releases (id, project_id, version, created) "
+            "VALUES (1, 1, '1.0', '2026-01-01')"))
+        # What the hostile campaign left: one distribution under three names.
+        for n, name in enumerate(["Foo_Bar-1.0-py3-none-any.whl", "foo_bar-1.0-py3-none-any.whl",
+                                  "foo_bar-1.0.0-py3-none-any.whl"], 1):
+            connection.execute(sa.text(
+                "INSERT INTO files (id, release_id, filename, sha256, size, requires_python, "
+                "metadata_sha256, summary, uploaded, uploader_id, status, yanked, "
+                "yanked_reason, log, opset) VALUES (:id, 1, :name, :sha, 1, '', '', '', "
+                "'2026-01-01', 1, 'validated', 0, '', '', '')"),
+                {"id": n, "name": name, "sha": str(n) * 64})
+    migrate(engine)
+    with engine.connect() as conn:
+        keys = conn.execute(sa.text("SELECT id, dist_key FROM files ORDER BY id")).all()
+    assert keys == [(1, "foo-bar/1//py3-none-any"), (2, "foo-bar/1//py3-none-any#duplicate-2"),
+                    (3, "foo-bar/1//py3-none-any#duplicate-3")]
+    engine.dispose()
+
+
+def test_one_blob_stored_by_many_threads_at_once(tmp_path: Path) -> None:
+    store = LocalFileStore(tmp_path / "files")
+    source = tmp_path / "wheel"
+    source.write_bytes(b"w" * 300_000)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def put() -> None:
+        barrier.wait()
+        try:
+            store.put_file(source, digest)
+        except BaseException as exc:  # collected, then asserted empty
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert b"".join(store.read(digest)) == source.read_bytes()
+    assert [p.name for p in (tmp_path / "files").rglob("*") if p.is_file()] == [digest]

@@ -97,6 +97,7 @@ def test_range_downloads(uploaded: Market, wheels: Wheels) -> None:
     url = json.loads(uploaded.get("/simple/opm-double/", {"Accept": JSON})[2])["files"][0]["url"]
     status, headers, whole = uploaded.get(url)
     assert status == 200 and whole == data and headers["accept-ranges"] == "bytes"
+    etag = headers["etag"]
     status, headers, part = uploaded.get(url, {"Range": "bytes=10-19"})
     assert status == 206 and part == data[10:20]
     assert headers["content-range"] == f"bytes 10-19/{len(data)}"
@@ -108,6 +109,14 @@ def test_range_downloads(uploaded: Market, wheels: Wheels) -> None:
     with urllib.request.urlopen(head, timeout=30) as r:
         assert r.status == 200 and r.read() == b""
         assert r.headers["content-length"] == str(len(data))
+    # If-Range: the range only while the file is the one the client has (its ETag).
+    status, _, part = uploaded.get(url, {"Range": "bytes=0-3", "If-Range": etag})
+    assert (status, part) == (206, data[:4])
+    status, _, body = uploaded.get(url, {"Range": "bytes=0-3", "If-Range": '"other"'})
+    assert (status, body) == (200, data)
+    # RFC 9110: a Range that cannot be parsed is ignored, not an error.
+    status, _, body = uploaded.get(url, {"Range": "bytes=5-3"})
+    assert (status, body) == (200, data)
 
 
 def project_json(market: Market, *, until: Any, timeout: float = 10) -> dict[str, Any]:
