@@ -172,6 +172,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
     Exit code 0 when it would be listed (validated), 1 when rejected, 2 when unreadable.
     """
     from opmarket.web._pipeline import Previous, limits_from, validate_wheel
+    from opmarket.web._status import FileStatus
 
     if not wheel.is_file():
         raise UsageError(f"{wheel}: no such file")
@@ -195,7 +196,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
         click.echo(json.dumps(verdict.to_json(), indent=2))
     else:
         click.echo(verdict.log_text(), nl=False)
-    if verdict.status != "validated":  # the pipeline's Verdict (no database needed here)
+    if verdict.status is not FileStatus.VALIDATED:
         sys.exit(EXIT_PROBLEM)
 
 

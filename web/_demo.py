@@ -21,6 +21,7 @@ import click
 
 from opmarket._usage import UsageError
 from opmarket.web._settings import Settings
+from opmarket.web._status import FileStatus
 
 __all__ = ["find_plugins", "run_demo", "upload_wheel"]
 
@@ -79,7 +80,7 @@ def _status(base_url: str, name: str) -> str:
         with urllib.request.urlopen(f"{base_url}/api/packages/{name}", timeout=30) as r:
             return str(json.load(r)["status"])
     except (urllib.error.URLError, KeyError, ValueError):
-        return "pending"
+        return FileStatus.PENDING
 
 
 def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
@@ -102,7 +103,7 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
     while pending:
         for name in sorted(pending):
             verdict = _status(base_url, name)
-            if verdict != "pending":
+            if verdict != FileStatus.PENDING:
                 click.echo(f"{name}: {verdict}", err=True)
                 pending.discard(name)
         time.sleep(0.5)
@@ -113,6 +114,7 @@ def run_demo(settings: Settings) -> None:
     import uvicorn
 
     from opmarket.web._app import create_app
+    from opmarket.web._limits import LimitedHttpToolsProtocol
 
     projects = find_plugins()
     if not projects:
@@ -121,8 +123,10 @@ def run_demo(settings: Settings) -> None:
     out = settings.data_dir / "demo-dist"
     out.mkdir(parents=True, exist_ok=True)
     wheels = _build(projects, out)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host,
-                                           port=settings.port, log_level="warning"))
+    # The same HTTP limits as `opmarket serve` (header size and count, slow clients).
+    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port,
+                            log_level="warning", http=LimitedHttpToolsProtocol)
+    server = uvicorn.Server(config)
     base_url = f"http://{settings.host}:{settings.port}"
 
     def publish_when_up() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
@@ -20,6 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from opmarket.web._status import FileStatus
+
 __all__ = [
     "Base",
     "File",
@@ -34,17 +35,6 @@ __all__ = [
     "distribution_key",
     "utcnow",
 ]
-
-
-class FileStatus(StrEnum):
-    """Where a file's validation stands; only ``validated`` files are listed and served.
-
-    The values are what the database and the JSON API hold.
-    """
-
-    PENDING = "pending"
-    VALIDATED = "validated"
-    REJECTED = "rejected"
 
 
 def distribution_key(filename: str) -> str | None:

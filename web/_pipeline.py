@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from opmarket.web._report import HarnessResult, ReportProblem, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailable, run_sandboxed
-from opmarket.web._wheels import WheelLimits, WheelProblem, inspect_wheel
+from opmarket.web._status import FileStatus
+from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
@@ -70,10 +71,10 @@ class Verdict:
     compat: dict[str, Any] | None = None
 
     @property
-    def status(self) -> str:
+    def status(self) -> FileStatus:
         """``validated`` when at least one step ran and none failed, else ``rejected``."""
         ok = self.steps and all(s.status != "failed" for s in self.steps)
-        return "validated" if ok else "rejected"
+        return FileStatus.VALIDATED if ok else FileStatus.REJECTED
 
     @property
     def failures(self) -> list[Step]:
@@ -191,7 +192,7 @@ def validate_wheel(
     verdict = Verdict(filename)
     try:
         info = inspect_wheel(path, filename, wheel_limits)
-    except WheelProblem as exc:
+    except WheelError as exc:
         verdict.steps.append(Step("inspect", "failed", [str(exc)]))
         return verdict
     verdict.steps.append(Step("inspect", "passed", [

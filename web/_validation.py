@@ -20,6 +20,7 @@ from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
+from opmarket.web._status import FileStatus
 
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
@@ -45,7 +46,7 @@ def previous_release(state: AppState, project_id: int, version: str) -> Previous
     with state.db.session() as session:
         rows = session.execute(
             select(File.filename, File.opset, Release.version).join(Release)
-            .where(Release.project_id == project_id, File.status == "validated",
+            .where(Release.project_id == project_id, File.status == FileStatus.VALIDATED,
                    File.opset != "")
         ).all()  # fmt: skip
     older = [(v, r) for r in rows if (v := _vkey(r.version)) is not None and mine is not None
@@ -79,7 +80,7 @@ def abandon_validation(state: AppState) -> Any:
         file_id = int(payload["file_id"])
         with state.db.session() as session:
             file = session.get(File, file_id)
-            if file is None or file.status != "pending":
+            if file is None or file.status != FileStatus.PENDING:
                 return
             filename = file.filename
         record(state, file_id, _failure(filename, why))
@@ -97,7 +98,7 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
     stored: the job is then tried again, and given up as rejected)."""
     with state.db.session() as session:
         file = session.get(File, file_id)
-        if file is None or file.status != "pending":
+        if file is None or file.status != FileStatus.PENDING:
             return None
         filename, sha256 = file.filename, file.sha256
         project_id, version = file.release.project_id, file.release.version

@@ -87,7 +87,7 @@ def test_file_store_is_content_addressed(tmp_path: Path) -> None:
         storage_from_url("s3://bucket/prefix")
 
 
-def test_migration_0002_keys_files_and_keeps_those_that_already_collide(tmp_path: Path) -> None:
+def test_migration_0003_keys_files_and_keeps_those_that_already_collide(tmp_path: Path) -> None:
     import sqlalchemy as sa
     from alembic import command
     from alembic.config import Config

@@ -4,7 +4,7 @@ Foo_Bar-1.0, foo_bar-1.0 and foo_bar-1.0.0 were three names for one distribution
 index served whichever came last. Rows that already collide keep their data: the later ones
 get a key that says so (``#duplicate-<id>``) and stay as they are, for the owner to yank.
 
-Revision ID: 0002
+Revision ID: 0003
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
 
-revision = "0002"
-down_revision: str | None = "0001"
+revision = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | None = None
 depends_on: str | None = None
 
