@@ -144,6 +144,9 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
     from tensorflow.python.framework import ops as tf_ops
 
     eager = tf.executing_eagerly()
+    if eager and label:
+        # Eager execution takes no kernel label: run a one-node function whose node has it.
+        return _labelled(op, label, given)(*inputs)
     try:
         ensure_op(op)
         flat, attrs, inferred = _bind(op, inputs, given)
@@ -178,6 +181,22 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
         if eager:
             raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
         raise
+
+
+_labelled_fns: dict[tuple[str, str, str], Any] = {}
+
+
+def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
+    import tensorflow as tf
+
+    key = (op.name, label, repr(sorted(given.items())))
+    fn = _labelled_fns.get(key)
+    if fn is None:
+        def body(*inputs: Any) -> Any:
+            return call_op(op, inputs, given, label=label)
+
+        fn = _labelled_fns[key] = tf.function(body, autograph=False)
+    return fn
 
 
 def wrapper(op: OpDef) -> Callable[..., Any]:
