@@ -2,6 +2,7 @@
 resolvers, custom calls and conformance (see docs/runtime.md)."""
 
 from opmarket.registry._builtins import BUILTIN_OPS
+from opmarket.registry._capi_bridge import capi_bridge, capi_bridge_include, native_kernel_handle
 from opmarket.registry._conformance import (
     ConformanceReport,
     ConformanceResult,
@@ -79,6 +80,8 @@ __all__ = [
     "PluginInfo",
     "RegistrationError",
     "Registry",
+    "capi_bridge",
+    "capi_bridge_include",
     "check_conformance",
     "check_gradient",
     "compute_gradient",
@@ -102,6 +105,7 @@ __all__ = [
     "load_plugins_from",
     "manifest_locations",
     "max_error",
+    "native_kernel_handle",
     "new_registry",
     "parse_entry_points",
     "parse_input",

@@ -1,20 +1,43 @@
-/* The host side of opmarket/c_api.h: the function table a C-ABI plugin calls, and the
- * per-call trampoline from a Python call to the plugin's compute function.
+/* The host side of opmarket/c_api.h and opmarket/capi_bridge.h: the function table a C-ABI
+ * plugin calls, the per-call trampoline from a Python call to a plugin's compute function,
+ * and the table through which framework bridges run the same kernels on their own tensors.
  *
- * A CPython extension module, compiled on first use into opmarket's cache folder for the
- * running Python and numpy (registry/_capi.py; docs/c-api.md says why it is not ctypes).
- * Everything here runs with the GIL held: plugin init, shape functions, create, compute.
+ * The CPython extension opmarket.registry._capi_host, built when opmarket is installed
+ * (setup.py) against CPython's limited API (one abi3 binary for every CPython >= 3.11) and
+ * numpy's C API (built against numpy 2, it runs on numpy >= 1.23: NPY_FEATURE_VERSION), so a
+ * C-ABI plugin needs no compiler at run time. registry/_capi.py loads plugins through it;
+ * docs/c-api.md has the measurements.
+ *
+ * The Python path (loading, shape functions, the Kernel type) runs with the GIL held. The
+ * bridge path (OPMB_BridgeApi: create, compute, delete on a bridge's contexts) touches no
+ * Python and takes no lock: the table's functions a kernel calls there are plain C.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL opmarket_capi_host_ARRAY_API
 #include <numpy/arrayobject.h>
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "opmarket/c_api.h"
+#include "opmarket/capi_bridge.h"
+
+/* The bridge's tensor dims are int64_t, numpy's npy_intp: the same on every 64-bit CPython. */
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "opmarket's C-ABI host needs 64-bit sizes");
+
+#define SET_REF(slot, value)       \
+  do {                             \
+    PyObject* old_ = (PyObject*)(slot); \
+    (slot) = (value);              \
+    Py_XDECREF(old_);              \
+  } while (0)
+
+/* A str's UTF-8 (PyUnicode_AsUTF8 joins the limited API only in 3.13). */
+static const char* utf8(PyObject* s) { return s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL; }
 
 /* The host defines the table the inline calls would use; it never calls them itself. */
 const OPM_Api* OPM_api = 0;
@@ -52,7 +75,7 @@ static void status_from_python(OPM_Status* s, OPM_Code code, const char* context
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyObject* text = value ? PyObject_Str(value) : NULL;
-  const char* msg = text ? PyUnicode_AsUTF8(text) : NULL;
+  const char* msg = utf8(text);
   char buf[1024];
   snprintf(buf, sizeof buf, "%s: %s", context, msg ? msg : "internal error");
   PyErr_Clear();
@@ -102,6 +125,21 @@ static int npy_of(OPM_DataType t) {
     case OPM_COMPLEX128: return NPY_COMPLEX128;
     default: return -1;
   }
+}
+
+/* numpy's descriptors of the types in npy_of, by OPM number: made once, so that allocating
+ * an output skips looking them up (PyArray_SimpleNew would, on every call). */
+#define NUM_DTYPES 24
+static PyArray_Descr* builtin_descrs[NUM_DTYPES];
+
+static int make_builtin_descrs(void) {
+  for (int t = 0; t < NUM_DTYPES; ++t) {
+    int npy = npy_of(t);
+    if (npy < 0) continue;
+    builtin_descrs[t] = PyArray_DescrFromType(npy);
+    if (!builtin_descrs[t]) return -1;
+  }
+  return 0;
 }
 
 static OPM_DataType dtype_of_array(PyArrayObject* a) {
@@ -209,30 +247,32 @@ static void h_DeleteOpDefinitionBuilder(OPM_OpDefinitionBuilder* b) {
   free(b);
 }
 
-static void register_decl(const char* kind, PyObject* decl, int is_op, OPM_Status* status) {
+/* 1 when the declaration was accepted; else the status says why not. */
+static int register_decl(const char* kind, PyObject* decl, int is_op, OPM_Status* status) {
   if (!session) {
     h_SetStatus(status, OPM_FAILED_PRECONDITION,
                 "ops and kernels can only be registered while opmarket loads the library");
-    return;
+    return 0;
   }
   PyObject* found = PyObject_CallFunction(session->check, "sO", kind, decl);
   if (!found) {
     status_from_python(status, OPM_INTERNAL, "registration");
-    return;
+    return 0;
   }
   if (found != Py_None) {
-    const char* msg = PyUnicode_Check(found) ? PyUnicode_AsUTF8(found) : "refused";
+    const char* msg = PyUnicode_Check(found) ? utf8(found) : "refused";
     h_SetStatus(status, OPM_INVALID_ARGUMENT, msg ? msg : "refused");
     Py_DECREF(found);
     PyErr_Clear();
-    return;
+    return 0;
   }
   Py_DECREF(found);
   if (PyList_Append(is_op ? session->ops : session->kernels, decl) < 0) {
     status_from_python(status, OPM_INTERNAL, "registration");
-    return;
+    return 0;
   }
   h_SetStatus(status, OPM_OK, "");
+  return 1;
 }
 
 static void h_RegisterOpDefinition(OPM_OpDefinitionBuilder* b, OPM_Status* status) {
@@ -304,6 +344,39 @@ static void h_DeleteKernelBuilder(OPM_KernelBuilder* b) {
   Py_XDECREF(b->decl);
   free(b);
 }
+/* One registered kernel, as the Kernel type and the bridges reach it: made when the kernel
+ * registers, never freed (a library is never unloaded). Its address is the kernel handle. */
+struct OPMB_Kernel {
+  OPM_KernelCreateFn create;
+  OPM_KernelComputeFn compute;
+  OPM_KernelDeleteFn del;
+  char* name; /* "Op (kernel Name)", for messages */
+};
+
+static OPMB_Kernel* new_kernel(PyObject* decl) {
+  PyObject* create = PyDict_GetItemString(decl, "create");
+  PyObject* compute = PyDict_GetItemString(decl, "compute");
+  PyObject* del = PyDict_GetItemString(decl, "delete");
+  PyObject* name = PyUnicode_FromFormat("%S (kernel %S)", PyDict_GetItemString(decl, "op"),
+                                        PyDict_GetItemString(decl, "name"));
+  const char* text = utf8(name);
+  OPMB_Kernel* k = (OPMB_Kernel*)calloc(1, sizeof *k);
+  if (k && text && create && compute && del) {
+    k->create = (OPM_KernelCreateFn)PyLong_AsVoidPtr(create);
+    k->compute = (OPM_KernelComputeFn)PyLong_AsVoidPtr(compute);
+    k->del = (OPM_KernelDeleteFn)PyLong_AsVoidPtr(del);
+    k->name = strdup(text);
+  }
+  Py_XDECREF(name);
+  if (!k || !k->name || PyErr_Occurred()) {
+    PyErr_Clear();
+    if (k) free(k->name);
+    free(k);
+    return NULL;
+  }
+  return k;
+}
+
 static void h_RegisterKernelBuilder(const char* name, OPM_KernelBuilder* b,
                                     OPM_Status* status) {
   if (!b) {
@@ -311,7 +384,11 @@ static void h_RegisterKernelBuilder(const char* name, OPM_KernelBuilder* b,
     return;
   }
   set_item(b->decl, "name", PyUnicode_FromString(name ? name : ""));
-  register_decl("kernel", b->decl, 0, status);
+  if (register_decl("kernel", b->decl, 0, status)) {
+    OPMB_Kernel* k = new_kernel(b->decl);
+    if (k) set_item(b->decl, "handle", PyLong_FromVoidPtr(k));
+    else h_SetStatus(status, OPM_RESOURCE_EXHAUSTED, "cannot record the kernel");
+  }
   h_DeleteKernelBuilder(b);
 }
 
@@ -332,7 +409,11 @@ static int attr_int64(PyObject* attrs, const char* name, int64_t* out, OPM_Statu
   if (!v) return -1;
   if (PyFloat_Check(v) || PyUnicode_Check(v) || !PyNumber_Check(v)) {
     char buf[512];
-    snprintf(buf, sizeof buf, "attr '%s' is a %s, not %s", name, Py_TYPE(v)->tp_name, want);
+    PyObject* type_name = PyType_GetName(Py_TYPE(v));
+    const char* tn = utf8(type_name);
+    snprintf(buf, sizeof buf, "attr '%s' is a %s, not %s", name, tn ? tn : "?", want);
+    Py_XDECREF(type_name);
+    PyErr_Clear();
     h_SetStatus(status, OPM_INVALID_ARGUMENT, buf);
     return -1;
   }
@@ -466,12 +547,12 @@ static void h_SICGetAttrInt64(OPM_ShapeInferenceContext* c, const char* name, in
 
 static OPM_ShapeHandle* handle_from_python(OPM_ShapeInferenceContext* c, PyObject* shape) {
   if (shape == Py_None) return new_handle(c, -1);
-  PyObject* seq = PySequence_Fast(shape, "a shape is a tuple of dims or None");
+  PyObject* seq = PySequence_Tuple(shape);
   if (!seq) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_ssize_t n = PyTuple_Size(seq);
   OPM_ShapeHandle* h = new_handle(c, n);
   for (Py_ssize_t i = 0; h && i < n; ++i) {
-    PyObject* d = PySequence_Fast_GET_ITEM(seq, i);
+    PyObject* d = PyTuple_GetItem(seq, i);
     h->dims[i] = d == Py_None ? -1 : PyLong_AsLongLong(d);
   }
   Py_DECREF(seq);
@@ -484,7 +565,10 @@ static PyObject* handle_to_python(const OPM_ShapeHandle* h) {
   PyObject* t = PyTuple_New(h->rank);
   for (int64_t i = 0; t && i < h->rank; ++i) {
     PyObject* d = h->dims[i] < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(h->dims[i]);
-    PyTuple_SET_ITEM(t, i, d);
+    if (!d || PyTuple_SetItem(t, i, d) < 0) {
+      Py_CLEAR(t);
+      break;
+    }
   }
   return t;
 }
@@ -499,7 +583,7 @@ static PyObject* py_infer(PyObject* self, PyObject* args) {
     return NULL;
   OPM_ShapeInferenceFn fn = (OPM_ShapeInferenceFn)PyLong_AsVoidPtr(fn_obj);
   if (!fn) return NULL;
-  OPM_ShapeInferenceContext c = {attrs, PyList_GET_SIZE(shapes), NULL, num_outputs, NULL,
+  OPM_ShapeInferenceContext c = {attrs, PyList_Size(shapes), NULL, num_outputs, NULL,
                                  NULL};
   PyObject* result = NULL;
   OPM_Status status = {OPM_OK, NULL};
@@ -511,7 +595,7 @@ static PyObject* py_infer(PyObject* self, PyObject* args) {
     goto done;
   }
   for (Py_ssize_t i = 0; i < c.num_inputs; ++i) {
-    c.inputs[i] = handle_from_python(&c, PyList_GET_ITEM(shapes, i));
+    c.inputs[i] = handle_from_python(&c, PyList_GetItem(shapes, i));
     if (!c.inputs[i]) goto done;
   }
   fn(&c, &status);
@@ -526,7 +610,7 @@ static PyObject* py_infer(PyObject* self, PyObject* args) {
       Py_CLEAR(result);
       break;
     }
-    PyList_SET_ITEM(result, i, s);
+    if (PyList_SetItem(result, i, s) < 0) Py_CLEAR(result);
   }
 done:
   while (c.handles) {
@@ -540,34 +624,255 @@ done:
   return result;
 }
 
-/* --- kernels ------------------------------------------------------------------------- */
+/* --- kernels: the two interfaces ------------------------------------------------------
+ * A plugin's create and compute get the host's OPM_OpKernelConstruction/OPM_OpKernelContext,
+ * which wrap an implementation of the bridge interfaces (opmarket/capi_bridge.h) and record
+ * the plugin's failure. The Python path's implementations (a dict of attrs, numpy arrays)
+ * follow; a bridge brings its own. */
 struct OPM_OpKernelConstruction {
-  PyObject* attrs;
-  OPM_Status status;
+  OPMB_KernelConstruction* impl;
+  OPM_Status status; /* what OPM_OpKernelConstruction_Failure reported */
 };
+
+struct OPM_OpKernelContext {
+  OPMB_KernelContext* impl;
+  const OPMB_KernelContextOps* ops;
+  int num_inputs, num_outputs; /* asked once per compute */
+  uint64_t allocated;          /* bit i: output i was allocated (the first 64) */
+  OPM_Status status;           /* what OPM_OpKernelContext_Failure reported */
+};
+
+/* A plugin's OPM_Tensor is the implementation's OPMB_Tensor. */
+#define AS_BRIDGE(t) ((const OPMB_Tensor*)(const void*)(t))
+#define AS_PLUGIN(t) ((OPM_Tensor*)(void*)(t))
+
+static void clear_status(OPM_Status* s) {
+  if (s && s->code != OPM_OK) h_SetStatus(s, OPM_OK, "");
+}
+
+static void unimplemented(OPM_Status* s, const char* what) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s is not available here (the framework bridge lacks it)", what);
+  h_SetStatus(s, OPM_UNIMPLEMENTED, buf);
+}
 
 static void h_OKCGetAttrType(OPM_OpKernelConstruction* c, const char* name, OPM_DataType* v,
                              OPM_Status* s) {
-  int64_t x;
-  if (attr_int64(c->attrs, name, &x, s, "a type") == 0) *v = (OPM_DataType)x;
-}
-static void h_OKCGetAttrInt32(OPM_OpKernelConstruction* c, const char* name, int32_t* v,
-                              OPM_Status* s) {
-  int64_t x;
-  if (attr_int64(c->attrs, name, &x, s, "an int") != 0) return;
-  if (x < INT32_MIN || x > INT32_MAX) {
-    h_SetStatus(s, OPM_INVALID_ARGUMENT, "attr value does not fit in int32");
+  clear_status(s);
+  if (!c->impl->ops->get_attr_type) {
+    unimplemented(s, "a type attr");
     return;
   }
-  *v = (int32_t)x;
+  c->impl->ops->get_attr_type(c->impl, name, v, s);
 }
 static void h_OKCGetAttrInt64(OPM_OpKernelConstruction* c, const char* name, int64_t* v,
                               OPM_Status* s) {
-  attr_int64(c->attrs, name, v, s, "an int");
+  clear_status(s);
+  if (!c->impl->ops->get_attr_int64) {
+    unimplemented(s, "an int attr");
+    return;
+  }
+  c->impl->ops->get_attr_int64(c->impl, name, v, s);
+}
+static void h_OKCGetAttrInt32(OPM_OpKernelConstruction* c, const char* name, int32_t* v,
+                              OPM_Status* s) {
+  int64_t x = 0;
+  OPM_Status own = {OPM_OK, NULL};
+  OPM_Status* st = s ? s : &own;
+  h_OKCGetAttrInt64(c, name, &x, st);
+  if (st->code == OPM_OK) {
+    if (x < INT32_MIN || x > INT32_MAX) {
+      char buf[512];
+      snprintf(buf, sizeof buf, "attr '%s' value %lld does not fit in int32", name,
+               (long long)x);
+      h_SetStatus(st, OPM_INVALID_ARGUMENT, buf);
+    } else {
+      *v = (int32_t)x;
+    }
+  }
+  free(own.message);
 }
 static void h_OKCGetAttrFloat(OPM_OpKernelConstruction* c, const char* name, float* v,
                               OPM_Status* s) {
-  PyObject* o = get_attr(c->attrs, name, s);
+  clear_status(s);
+  if (!c->impl->ops->get_attr_float) {
+    unimplemented(s, "a float attr");
+    return;
+  }
+  c->impl->ops->get_attr_float(c->impl, name, v, s);
+}
+static void h_OKCGetAttrBool(OPM_OpKernelConstruction* c, const char* name, uint8_t* v,
+                             OPM_Status* s) {
+  clear_status(s);
+  if (!c->impl->ops->get_attr_bool) {
+    unimplemented(s, "a bool attr");
+    return;
+  }
+  c->impl->ops->get_attr_bool(c->impl, name, v, s);
+}
+static void h_OKCGetAttrString(OPM_OpKernelConstruction* c, const char* name, char* v,
+                               size_t max_length, size_t* length, OPM_Status* s) {
+  clear_status(s);
+  if (!c->impl->ops->get_attr_string) {
+    unimplemented(s, "a string attr");
+    return;
+  }
+  c->impl->ops->get_attr_string(c->impl, name, v, max_length, length, s);
+}
+static void h_OKCFailure(OPM_OpKernelConstruction* c, OPM_Status* s) {
+  if (c->status.code == OPM_OK) h_SetStatus(&c->status, s ? s->code : OPM_UNKNOWN,
+                                            h_Message(s));
+}
+
+static int h_NumInputs(OPM_OpKernelContext* c) { return c->num_inputs; }
+static int h_NumOutputs(OPM_OpKernelContext* c) { return c->num_outputs; }
+static OPM_Tensor* h_GetInput(OPM_OpKernelContext* c, int i, OPM_Status* s) {
+  int n = c->num_inputs;
+  if (i < 0 || i >= n) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "input index %d out of range: %d inputs", i, n);
+    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
+    return NULL;
+  }
+  clear_status(s);
+  const OPMB_Tensor* t = c->ops->get_input(c->impl, i, s);
+  if (!t && s && s->code == OPM_OK) h_SetStatus(s, OPM_INTERNAL, "the bridge gave no input");
+  return AS_PLUGIN(t);
+}
+static OPM_Tensor* h_AllocateOutput(OPM_OpKernelContext* c, int i, OPM_DataType dtype,
+                                    const int64_t* dims, int num_dims, OPM_Status* s) {
+  char buf[160];
+  int n = c->num_outputs;
+  if (i < 0 || i >= n) {
+    snprintf(buf, sizeof buf, "output index %d out of range: %d outputs", i, n);
+    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
+    return NULL;
+  }
+  if (num_dims < 0 || (num_dims > 0 && !dims)) {
+    snprintf(buf, sizeof buf, "cannot allocate an output of rank %d", num_dims);
+    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
+    return NULL;
+  }
+  for (int d = 0; d < num_dims; ++d) {
+    if (dims[d] < 0) {
+      h_SetStatus(s, OPM_INVALID_ARGUMENT, "negative dimension in AllocateOutput");
+      return NULL;
+    }
+  }
+  clear_status(s);
+  const OPMB_Tensor* t = c->ops->allocate_output(c->impl, i, dtype, dims, num_dims, s);
+  if (!t) {
+    if (s && s->code == OPM_OK) h_SetStatus(s, OPM_INTERNAL, "the bridge gave no output");
+    return NULL;
+  }
+  if (i < 64) c->allocated |= (uint64_t)1 << i;
+  return AS_PLUGIN(t);
+}
+static void h_OKCtxFailure(OPM_OpKernelContext* c, OPM_Status* s) {
+  if (c->status.code == OPM_OK) h_SetStatus(&c->status, s ? s->code : OPM_UNKNOWN,
+                                            h_Message(s));
+}
+
+/* NULL-safe: a failed GetInput or AllocateOutput returns NULL, and a kernel that goes on
+ * reading it must not crash the process (its failure status is reported instead). */
+static OPM_DataType h_TensorType(const OPM_Tensor* t) { return t ? AS_BRIDGE(t)->dtype : 0; }
+static int h_NumDims(const OPM_Tensor* t) { return t ? AS_BRIDGE(t)->ndim : 0; }
+static int64_t h_Dim(const OPM_Tensor* t, int i) {
+  return t && i >= 0 && i < AS_BRIDGE(t)->ndim ? AS_BRIDGE(t)->dims[i] : -1;
+}
+static void* h_TensorData(const OPM_Tensor* t) { return t ? AS_BRIDGE(t)->data : NULL; }
+static size_t h_TensorByteSize(const OPM_Tensor* t) { return t ? AS_BRIDGE(t)->nbytes : 0; }
+static int64_t h_TensorElementCount(const OPM_Tensor* t) {
+  if (!t) return 0;
+  int64_t count = 1;
+  for (int d = 0; d < AS_BRIDGE(t)->ndim; ++d) count *= AS_BRIDGE(t)->dims[d];
+  return count;
+}
+
+/* --- create, compute, delete: the bridge table, which the Kernel type uses too -------- */
+static void fail_with_name(OPM_Status* status, const OPMB_Kernel* k, const OPM_Status* why) {
+  size_t size = strlen(k->name) + strlen(h_Message(why)) + 3;
+  char* text = (char*)malloc(size);
+  if (text) snprintf(text, size, "%s: %s", k->name, h_Message(why));
+  h_SetStatus(status, why->code, text ? text : h_Message(why));
+  free(text);
+}
+
+static void* b_kernel_create(const OPMB_Kernel* k, OPMB_KernelConstruction* impl,
+                             OPM_Status* status) {
+  if (!k->create) {
+    clear_status(status);
+    return NULL;
+  }
+  OPM_OpKernelConstruction c = {impl, {OPM_OK, NULL}};
+  void* state = k->create(&c);
+  if (c.status.code != OPM_OK) {
+    if (state && k->del) k->del(state);
+    fail_with_name(status, k, &c.status);
+    state = NULL;
+  } else {
+    clear_status(status);
+  }
+  free(c.status.message);
+  return state;
+}
+
+/* compute with the numbers of inputs and outputs known (the Python path knows them). */
+static void run_compute(const OPMB_Kernel* k, void* state, OPMB_KernelContext* impl,
+                        int num_inputs, int num_outputs, OPM_Status* status) {
+  OPM_OpKernelContext c = {impl, impl->ops, num_inputs, num_outputs, 0, {OPM_OK, NULL}};
+  k->compute(state, &c);
+  if (c.status.code != OPM_OK) {
+    fail_with_name(status, k, &c.status);
+    free(c.status.message);
+    return;
+  }
+  int checked = num_outputs < 64 ? num_outputs : 64;
+  uint64_t all = checked == 64 ? ~(uint64_t)0 : ((uint64_t)1 << checked) - 1;
+  if ((c.allocated & all) != all) {
+    int missing = 0;
+    while (c.allocated & ((uint64_t)1 << missing)) ++missing;
+    char buf[64];
+    OPM_Status why = {OPM_INTERNAL, buf};
+    snprintf(buf, sizeof buf, "the kernel allocated no output %d", missing);
+    fail_with_name(status, k, &why);
+    return;
+  }
+  clear_status(status);
+}
+
+static void b_kernel_compute(const OPMB_Kernel* k, void* state, OPMB_KernelContext* impl,
+                             OPM_Status* status) {
+  run_compute(k, state, impl, impl->ops->num_inputs(impl), impl->ops->num_outputs(impl),
+              status);
+}
+
+static void b_kernel_delete(const OPMB_Kernel* k, void* state) {
+  if (state && k->del) k->del(state);
+}
+
+static const char* b_kernel_name(const OPMB_Kernel* k) { return k->name; }
+
+/* --- the Python path's construction: attrs from a dict (the GIL is held) --------------- */
+typedef struct {
+  OPMB_KernelConstruction base;
+  PyObject* attrs;
+} DictConstruction;
+
+static PyObject* attrs_of(OPMB_KernelConstruction* c) { return ((DictConstruction*)c)->attrs; }
+
+static void d_attr_type(OPMB_KernelConstruction* c, const char* name, OPM_DataType* v,
+                        OPM_Status* s) {
+  int64_t x;
+  if (attr_int64(attrs_of(c), name, &x, s, "a type") == 0) *v = (OPM_DataType)x;
+}
+static void d_attr_int64(OPMB_KernelConstruction* c, const char* name, int64_t* v,
+                         OPM_Status* s) {
+  attr_int64(attrs_of(c), name, v, s, "an int");
+}
+static void d_attr_float(OPMB_KernelConstruction* c, const char* name, float* v,
+                         OPM_Status* s) {
+  PyObject* o = get_attr(attrs_of(c), name, s);
   if (!o) return;
   double x = PyFloat_AsDouble(o);
   if (x == -1.0 && PyErr_Occurred()) {
@@ -575,27 +880,29 @@ static void h_OKCGetAttrFloat(OPM_OpKernelConstruction* c, const char* name, flo
     return;
   }
   *v = (float)x;
-  h_SetStatus(s, OPM_OK, "");
 }
-static void h_OKCGetAttrBool(OPM_OpKernelConstruction* c, const char* name, uint8_t* v,
-                             OPM_Status* s) {
-  PyObject* o = get_attr(c->attrs, name, s);
+static void d_attr_bool(OPMB_KernelConstruction* c, const char* name, uint8_t* v,
+                        OPM_Status* s) {
+  PyObject* o = get_attr(attrs_of(c), name, s);
   if (!o) return;
   if (!PyBool_Check(o)) {
     h_SetStatus(s, OPM_INVALID_ARGUMENT, "attr is not a bool");
     return;
   }
   *v = o == Py_True;
-  h_SetStatus(s, OPM_OK, "");
 }
-static void h_OKCGetAttrString(OPM_OpKernelConstruction* c, const char* name, char* v,
-                               size_t max_length, size_t* length, OPM_Status* s) {
-  PyObject* o = get_attr(c->attrs, name, s);
+static void d_attr_string(OPMB_KernelConstruction* c, const char* name, char* v,
+                          size_t max_length, size_t* length, OPM_Status* s) {
+  PyObject* o = get_attr(attrs_of(c), name, s);
   if (!o) return;
   Py_ssize_t n = 0;
   const char* text = NULL;
-  if (PyUnicode_Check(o)) text = PyUnicode_AsUTF8AndSize(o, &n);
-  else if (PyBytes_Check(o)) { text = PyBytes_AS_STRING(o); n = PyBytes_GET_SIZE(o); }
+  if (PyUnicode_Check(o)) {
+    text = PyUnicode_AsUTF8AndSize(o, &n);
+  } else if (PyBytes_Check(o)) {
+    text = PyBytes_AsString(o);
+    n = PyBytes_Size(o);
+  }
   if (!text) {
     PyErr_Clear();
     h_SetStatus(s, OPM_INVALID_ARGUMENT, "attr is not a string");
@@ -603,75 +910,59 @@ static void h_OKCGetAttrString(OPM_OpKernelConstruction* c, const char* name, ch
   }
   if (length) *length = (size_t)n;
   if (v) memcpy(v, text, (size_t)n < max_length ? (size_t)n : max_length);
-  h_SetStatus(s, OPM_OK, "");
-}
-static void h_OKCFailure(OPM_OpKernelConstruction* c, OPM_Status* s) {
-  if (c->status.code == OPM_OK) h_SetStatus(&c->status, s ? s->code : OPM_UNKNOWN,
-                                            h_Message(s));
 }
 
-struct OPM_Tensor {
-  OPM_DataType dtype;
-  int ndim;
-  const npy_intp* dims;
-  void* data;
-  size_t nbytes;
-  int64_t count;
-};
+static const OPMB_KernelConstructionOps dict_construction_ops = {
+    sizeof(OPMB_KernelConstructionOps), d_attr_type, d_attr_int64, d_attr_float,
+    d_attr_bool, d_attr_string};
 
-#define SMALL 8
-
-struct OPM_OpKernelContext {
+/* --- the Python path's context: numpy arrays in, numpy arrays out (the GIL is held) ---- */
+typedef struct {
+  OPMB_KernelContext base;
   int num_inputs;
-  OPM_Tensor* inputs;
+  OPMB_Tensor* inputs;
   int num_outputs;
   PyObject** outputs;
-  OPM_Tensor* out_tensors;
-  OPM_Status status;
-};
+  OPMB_Tensor* out_tensors;
+} NumpyContext;
 
-static int h_NumInputs(OPM_OpKernelContext* c) { return c->num_inputs; }
-static int h_NumOutputs(OPM_OpKernelContext* c) { return c->num_outputs; }
-static OPM_Tensor* h_GetInput(OPM_OpKernelContext* c, int i, OPM_Status* s) {
-  if (i < 0 || i >= c->num_inputs) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "input index %d out of range: %d inputs", i, c->num_inputs);
-    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
-    return NULL;
-  }
-  if (s && s->code != OPM_OK) h_SetStatus(s, OPM_OK, "");
-  return &c->inputs[i];
+static int n_num_inputs(OPMB_KernelContext* c) { return ((NumpyContext*)c)->num_inputs; }
+static int n_num_outputs(OPMB_KernelContext* c) { return ((NumpyContext*)c)->num_outputs; }
+static const OPMB_Tensor* n_get_input(OPMB_KernelContext* c, int i, OPM_Status* s) {
+  (void)s; /* the host checked i */
+  return &((NumpyContext*)c)->inputs[i];
 }
-static OPM_Tensor* h_AllocateOutput(OPM_OpKernelContext* c, int i, OPM_DataType dtype,
-                                    const int64_t* dims, int num_dims, OPM_Status* s) {
+
+static void fill_tensor(OPMB_Tensor* t, OPM_DataType dtype, PyArrayObject* a) {
+  t->dtype = dtype;
+  t->ndim = PyArray_NDIM(a);
+  t->dims = (const int64_t*)PyArray_DIMS(a);
+  t->data = PyArray_DATA(a);
+  t->nbytes = (size_t)PyArray_NBYTES(a);
+}
+
+static const OPMB_Tensor* n_allocate_output(OPMB_KernelContext* ctx, int i, OPM_DataType dtype,
+                                            const int64_t* dims, int num_dims,
+                                            OPM_Status* s) {
+  NumpyContext* c = (NumpyContext*)ctx;
   char buf[160];
-  if (i < 0 || i >= c->num_outputs) {
-    snprintf(buf, sizeof buf, "output index %d out of range: %d outputs", i, c->num_outputs);
-    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
-    return NULL;
-  }
-  if (num_dims < 0 || num_dims > NPY_MAXDIMS) {
+  if (num_dims > NPY_MAXDIMS) {
     snprintf(buf, sizeof buf, "cannot allocate an output of rank %d", num_dims);
     h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
     return NULL;
   }
-  npy_intp shape[NPY_MAXDIMS];
-  for (int d = 0; d < num_dims; ++d) {
-    if (dims[d] < 0) {
-      h_SetStatus(s, OPM_INVALID_ARGUMENT, "negative dimension in AllocateOutput");
-      return NULL;
-    }
-    shape[d] = (npy_intp)dims[d];
-  }
+  npy_intp* shape = (npy_intp*)dims; /* the same size (asserted above), checked >= 0 */
   PyObject* array;
-  int npy = npy_of(dtype);
-  if (npy >= 0) {
-    array = PyArray_SimpleNew(num_dims, shape, npy);
+  PyArray_Descr* builtin = dtype >= 0 && dtype < NUM_DTYPES ? builtin_descrs[dtype] : NULL;
+  if (builtin) {
+    Py_INCREF((PyObject*)builtin); /* PyArray_NewFromDescr steals it */
+    array = PyArray_NewFromDescr(&PyArray_Type, builtin, num_dims, shape, NULL, NULL, 0, NULL);
   } else {
     PyObject* key = PyLong_FromLong(dtype);
-    PyObject* descr = key && extra_descrs ? PyDict_GetItem(extra_descrs, key) : NULL;
+    PyObject* descr = key && extra_descrs ? PyDict_GetItemWithError(extra_descrs, key) : NULL;
     Py_XDECREF(key);
     if (!descr) {
+      PyErr_Clear();
       snprintf(buf, sizeof buf, "cannot allocate an output of dtype %d", (int)dtype);
       h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
       return NULL;
@@ -683,126 +974,123 @@ static OPM_Tensor* h_AllocateOutput(OPM_OpKernelContext* c, int i, OPM_DataType 
     status_from_python(s, OPM_RESOURCE_EXHAUSTED, "AllocateOutput");
     return NULL;
   }
-  Py_XSETREF(c->outputs[i], array);
-  PyArrayObject* a = (PyArrayObject*)array;
-  OPM_Tensor* t = &c->out_tensors[i];
-  t->dtype = dtype;
-  t->ndim = num_dims;
-  t->dims = PyArray_DIMS(a);
-  t->data = PyArray_DATA(a);
-  t->nbytes = (size_t)PyArray_NBYTES(a);
-  t->count = (int64_t)PyArray_SIZE(a);
-  if (s && s->code != OPM_OK) h_SetStatus(s, OPM_OK, "");
+  SET_REF(c->outputs[i], array);
+  OPMB_Tensor* t = &c->out_tensors[i];
+  fill_tensor(t, dtype, (PyArrayObject*)array);
   return t;
 }
-static void h_OKCtxFailure(OPM_OpKernelContext* c, OPM_Status* s) {
-  if (c->status.code == OPM_OK) h_SetStatus(&c->status, s ? s->code : OPM_UNKNOWN,
-                                            h_Message(s));
-}
 
-/* NULL-safe: a failed GetInput or AllocateOutput returns NULL, and a kernel that goes on
- * reading it must not crash the process (its failure status is reported instead). */
-static OPM_DataType h_TensorType(const OPM_Tensor* t) { return t ? t->dtype : 0; }
-static int h_NumDims(const OPM_Tensor* t) { return t ? t->ndim : 0; }
-static int64_t h_Dim(const OPM_Tensor* t, int i) {
-  return t && i >= 0 && i < t->ndim ? (int64_t)t->dims[i] : -1;
-}
-static void* h_TensorData(const OPM_Tensor* t) { return t ? t->data : NULL; }
-static size_t h_TensorByteSize(const OPM_Tensor* t) { return t ? t->nbytes : 0; }
-static int64_t h_TensorElementCount(const OPM_Tensor* t) { return t ? t->count : 0; }
+static const OPMB_KernelContextOps numpy_context_ops = {
+    sizeof(OPMB_KernelContextOps), n_num_inputs, n_num_outputs, n_get_input,
+    n_allocate_output};
 
+/* --- the Kernel type: one kernel instance for the dispatch wrapper --------------------- */
 typedef struct {
   PyObject_HEAD
-  OPM_KernelComputeFn compute;
-  OPM_KernelDeleteFn del;
+  const OPMB_Kernel* kernel;
   void* state;
+  int live;
   int num_outputs;
   PyObject* name;
 } KernelObject;
 
+static PyObject* KernelType = NULL;
+
 static void release(KernelObject* k) {
-  if (k->state && k->del) k->del(k->state);
+  if (k->live) b_kernel_delete(k->kernel, k->state);
   k->state = NULL;
-  k->del = NULL;
-  k->compute = NULL;
+  k->live = 0;
 }
 
-static int Kernel_init(KernelObject* self, PyObject* args, PyObject* kwargs) {
+/* Raise the Python error for a failed status of the kernel. */
+static void raise_kernel_status(const OPM_Status* s) { raise_status(s->code, h_Message(s)); }
+
+static int Kernel_init(PyObject* op, PyObject* args, PyObject* kwargs) {
+  KernelObject* self = (KernelObject*)op;
   (void)kwargs;
-  PyObject *create_obj, *compute_obj, *delete_obj, *attrs, *name;
+  PyObject *handle, *attrs;
   int num_outputs;
-  if (!PyArg_ParseTuple(args, "OOOO!iU", &create_obj, &compute_obj, &delete_obj, &PyDict_Type,
-                        &attrs, &num_outputs, &name))
+  if (!PyArg_ParseTuple(args, "OO!i", &handle, &PyDict_Type, &attrs, &num_outputs))
     return -1;
   release(self);
-  OPM_KernelCreateFn create = create_obj == Py_None ? NULL
-      : (OPM_KernelCreateFn)PyLong_AsVoidPtr(create_obj);
-  OPM_KernelComputeFn compute = (OPM_KernelComputeFn)PyLong_AsVoidPtr(compute_obj);
-  OPM_KernelDeleteFn del = delete_obj == Py_None ? NULL
-      : (OPM_KernelDeleteFn)PyLong_AsVoidPtr(delete_obj);
-  if (PyErr_Occurred()) return -1;
-  if (!compute) {
-    PyErr_SetString(PyExc_ValueError, "a kernel needs a compute function");
+  const OPMB_Kernel* kernel = (const OPMB_Kernel*)PyLong_AsVoidPtr(handle);
+  if (!kernel) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "no kernel handle");
     return -1;
   }
-  Py_XSETREF(self->name, Py_NewRef(name));
+  PyObject* name = PyUnicode_FromString(kernel->name);
+  if (!name) return -1;
+  SET_REF(self->name, name);
+  self->kernel = kernel;
   self->num_outputs = num_outputs;
-  void* state = NULL;
-  if (create) {
-    OPM_OpKernelConstruction c = {attrs, {OPM_OK, NULL}};
-    state = create(&c);
-    if (c.status.code != OPM_OK) {
-      if (state && del) del(state);
-      PyObject* msg = PyUnicode_FromFormat("%U: %s", name, h_Message(&c.status));
-      if (msg) {
-        raise_status(c.status.code, PyUnicode_AsUTF8(msg));
-        Py_DECREF(msg);
-      }
-      free(c.status.message);
-      return -1;
-    }
-    free(c.status.message);
+  DictConstruction c = {{&dict_construction_ops}, attrs};
+  OPM_Status status = {OPM_OK, NULL};
+  void* state = b_kernel_create(kernel, &c.base, &status);
+  if (status.code != OPM_OK) {
+    raise_kernel_status(&status);
+    free(status.message);
+    return -1;
   }
-  self->compute = compute;
-  self->del = del;
+  free(status.message);
   self->state = state;
+  self->live = 1;
   return 0;
 }
 
-static void Kernel_dealloc(KernelObject* self) {
+static void Kernel_dealloc(PyObject* op) {
+  KernelObject* self = (KernelObject*)op;
+  PyTypeObject* type = Py_TYPE(op);
   release(self);
   Py_XDECREF(self->name);
-  Py_TYPE(self)->tp_free((PyObject*)self);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(op);
+  Py_DECREF(type);
 }
 
-static PyObject* Kernel_close(KernelObject* self, PyObject* unused) {
+static PyObject* Kernel_close(PyObject* op, PyObject* unused) {
   (void)unused;
-  release(self);
+  release((KernelObject*)op);
   Py_RETURN_NONE;
 }
 
-static PyObject* Kernel_prepare(KernelObject* self, PyObject* const* args, Py_ssize_t n) {
-  (void)self, (void)args, (void)n;
+static PyObject* Kernel_prepare(PyObject* op, PyObject* const* args, Py_ssize_t n) {
+  (void)op, (void)args, (void)n;
   Py_RETURN_NONE;
 }
 
-static PyObject* Kernel_compute(KernelObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (!self->compute) {
+static int input_error(KernelObject* self, int i, PyObject* x) {
+  PyObject* type_name = PyType_GetName(Py_TYPE(x));
+  if (type_name) {
+    PyErr_Format(PyExc_TypeError, "%U: input %d is a %U, not a numpy array", self->name, i,
+                 type_name);
+    Py_DECREF(type_name);
+  }
+  return -1;
+}
+
+#define SMALL 8
+
+static PyObject* Kernel_compute(PyObject* op, PyObject* const* args, Py_ssize_t nargs) {
+  KernelObject* self = (KernelObject*)op;
+  if (!self->live) {
     PyErr_SetString(PyExc_RuntimeError, "the kernel was closed");
     return NULL;
   }
-  OPM_Tensor in_small[SMALL], out_small[SMALL];
+  OPMB_Tensor in_small[SMALL], out_small[SMALL];
   PyObject* out_obj_small[SMALL];
   PyObject* keep_small[SMALL];
   int nin = (int)nargs, nout = self->num_outputs;
-  OPM_Tensor* ins = nin <= SMALL ? in_small : (OPM_Tensor*)malloc(sizeof(OPM_Tensor) * nin);
-  PyObject** keep = nin <= SMALL ? keep_small : (PyObject**)malloc(sizeof(PyObject*) * nin);
-  OPM_Tensor* outs = nout <= SMALL ? out_small
-      : (OPM_Tensor*)malloc(sizeof(OPM_Tensor) * nout);
+  OPMB_Tensor* ins = nin <= SMALL ? in_small
+      : (OPMB_Tensor*)malloc(sizeof(OPMB_Tensor) * (size_t)nin);
+  PyObject** keep = nin <= SMALL ? keep_small
+      : (PyObject**)malloc(sizeof(PyObject*) * (size_t)nin);
+  OPMB_Tensor* outs = nout <= SMALL ? out_small
+      : (OPMB_Tensor*)malloc(sizeof(OPMB_Tensor) * (size_t)nout);
   PyObject** out_objs = nout <= SMALL ? out_obj_small
-      : (PyObject**)malloc(sizeof(PyObject*) * nout);
+      : (PyObject**)malloc(sizeof(PyObject*) * (size_t)nout);
   PyObject* result = NULL;
-  OPM_OpKernelContext c = {nin, ins, nout, out_objs, outs, {OPM_OK, NULL}};
+  NumpyContext c = {{&numpy_context_ops}, nin, ins, nout, out_objs, outs};
+  OPM_Status status = {OPM_OK, NULL};
   int kept = 0;
   if (!ins || !keep || !outs || !out_objs) {
     PyErr_NoMemory();
@@ -812,40 +1100,30 @@ static PyObject* Kernel_compute(KernelObject* self, PyObject* const* args, Py_ss
   for (int i = 0; i < nin; ++i) {
     PyObject* x = args[i];
     if (!PyArray_Check(x)) {
-      PyErr_Format(PyExc_TypeError, "%U: input %d is a %s, not a numpy array", self->name, i,
-                   Py_TYPE(x)->tp_name);
+      input_error(self, i, x);
       goto done;
     }
     PyArrayObject* a = (PyArrayObject*)x;
     if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
-      a = PyArray_GETCONTIGUOUS(a);
+      a = (PyArrayObject*)PyArray_NewCopy(a, NPY_CORDER); /* contiguous and aligned */
       if (!a) goto done;
       keep[kept++] = (PyObject*)a;
     }
-    OPM_Tensor* t = &ins[i];
-    t->dtype = dtype_of_array(a);
-    if (!t->dtype) {
+    OPM_DataType dtype = dtype_of_array(a);
+    if (!dtype) {
       PyErr_Format(PyExc_TypeError, "%U: input %d has a dtype the C API has no number for",
                    self->name, i);
       goto done;
     }
-    t->ndim = PyArray_NDIM(a);
-    t->dims = PyArray_DIMS(a);
-    t->data = PyArray_DATA(a);
-    t->nbytes = (size_t)PyArray_NBYTES(a);
-    t->count = (int64_t)PyArray_SIZE(a);
+    fill_tensor(&ins[i], dtype, a);
   }
-  self->compute(self->state, &c);
-  if (c.status.code != OPM_OK) {
-    PyObject* msg = PyUnicode_FromFormat("%U: %s", self->name, h_Message(&c.status));
-    if (msg) {
-      raise_status(c.status.code, PyUnicode_AsUTF8(msg));
-      Py_DECREF(msg);
-    }
+  run_compute(self->kernel, self->state, &c.base, nin, nout, &status);
+  if (status.code != OPM_OK) {
+    raise_kernel_status(&status);
     goto done;
   }
   if (PyErr_Occurred()) goto done;
-  for (int i = 0; i < nout; ++i) {
+  for (int i = 64; i < nout; ++i) { /* b_kernel_compute checked the first 64 */
     if (!out_objs[i]) {
       PyErr_Format(PyExc_RuntimeError, "%U: the kernel allocated no output %d", self->name, i);
       goto done;
@@ -857,15 +1135,16 @@ static PyObject* Kernel_compute(KernelObject* self, PyObject* const* args, Py_ss
   } else {
     result = PyTuple_New(nout);
     for (int i = 0; result && i < nout; ++i) {
-      PyTuple_SET_ITEM(result, i, out_objs[i]);
+      PyObject* item = out_objs[i];
       out_objs[i] = NULL;
+      if (PyTuple_SetItem(result, i, item) < 0) Py_CLEAR(result);
     }
   }
 done:
   if (out_objs)
     for (int i = 0; i < nout; ++i) Py_XDECREF(out_objs[i]);
   for (int i = 0; i < kept; ++i) Py_DECREF(keep[i]);
-  free(c.status.message);
+  free(status.message);
   if (ins != in_small) free(ins);
   if (keep != keep_small) free(keep);
   if (outs != out_small) free(outs);
@@ -877,22 +1156,21 @@ static PyMethodDef Kernel_methods[] = {
     {"compute", (PyCFunction)(void (*)(void))Kernel_compute, METH_FASTCALL,
      "Run the plugin's compute on numpy arrays; one output, or a tuple of them."},
     {"prepare", (PyCFunction)(void (*)(void))Kernel_prepare, METH_FASTCALL, "Nothing to do."},
-    {"close", (PyCFunction)Kernel_close, METH_NOARGS, "Call the plugin's delete."},
+    {"close", Kernel_close, METH_NOARGS, "Call the plugin's delete."},
     {NULL, NULL, 0, NULL}};
 
-static PyTypeObject KernelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opmarket_capi_host.Kernel",
-    .tp_basicsize = sizeof(KernelObject),
-    .tp_dealloc = (destructor)Kernel_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A C-ABI kernel instance: Kernel(create, compute, delete, attrs, outputs, name).",
-    .tp_methods = Kernel_methods,
-    .tp_init = (initproc)Kernel_init,
-    .tp_new = PyType_GenericNew,
-};
+static PyType_Slot Kernel_slots[] = {
+    {Py_tp_doc, (void*)"A C-ABI kernel instance: Kernel(handle, attrs, num_outputs)."},
+    {Py_tp_init, (void*)Kernel_init},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_dealloc, (void*)Kernel_dealloc},
+    {Py_tp_methods, (void*)Kernel_methods},
+    {0, NULL}};
 
-/* --- the table ------------------------------------------------------------------------ */
+static PyType_Spec Kernel_spec = {"opmarket.registry._capi_host.Kernel", sizeof(KernelObject),
+                                  0, Py_TPFLAGS_DEFAULT, Kernel_slots};
+
+/* --- the tables ----------------------------------------------------------------------- */
 static const OPM_Api host_api = {
     sizeof(OPM_Api), OPM_C_API_VERSION,
     h_NewStatus, h_DeleteStatus, h_SetStatus, h_GetCode, h_Message,
@@ -910,6 +1188,11 @@ static const OPM_Api host_api = {
     h_TensorElementCount,
 };
 
+static const OPMB_BridgeApi bridge_api = {
+    sizeof(OPMB_BridgeApi), OPMB_BRIDGE_API_VERSION, &host_api,
+    b_kernel_create, b_kernel_compute, b_kernel_delete, b_kernel_name,
+};
+
 /* load(path, check) -> dict: dlopen the library, run its entry point with the table. */
 static PyObject* py_load(PyObject* self, PyObject* args) {
   (void)self;
@@ -925,7 +1208,9 @@ static PyObject* py_load(PyObject* self, PyObject* args) {
     const char* err = dlerror();
     return Py_BuildValue("{s:s,s:s}", "error", "dlopen", "message", err ? err : "dlopen failed");
   }
-  OPM_InitPluginFn init = (OPM_InitPluginFn)dlsym(handle, OPM_PLUGIN_ENTRY_POINT);
+  OPM_InitPluginFn init;
+  /* dlsym returns an object pointer; POSIX guarantees it converts to a function pointer. */
+  *(void**)(&init) = dlsym(handle, OPM_PLUGIN_ENTRY_POINT);
   if (!init) {
     return Py_BuildValue("{s:s,s:s}", "error", "entry", "message",
                          "the library exports no " OPM_PLUGIN_ENTRY_POINT " (define it with "
@@ -956,8 +1241,8 @@ static PyObject* py_configure(PyObject* self, PyObject* args) {
   (void)self;
   PyObject *fn, *extra;
   if (!PyArg_ParseTuple(args, "OO!", &fn, &PyDict_Type, &extra)) return NULL;
-  Py_XSETREF(make_error, Py_NewRef(fn));
-  Py_XSETREF(extra_descrs, Py_NewRef(extra));
+  SET_REF(make_error, Py_NewRef(fn));
+  SET_REF(extra_descrs, Py_NewRef(extra));
   Py_RETURN_NONE;
 }
 
@@ -967,19 +1252,28 @@ static PyMethodDef module_methods[] = {
     {"configure", py_configure, METH_VARARGS, "configure(make_error, extra_descrs)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "opmarket_capi_host",
-                                        "The host of opmarket/c_api.h.", -1, module_methods,
-                                        NULL, NULL, NULL, NULL};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "opmarket.registry._capi_host",
+                                        "The host of opmarket/c_api.h and capi_bridge.h.", -1,
+                                        module_methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit_opmarket_capi_host(void) {
+PyMODINIT_FUNC PyInit__capi_host(void) {
   import_array();
-  if (PyType_Ready(&KernelType) < 0) return NULL;
+  if (!builtin_descrs[OPM_FLOAT] && make_builtin_descrs() < 0) return NULL;
+  if (!KernelType) {
+    KernelType = PyType_FromSpec(&Kernel_spec);
+    if (!KernelType) return NULL;
+  }
   PyObject* m = PyModule_Create(&module_def);
   if (!m) return NULL;
-  if (PyModule_AddObjectRef(m, "Kernel", (PyObject*)&KernelType) < 0 ||
-      PyModule_AddIntConstant(m, "API_VERSION", OPM_C_API_VERSION) < 0) {
+  PyObject* bridge = PyCapsule_New((void*)&bridge_api, OPMB_CAPSULE_NAME, NULL);
+  if (!bridge || PyModule_AddObjectRef(m, "Kernel", KernelType) < 0 ||
+      PyModule_AddObjectRef(m, "bridge", bridge) < 0 ||
+      PyModule_AddIntConstant(m, "API_VERSION", OPM_C_API_VERSION) < 0 ||
+      PyModule_AddIntConstant(m, "BRIDGE_API_VERSION", OPMB_BRIDGE_API_VERSION) < 0) {
+    Py_XDECREF(bridge);
     Py_DECREF(m);
     return NULL;
   }
+  Py_DECREF(bridge);
   return m;
 }
