@@ -49,14 +49,16 @@ def _trampolines() -> str:
         "static void* (*create_trampoline(int32_t slot))(TF_OpKernelConstruction*) {",
         f"  return slot >= 0 && slot < {SLOTS} ? opm_creates[slot] : NULL;",
         "}",
-        "}  /* extern \"C\" */",
     ]
     return "\n".join(lines) + "\n"
 
 
 def _source() -> str:
     base = resources.files("opmarket.tensorflow").joinpath("_shim.cc").read_text()
-    return base + "\n/* ---- generated trampolines ---- */\n" + _trampolines()
+    head, sep, tail = base.partition("/* ---- C-ABI kernels")
+    # The trampolines go between the Python part and the native part, inside extern "C".
+    return (f"#define OPM_TF_SLOTS {SLOTS}\n" + head + "\n/* ---- generated trampolines ---- */\n"
+            + _trampolines() + sep + tail + "\n}  /* extern \"C\" */\n")
 
 
 def _tf_flags() -> tuple[list[str], list[str], str]:
@@ -101,7 +103,10 @@ def shim() -> ctypes.CDLL:
         if _shim is None:
             cflags, ldflags, version = _tf_flags()
             source = _source()
-            key = hashlib.sha256("\0".join([source, version, *cflags, *ldflags]).encode())
+            headers = [Path(get_include(), "opmarket", h).read_text()
+                       for h in ("c_api.h", "capi_bridge.h")]
+            key = hashlib.sha256("\0".join([source, *headers, version, *cflags,
+                                             *ldflags]).encode())
             target = cache_dir() / "tensorflow" / f"opm_tf_shim-{version}-{key.hexdigest()[:16]}.so"
             if not target.exists():
                 _build(target, source, cflags, ldflags)

@@ -39,7 +39,6 @@ __all__ = [
     "default_attrs",
     "is_native",
     "kernel_plan",
-    "native_library",
     "normalize_attr",
     "normalize_dtype",
     "num_outputs",
@@ -166,30 +165,13 @@ def output_shapes(registry: Registry, op: OpDef, shapes: Sequence[Shape],
 
 
 def is_native(spec: KernelSpec) -> bool:
-    """Whether a kernel is a C-ABI plugin's (its body runs with no Python)."""
-    return isinstance(getattr(spec.impl, "compute_fn", None), int) and bool(
-        getattr(spec.impl, "compute_fn", 0))
-
-
-def native_library(spec: KernelSpec) -> Path | None:
-    """The shared library a C-ABI kernel came from, found through the plugin that
-    registered it (None when it cannot be found)."""
-    name = getattr(spec.impl, "__module__", "")
-    if not name.endswith((".so", ".dylib", ".dll")):
-        return None
-    import importlib.util
-
-    from opmarket.registry import plugins
-
-    for info in plugins():
-        module = info.module.split(":", 1)[0]
-        with contextlib.suppress(ImportError, ValueError):
-            found = importlib.util.find_spec(module)
-            if found is not None and found.origin:
-                path = Path(found.origin).parent / name
-                if path.exists():
-                    return path
-    return None
+    """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
+    runs with no Python)."""
+    try:
+        from opmarket.registry import native_kernel_handle
+    except ImportError:  # an opmarket without the bridge interface
+        return False
+    return native_kernel_handle(spec) is not None
 
 
 @dataclass(frozen=True)

@@ -318,10 +318,8 @@ def _register_kernels(record: OpRecord) -> None:
     lib = shim()
     op = record.op_def
     for plan in kernel_plan(get_registry(), op.name, native_ok=_native.available()):
-        slot = -1
-        if not plan.native:
-            slot = len(_kernel_slots)
-            _kernel_slots.append((op, plan.spec))
+        slot = len(_kernel_slots)  # native kernels take a create slot too
+        _kernel_slots.append((op, plan.spec))
         # TensorFlow's C builder takes one dtype per constraint: one registration per
         # combination of the kernel's allowed types.
         axes = [[(attr, t) for t in types] for attr, types in plan.spec.constraints]
@@ -333,8 +331,8 @@ def _register_kernels(record: OpRecord) -> None:
             status = lib.TF_NewStatus()
             try:
                 if plan.native:
-                    _native.register_kernel(kernel_name, op, plan, names, dtypes, len(combo),
-                                            status)
+                    _native.register_kernel(kernel_name, op, plan, slot, names, dtypes,
+                                            len(combo), status)
                 else:
                     lib.opm_tf_register_python_kernel(
                         kernel_name.encode(), op.name.encode(), plan.spec.device.encode(),
