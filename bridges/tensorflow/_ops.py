@@ -150,12 +150,10 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
     try:
         ensure_op(op)
         flat, attrs, inferred = _bind(op, inputs, given)
+        flat_attrs: list[Any] = []
+        for a in op.attrs:
+            flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
         if eager:
-            flat_attrs: list[Any] = []
-            for a in op.attrs:
-                flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
-            if label:
-                flat_attrs += ["_kernel", label]
             outs = execute.execute(op.name, sum(num_outputs(op, attrs)), inputs=flat,
                                    attrs=tuple(flat_attrs), ctx=context.context(), name=name)
             if execute.must_record_gradient():
@@ -176,11 +174,16 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
         with shape_hint(op.name, attrs), labels:
             _, _, node, _ = op_def_library._apply_op_helper(  # noqa: SLF001
                 op.name, name=name or _node_name(op), **keywords)
-        return _group(op, attrs, node.outputs)
+        outs = list(node.outputs)
+        if execute.must_record_gradient():  # a GradientTape inside the function
+            execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
+        return _group(op, attrs, outs)
     except InvalidArgument as exc:
         if eager:
             raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
-        raise
+        # A plain ValueError while tracing, as TensorFlow's own ops raise (autograph passes
+        # it through; an error type of its own would become a StagingError).
+        raise ValueError(str(exc)) from None
 
 
 _labelled_fns: dict[tuple[str, str, str], Any] = {}
