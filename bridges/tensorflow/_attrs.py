@@ -10,7 +10,8 @@ import numpy as np
 
 from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape
 
-__all__ = ["disagreement", "from_attr_value", "from_get_attr", "node_def_attrs", "signature", "to_tf"]
+__all__ = ["disagreement", "from_attr_value", "from_get_attr", "node_def_attrs", "signature",
+           "to_tf"]
 
 
 def _base_from_proto(base: str, v: Any) -> Any:

@@ -38,7 +38,7 @@ def available() -> bool:
     return bridge_pointer() is not None
 
 
-def register_kernel(kernel_name: str, op: OpDef, plan: KernelPlan, slot: int, names: Any,
+def register_kernel(kernel_name: str, op: OpDef, plan: KernelPlan, slot: int, *, names: Any,
                     dtypes: Any, n: int, status: int) -> None:
     """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
     combination: ``n`` constraints); the TensorFlow status says why not."""

@@ -40,7 +40,7 @@ def _to_tensor(op: OpDef, arg_name: str, value: Any, want: DType | None,
         if want.numpy is not None:
             arr = np.asarray(value)
             cast = arr.astype(want.numpy)
-            if arr.dtype != object and _kind(arr.dtype) == _kind(cast.dtype) or np.array_equal(
+            if (arr.dtype != object and _kind(arr.dtype) == _kind(cast.dtype)) or np.array_equal(
                     cast.astype(arr.dtype), arr):
                 return tf.convert_to_tensor(cast)
             raise InvalidArgument(f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
@@ -169,10 +169,10 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
             if a.name not in inferred:
                 keywords[a.name] = _attrs.to_tf(a, attrs[a.name])
         graph = tf_ops.get_default_graph()
-        labels = (graph._kernel_label_map({op.name: label}) if label  # noqa: SLF001
+        labels = (graph._kernel_label_map({op.name: label}) if label
                   else contextlib.nullcontext())
         with shape_hint(op.name, attrs), labels:
-            _, _, node, _ = op_def_library._apply_op_helper(  # noqa: SLF001
+            _, _, node, _ = op_def_library._apply_op_helper(
                 op.name, name=name or _node_name(op), **keywords)
         outs = list(node.outputs)
         if execute.must_record_gradient():  # a GradientTape inside the function
@@ -275,7 +275,7 @@ class TensorFlowOps:
             names = ", ".join(sorted(op.name for op in short))
             raise AmbiguousOpName(f"ops.{name} is ambiguous: {names}; use a namespaced name "
                                   f"(ops.<namespace>.{name}) or ops[\"NAME\"]")
-        deeper = prefix + (name,)
+        deeper = (*prefix, name)
         if any(tuple(_segments(op))[:len(deeper)] == deeper for op in self._ops()):
             return TensorFlowOps(deeper)
         raise AttributeError(f"no opmarket op {'.'.join((*prefix, name))!r} is installed")

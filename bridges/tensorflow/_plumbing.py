@@ -7,7 +7,6 @@ Nothing here imports a framework; it could move to a shared bridge package uncha
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

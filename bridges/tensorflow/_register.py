@@ -50,7 +50,7 @@ _DELETE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64)
 
 
 class _TensorInfo(ctypes.Structure):
-    _fields_ = [  # noqa: RUF012 (ctypes reads the class attribute)
+    _fields_ = [
         ("dtype", ctypes.c_int32),
         ("ndim", ctypes.c_int32),
         ("dims", ctypes.c_int64 * _MAX_DIMS),
@@ -331,8 +331,8 @@ def _register_kernels(record: OpRecord) -> None:
             status = lib.TF_NewStatus()
             try:
                 if plan.native:
-                    _native.register_kernel(kernel_name, op, plan, slot, names, dtypes,
-                                            len(combo), status)
+                    _native.register_kernel(kernel_name, op, plan, slot, names=names,
+                                            dtypes=dtypes, n=len(combo), status=status)
                 else:
                     lib.opm_tf_register_python_kernel(
                         kernel_name.encode(), op.name.encode(), plan.spec.device.encode(),
