@@ -31,7 +31,7 @@ STATUS_OK, STATUS_INVALID_ARGUMENT, STATUS_RUNTIME_FAILURE = 0, 1, 3
 class Layout(ctypes.Structure):
     """LiteRtLayout: rank (7 bits), has_strides (1 bit), dims, strides."""
 
-    _fields_ = [  # noqa: RUF012 (ctypes reads the class attribute)
+    _fields_ = [
         ("rank", ctypes.c_uint, 7),
         ("has_strides", ctypes.c_uint, 1),
         ("dimensions", ctypes.c_int32 * MAX_RANK),
@@ -42,7 +42,7 @@ class Layout(ctypes.Structure):
 class RankedTensorType(ctypes.Structure):
     """LiteRtRankedTensorType: an element type and a layout."""
 
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("element_type", ctypes.c_int),
         ("layout", Layout),
     ]
@@ -63,7 +63,7 @@ DESTROY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 class CustomOpKernel(ctypes.Structure):
     """LiteRtCustomOpKernel: Init, GetOutputLayouts, Run, Destroy."""
 
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("Init", INIT),
         ("GetOutputLayouts", OUTPUT_LAYOUTS),
         ("Run", RUN),
@@ -82,7 +82,8 @@ ELEMENT_TYPES: dict[int, Any] = {
 def numpy_of(element_type: int) -> np.dtype[Any]:
     """The numpy dtype of a LiteRtElementType; ValueError for one numpy lacks."""
     try:
-        return np.dtype(ELEMENT_TYPES[element_type])
+        found: np.dtype[Any] = np.dtype(ELEMENT_TYPES[element_type])
+        return found
     except KeyError:
         raise ValueError(f"LiteRT element type {element_type} has no numpy dtype") from None
 

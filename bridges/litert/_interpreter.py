@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +16,13 @@ from opmarket.litert import _capi
 from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
+    InferenceContext,
     InvalidArgument,
     KernelSpec,
     NotFound,
     OpDef,
     OpmarketError,
+    Shape,
     as_dtype,
 )
 
@@ -88,6 +90,17 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
     return attrs
 
 
+def _output_shapes(op: OpDef, shapes: Sequence[Shape],
+                   attrs: Mapping[str, Any]) -> list[Shape] | None:
+    """The op's shape function on static input shapes (None without one)."""
+    spec = get_registry().shape_fn(op.name)
+    if spec is None:
+        return None
+    c = InferenceContext(op, list(shapes), attrs, num_outputs=len(op.outputs))
+    spec.fn(c)
+    return c.finish()
+
+
 @dataclass
 class _CustomOp:
     """One custom op's LiteRT kernel: its callbacks call opmarket's dispatch."""
@@ -113,12 +126,10 @@ class _CustomOp:
 
     def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int,
                        outputs: Any) -> int:
-        from opmarket.tensorflow._plumbing import output_shapes
-
         try:
             shapes = [tuple(int(d) for d in inputs[i].dimensions[:inputs[i].rank])
                       for i in range(n_in)]
-            out = output_shapes(get_registry(), self.op, shapes, self.attrs)
+            out = _output_shapes(self.op, shapes, self.attrs)
             if out is None or len(out) != n_out or any(
                     s is None or None in s for s in out):
                 raise InvalidArgument(f"{self.op.name}: its shape function does not give "
