@@ -1,4 +1,5 @@
-"""Builds and loads the TensorFlow shim (``_shim.c``): compiled on first use against the
+"""Builds and loads the TensorFlow shim (``_shim.cc``, then generated trampolines, then
+``_shim_native.cc``): compiled on first use against the
 installed TensorFlow's headers into opmarket's cache folder, one file per shim source,
 opmarket C header and TensorFlow version; later processes load it at once."""
 
@@ -54,11 +55,12 @@ def _trampolines() -> str:
 
 
 def _source() -> str:
-    base = resources.files("opmarket.tensorflow").joinpath("_shim.cc").read_text()
-    head, sep, tail = base.partition("/* ---- C-ABI kernels")
+    files = resources.files("opmarket.tensorflow")
+    head = files.joinpath("_shim.cc").read_text()
+    native = files.joinpath("_shim_native.cc").read_text()
     # The trampolines go between the Python part and the native part, inside extern "C".
     return (f"#define OPM_TF_SLOTS {SLOTS}\n" + head + "\n/* ---- generated trampolines ---- */\n"
-            + _trampolines() + sep + tail + "\n}  /* extern \"C\" */\n")
+            + _trampolines() + "\n" + native + "\n}  /* extern \"C\" */\n")
 
 
 def _tf_flags() -> tuple[list[str], list[str], str]:
