@@ -2,7 +2,12 @@
 resolvers, custom calls and conformance (see docs/runtime.md)."""
 
 from opmarket.registry._builtins import BUILTIN_OPS
-from opmarket.registry._capi_bridge import capi_bridge, capi_bridge_include, native_kernel_handle
+from opmarket.registry._capi_bridge import (
+    capi_bridge,
+    capi_bridge_include,
+    native_kernel_handle,
+    native_shape_fn_handle,
+)
 from opmarket.registry._conformance import (
     ConformanceReport,
     ConformanceResult,
@@ -106,6 +111,7 @@ __all__ = [
     "manifest_locations",
     "max_error",
     "native_kernel_handle",
+    "native_shape_fn_handle",
     "new_registry",
     "parse_entry_points",
     "parse_input",

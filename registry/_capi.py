@@ -130,7 +130,8 @@ def _load(path: Path, key: tuple[Path, int, int]) -> list[Any]:
     decls: list[Any] = list(ops.values())
     for d in result["ops"]:
         if d["shape_fn"]:
-            decls.append(ShapeFnSpec(d["op_def"].name, shape_fn(d["op_def"], d["shape_fn"])))
+            decls.append(ShapeFnSpec(d["op_def"].name,
+                                     shape_fn(d["op_def"], d["shape_fn"], d["shape_handle"])))
     for d in result["kernels"]:
         if d["op"] in ops:
             try:

@@ -5,10 +5,11 @@ registered C-ABI kernel, which a bridge's C/C++ shim passes to ``kernel_create``
 
 from __future__ import annotations
 
-from opmarket.registry._capi_kernel import CAbiKernel, host
-from opmarket.sdk import KernelSpec, get_include
+from opmarket.registry._capi_kernel import CAbiKernel, NativeShapeFn, host
+from opmarket.sdk import KernelSpec, ShapeFnSpec, get_include
 
-__all__ = ["capi_bridge", "capi_bridge_include", "native_kernel_handle"]
+__all__ = ["capi_bridge", "capi_bridge_include", "native_kernel_handle",
+           "native_shape_fn_handle"]
 
 
 def capi_bridge() -> object:
@@ -32,3 +33,11 @@ def native_kernel_handle(spec: KernelSpec) -> int | None:
     if isinstance(impl, type) and issubclass(impl, CAbiKernel) and impl.native_handle:
         return impl.native_handle
     return None
+
+
+def native_shape_fn_handle(spec: ShapeFnSpec | None) -> int | None:
+    """The handle (an ``OPMB_ShapeFn*`` as an int) of an op's shape function that a C-ABI
+    library registered (``registry.shape_fn(op)``), for the bridge table's ``shape_infer``;
+    None for a Python shape function, or none."""
+    fn = spec.fn if spec is not None else None
+    return fn.native_handle if isinstance(fn, NativeShapeFn) else None

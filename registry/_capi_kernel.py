@@ -28,7 +28,8 @@ from opmarket.sdk import (
     OpmarketError,
 )
 
-__all__ = ["CAbiKernel", "check_single_tensors", "host", "kernel_spec", "shape_fn"]
+__all__ = ["CAbiKernel", "NativeShapeFn", "check_single_tensors", "host", "kernel_spec",
+           "shape_fn"]
 
 _host: ModuleType | None = None
 _lock = threading.Lock()
@@ -118,21 +119,32 @@ def check_single_tensors(op: OpDef, kernel: str) -> None:
                           f"({', '.join(lists)}); the C API passes one tensor per argument")
 
 
-def shape_fn(op: OpDef, fn: int) -> Callable[[InferenceContext], None]:
-    """The library's shape function at address ``fn`` as a Python shape function of ``op``."""
-    names = [a.name for a in op.attrs]
+class NativeShapeFn:
+    """A C-ABI library's shape function of an op, called as a Python shape function; its
+    ``native_handle`` (an ``OPMB_ShapeFn*`` as an int) lets a framework bridge run it
+    natively (opmarket/capi_bridge.h)."""
 
-    def infer(c: InferenceContext) -> None:
+    def __init__(self, op: OpDef, fn: int, handle: int) -> None:
+        self.native_handle = handle
+        self._fn = fn
+        self._attrs = [a.name for a in op.attrs]
+        self.__qualname__ = self.__name__ = f"{op.name} shape function"
+
+    def __call__(self, c: InferenceContext) -> None:
+        """Run the library's function on ``c``'s input shapes and attrs, set the outputs."""
         attrs: dict[str, Any] = {}
-        for name in names:
+        for name in self._attrs:
             with contextlib.suppress(InvalidArgument):  # an attr the node lacks
                 attrs[name] = c.get_attr(name)
         shapes = [c.input(i) for i in range(c.num_inputs)]
-        for i, shape in enumerate(host().infer(fn, shapes, attrs, c.num_outputs)):
+        for i, shape in enumerate(host().infer(self._fn, shapes, attrs, c.num_outputs)):
             c.set_output(i, shape)
 
-    infer.__qualname__ = f"{op.name} shape function"
-    return infer
+
+def shape_fn(op: OpDef, fn: int, handle: int) -> Callable[[InferenceContext], None]:
+    """The library's shape function at address ``fn`` (bridge handle ``handle``) as a Python
+    shape function of ``op``."""
+    return NativeShapeFn(op, fn, handle)
 
 
 def kernel_spec(decl: Mapping[str, Any], library: Path, ops: Mapping[str, OpDef]) -> KernelSpec:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,17 @@ def shared_testdata() -> Path:
     if not SHARED_TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {SHARED_TESTDATA}")
     return SHARED_TESTDATA
+
+
+@pytest.fixture(scope="session")
+def opmarket_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """opmarket's own wheel, built once per session as pip would (isolated, from the sdist);
+    the build's output is kept beside it in ``build.log``."""
+    out = tmp_path_factory.mktemp("dist")
+    # From the sdist, as pip builds a download: no stale build/ folder can leak in.
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out),
+                           str(REPO)], capture_output=True, text=True, check=False)
+    (out / "build.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (found,) = out.glob("opmarket-*.whl")
+    return found

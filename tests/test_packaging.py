@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
@@ -15,15 +14,8 @@ PACKAGES = ["opmarket", "opmarket.sdk", "opmarket.registry", "opmarket.compat", 
 
 
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    (found,) = out.glob("opmarket-*.whl")
-    return found
+def wheel(opmarket_wheel: Path) -> Path:
+    return opmarket_wheel  # built once per session (tests/conftest.py)
 
 
 @pytest.mark.slow

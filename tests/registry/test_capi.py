@@ -415,8 +415,9 @@ def test_dtypes_cross_with_their_tensorflow_numbers(tmp_path: Path, registry: Re
 
 
 def test_an_unwritable_cache_folder_still_loads_a_plugin(tmp_path: Path) -> None:
-    """The host is built for the process alone when the cache cannot be written (a
-    sandbox, a read-only home); a fresh process, as the first load there is."""
+    """A cache folder that cannot be written (a sandbox, a read-only home) only means the
+    probe is not remembered: nothing needs building there; a fresh process, as the first
+    load there is."""
     library = build(tmp_path, SCALE)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
@@ -429,3 +430,42 @@ def test_an_unwritable_cache_folder_still_loads_a_plugin(tmp_path: Path) -> None
                                "OPMARKET_DISABLE_PLUGINS": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_the_entry_point_is_read_from_the_dynamic_symbol_table(tmp_path: Path) -> None:
+    """Only a defined, visible symbol counts: not the name in a string, nor an undefined
+    reference to it (a search of the file's bytes took both for the entry point)."""
+    from opmarket.registry._capi import exports_entry_point
+    from opmarket.registry._capi_elf import dynamic_symbols
+
+    plugin = build(tmp_path, SCALE)
+    assert dynamic_symbols(plugin) == {"OPM_InitPlugin"}  # -fvisibility=hidden hides the rest
+    stripped = tmp_path / "stripped.so"
+    subprocess.run(["strip", "--strip-all", "-o", str(stripped), str(plugin)], check=True)
+    assert exports_entry_point(stripped)
+    mentions = build(tmp_path, """
+        extern void OPM_InitPlugin(void* init);
+        __attribute__((visibility("default"))) const char* name(void) { return "OPM_InitPlugin"; }
+        __attribute__((visibility("default"))) void call(void) { OPM_InitPlugin(0); }
+        """, "mentions")
+    assert b"OPM_InitPlugin" in mentions.read_bytes()
+    assert dynamic_symbols(mentions) >= {"name", "call"} and not exports_entry_point(mentions)
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes(plugin.read_bytes()[:100])
+    for path in (truncated, HEADER, tmp_path / "missing.so"):
+        assert dynamic_symbols(path) == frozenset()
+
+
+def test_the_host_is_compiled_abi3_and_clean_under_the_warnings() -> None:
+    """The installed host is the abi3 extension; its source uses only the limited API (an
+    undeclared function would be an error) and compiles without a warning."""
+    import sysconfig
+
+    assert Path(host().__file__).name == "_capi_host.abi3.so"
+    sources = sorted((Path(__file__).resolve().parents[2] / "registry").glob("_capi_host*.c"))
+    assert len(sources) == 5
+    for source in sources:
+        subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                        "-DPy_LIMITED_API=0x030B0000", f"-I{sysconfig.get_paths()['include']}",
+                        f"-I{np.get_include()}", f"-I{get_include()}", str(source)],
+                       check=True, capture_output=True, text=True)

@@ -21,6 +21,7 @@ from opmarket.registry import (
     capi_bridge_include,
     isolated_registry,
     native_kernel_handle,
+    native_shape_fn_handle,
 )
 from opmarket.sdk import DType, as_dtype
 
@@ -44,6 +45,10 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
                              ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                              ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
                              ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t]
+    lib.shim_shape.restype = ctypes.c_int
+    lib.shim_shape.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                               ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_size_t]
     lib.shim_run_threads.restype = ctypes.c_int
     lib.shim_run_threads.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                                      ctypes.c_int]
@@ -141,12 +146,40 @@ def test_c_threads_without_python_run_the_kernel_at_once(shim: ctypes.CDLL,
     assert shim.shim_run_threads(bridge_address(), bitcast_handle(registry), 8, 500) == 0
 
 
+def shape(shim: ctypes.CDLL, handle: int, src: DType, to: DType,
+          dims: tuple[int, ...] | None) -> tuple[int, str, tuple[int, ...] | None]:
+    """Bitcast's output shape for an input of ``dims`` (None: unknown rank), through the
+    shim: (code, message, output dims with -1 unknown, or None for an unknown rank)."""
+    given = np.array(dims or (0,), dtype=np.int64)
+    out = np.zeros(16, dtype=np.int64)
+    rank = ctypes.c_int64(-3)
+    message = ctypes.create_string_buffer(512)
+    code = shim.shim_shape(bridge_address(), handle, int(src), int(to),
+                           -1 if dims is None else len(dims), given.ctypes.data,
+                           out.ctypes.data, ctypes.byref(rank), message, len(message))
+    assert rank.value >= -1 or code != OK
+    result = None if rank.value < 0 else tuple(int(d) for d in out[: rank.value])
+    return code, message.value.decode(), result
+
+
+def test_a_shim_runs_the_ops_shape_function(shim: ctypes.CDLL, registry: Registry) -> None:
+    handle = native_shape_fn_handle(registry.shape_fn("Opm>Bitcast"))
+    assert handle is not None
+    assert shape(shim, handle, DType.FLOAT, DType.UINT8, (2, -1)) == (OK, "", (2, -1, 4))
+    assert shape(shim, handle, DType.INT8, DType.INT32, (5, 4)) == (OK, "", (5,))
+    assert shape(shim, handle, DType.FLOAT, DType.INT8, None) == (OK, "", None)
+    assert shape(shim, handle, DType.INT32, DType.INT64, (2, 3)) == (
+        INVALID_ARGUMENT, "Opm>Bitcast: Cannot bitcast due to shape. 3 does not match 2", None)
+
+
 def test_only_c_abi_kernels_have_a_handle(registry: Registry) -> None:
-    from opmarket.sdk import KernelSpec
+    from opmarket.sdk import KernelSpec, ShapeFnSpec
 
     def double(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return x * 2
 
     assert native_kernel_handle(KernelSpec(op="Opm>Bitcast", impl=double)) is None
+    assert native_shape_fn_handle(None) is None
+    assert native_shape_fn_handle(ShapeFnSpec(op="Opm>Bitcast", fn=lambda c: None)) is None
     assert Path(capi_bridge_include(), "opmarket", "capi_bridge.h").is_file()
     assert type(capi_bridge()).__name__ == "PyCapsule"

@@ -21,8 +21,8 @@ def test_registry_exports() -> None:
         "graph_to_json",
         "infer_graph_shapes", "inferred_attrs", "isolated_registry", "load_graph",
         "load_library", "load_plugins", "load_plugins_from", "manifest_locations", "max_error",
-        "native_kernel_handle", "new_registry", "parse_entry_points", "parse_input", "plugins",
-        "register",
+        "native_kernel_handle", "native_shape_fn_handle", "new_registry", "parse_entry_points",
+        "parse_input", "plugins", "register",
         "register_custom_call_target", "run_graph", "save_graph", "selective_resolver",
         "topological_order", "validate_graph",
     ]  # fmt: skip

@@ -9,7 +9,8 @@
  * and plugs its framework's tensors and attrs in through two small interfaces:
  *
  *   OPMB_KernelConstruction  the node's attrs, while the kernel's create runs;
- *   OPMB_KernelContext       the inputs and outputs, while the kernel's compute runs.
+ *   OPMB_KernelContext       the inputs and outputs, while the kernel's compute runs;
+ *   OPMB_ShapeContext        input shapes and attrs, while the op's shape function runs.
  *
  * Each is a struct whose first member points to a table of operations. Put it first in your
  * own struct, fill the table with your functions, and cast back inside them:
@@ -30,6 +31,7 @@
  *   include = opmarket.registry.capi_bridge_include()  # -I for this header and c_api.h
  *   for spec in opmarket.registry.get_registry().kernels(op):   # KernelSpec
  *       handle = opmarket.registry.native_kernel_handle(spec)   # int, or None: not C-ABI
+ *   shape = opmarket.registry.native_shape_fn_handle(registry.shape_fn(op))  # int or None
  *
  *   and in C: const OPMB_BridgeApi* bridge =
  *                 (const OPMB_BridgeApi*)PyCapsule_GetPointer(capsule, OPMB_CAPSULE_NAME);
@@ -39,10 +41,10 @@
  *
  * Rules:
  *   - Handles and the table live as long as the process (plugins are never unloaded).
- *   - Nothing on this path touches Python: kernel_create, kernel_compute and kernel_delete
- *     may be called from any thread, without the GIL. The host adds no lock: running compute
- *     on one state from several threads at once is up to the plugin (TensorFlow's rule:
- *     Compute does not change the kernel).
+ *   - Nothing on this path touches Python: kernel_create, kernel_compute, kernel_delete and
+ *     shape_infer may be called from any thread, without the GIL. The host adds no lock:
+ *     running compute on one state from several threads at once is up to the plugin
+ *     (TensorFlow's rule: Compute does not change the kernel).
  *   - Statuses are the host's: make one with bridge->api->NewStatus(), read it with
  *     GetCode/Message, free it with DeleteStatus. An operation of yours that fails sets the
  *     status it was given (bridge->api->SetStatus) and returns NULL (or leaves *value).
@@ -127,6 +129,34 @@ struct OPMB_KernelContext {
   const OPMB_KernelContextOps* ops;
 };
 
+/* --- the shape interface: an op's shape function, while a graph is built ------------- */
+typedef struct OPMB_ShapeContext OPMB_ShapeContext;
+
+typedef struct OPMB_ShapeContextOps {
+  size_t struct_size; /* sizeof(OPMB_ShapeContextOps) */
+  int (*num_inputs)(OPMB_ShapeContext* ctx);
+  int (*num_outputs)(OPMB_ShapeContext* ctx);
+  /* Input i's rank, -1 when unknown, and its dim d (0 <= d < rank), -1 when unknown. */
+  int64_t (*input_rank)(OPMB_ShapeContext* ctx, int i);
+  int64_t (*input_dim)(OPMB_ShapeContext* ctx, int i, int64_t d);
+  /* Called once for each output the shape function set, after it returned: rank -1 is an
+   * unknown shape (dims NULL); a dim -1 is unknown. Set the status to refuse it. */
+  void (*set_output)(OPMB_ShapeContext* ctx, int i, int64_t rank, const int64_t* dims,
+                     OPM_Status* status);
+  /* The node's attrs, as in OPMB_KernelConstructionOps; NULL: UNIMPLEMENTED. */
+  void (*get_attr_type)(OPMB_ShapeContext* ctx, const char* name, OPM_DataType* value,
+                        OPM_Status* status);
+  void (*get_attr_int64)(OPMB_ShapeContext* ctx, const char* name, int64_t* value,
+                         OPM_Status* status);
+} OPMB_ShapeContextOps;
+
+struct OPMB_ShapeContext {
+  const OPMB_ShapeContextOps* ops;
+};
+
+/* The shape function a C-ABI library registered for an op: opaque. */
+typedef struct OPMB_ShapeFn OPMB_ShapeFn;
+
 /* --- the host's table, in the PyCapsule OPMB_CAPSULE_NAME ---------------------------- */
 typedef struct OPMB_BridgeApi {
   size_t struct_size; /* sizeof(OPMB_BridgeApi) of the host */
@@ -149,6 +179,10 @@ typedef struct OPMB_BridgeApi {
   void (*kernel_delete)(const OPMB_Kernel* kernel, void* state);
   /* "Op (kernel Name)", for messages; valid as long as the process. */
   const char* (*kernel_name)(const OPMB_Kernel* kernel);
+  /* Runs an op's shape function (opmarket.registry.native_shape_fn_handle) on ctx's input
+   * shapes and attrs, then hands each output it set to ctx's set_output. The status is OK,
+   * or the function's failure (its code, and "Op: " and its message). No Python either. */
+  void (*shape_infer)(const OPMB_ShapeFn* fn, OPMB_ShapeContext* ctx, OPM_Status* status);
 } OPMB_BridgeApi;
 
 #ifdef __cplusplus

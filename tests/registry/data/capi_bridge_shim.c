@@ -122,6 +122,64 @@ OPM_EXPORT int shim_run(const OPMB_BridgeApi* api, const OPMB_Kernel* kernel, in
   return code;
 }
 
+/* --- shapes: one input shape in, the output shape out ------------------------------ */
+typedef struct {
+  OPMB_ShapeContext base;
+  const OPMB_BridgeApi* bridge;
+  OPM_DataType T, type;
+  int64_t in_rank;
+  const int64_t* in_dims;
+  int64_t* out_dims;
+  int64_t out_rank;
+  int outputs_set;
+} Shapes;
+
+static int shape_num_inputs(OPMB_ShapeContext* c) { (void)c; return 1; }
+static int shape_num_outputs(OPMB_ShapeContext* c) { (void)c; return 1; }
+static int64_t shape_input_rank(OPMB_ShapeContext* c, int i) {
+  (void)i;
+  return ((Shapes*)c)->in_rank;
+}
+static int64_t shape_input_dim(OPMB_ShapeContext* c, int i, int64_t d) {
+  (void)i;
+  return ((Shapes*)c)->in_dims[d];
+}
+static void shape_set_output(OPMB_ShapeContext* c, int i, int64_t rank, const int64_t* dims,
+                             OPM_Status* status) {
+  Shapes* self = (Shapes*)c;
+  (void)i, (void)status;
+  self->out_rank = rank;
+  for (int64_t d = 0; d < rank && d < 16; ++d) self->out_dims[d] = dims[d];
+  ++self->outputs_set;
+}
+static void shape_attr_type(OPMB_ShapeContext* c, const char* name, OPM_DataType* value,
+                            OPM_Status* status) {
+  const Shapes* self = (const Shapes*)c;
+  if (strcmp(name, "T") == 0) *value = self->T;
+  else if (strcmp(name, "type") == 0) *value = self->type;
+  else self->bridge->api->SetStatus(status, OPM_INVALID_ARGUMENT, "shim: no such attr");
+}
+static const OPMB_ShapeContextOps shape_ops = {
+    sizeof(OPMB_ShapeContextOps), shape_num_inputs, shape_num_outputs, shape_input_rank,
+    shape_input_dim, shape_set_output, shape_attr_type, NULL};
+
+/* The op's output shape for an input of rank in_rank (-1: unknown) and dims (-1: unknown):
+ * the status code; *out_rank gets -2 when the function set no output. */
+OPM_EXPORT int shim_shape(const OPMB_BridgeApi* api, const OPMB_ShapeFn* fn, OPM_DataType T,
+                          OPM_DataType type, int64_t in_rank, const int64_t* in_dims,
+                          int64_t* out_dims, int64_t* out_rank, char* message,
+                          size_t message_capacity) {
+  if (!api || api->struct_size < sizeof(OPMB_BridgeApi) || !api->shape_infer) return -1;
+  Shapes shapes = {{&shape_ops}, api, T, type, in_rank, in_dims, out_dims, -2, 0};
+  OPM_Status* status = api->api->NewStatus();
+  api->shape_infer(fn, &shapes.base, status);
+  int code = api->api->GetCode(status);
+  snprintf(message, message_capacity, "%s", api->api->Message(status));
+  api->api->DeleteStatus(status);
+  *out_rank = shapes.outputs_set == 1 ? shapes.out_rank : -2;
+  return code;
+}
+
 /* --- threads: many bridge calls at once, from threads Python never saw ----------------- */
 typedef struct {
   const OPMB_BridgeApi* api;
