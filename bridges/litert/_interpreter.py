@@ -1,0 +1,413 @@
+"""A LiteRT model with opmarket custom ops, run by LiteRT's CompiledModel with opmarket's
+kernels registered as custom-op kernels (``LiteRtAddCustomOpKernelOption``), behind the
+interpreter's usual methods."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opmarket.litert import _capi
+from opmarket.registry import OpResolver, get_registry, load_plugins
+from opmarket.sdk import (
+    DType,
+    InferenceContext,
+    InvalidArgument,
+    KernelSpec,
+    NotFound,
+    OpDef,
+    OpmarketError,
+    Shape,
+    as_dtype,
+)
+
+__all__ = ["Interpreter", "custom_ops_of"]
+
+# The flatbuffer schema's TensorType numbers (not LiteRT's element types) to numpy.
+_SCHEMA_TYPES: dict[int, Any] = {
+    0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_,
+    7: np.int16, 8: np.complex64, 9: np.int8, 10: np.float64, 11: np.complex128,
+    12: np.uint64, 15: np.uint32, 16: np.uint16,
+}
+_CUSTOM = 32  # BuiltinOperator.CUSTOM
+
+
+def _model(content: bytes) -> Any:
+    from ai_edge_litert import schema_py_generated as schema
+
+    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
+    """The (name, version) of every custom op a ``.tflite`` model uses."""
+    model = _model(content)
+    found = []
+    for code in model.operatorCodes or []:
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        if builtin == _CUSTOM and code.customCode is not None:
+            found.append((_text(code.customCode), int(code.version or 1)))
+    return sorted(set(found))
+
+
+def _dtype_of_schema(number: int) -> DType:
+    if number not in _SCHEMA_TYPES:
+        raise InvalidArgument(f"LiteRT tensor type {number} has no opmarket dtype")
+    return as_dtype(np.dtype(_SCHEMA_TYPES[number]))
+
+
+def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
+    """A custom op's options as the converter writes them (a flexbuffer map of the node's
+    attrs) in opmarket's form."""
+    if not options:
+        return {}
+    from flatbuffers import flexbuffers
+
+    raw = flexbuffers.Loads(options)
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{op.name}: custom options are not a map of attrs")
+    attrs: dict[str, Any] = {}
+    for a in op.attrs:
+        if a.name not in raw:
+            continue
+        value = raw[a.name]
+        if a.base_type == "type":  # the converter writes LiteRT's tensor type numbers
+            value = ([_dtype_of_schema(int(v)) for v in value] if a.is_list
+                     else _dtype_of_schema(int(value)))
+        elif a.base_type == "string":
+            value = [_text(v) for v in value] if a.is_list else _text(value)
+        elif a.is_list:
+            value = list(value)
+        attrs[a.name] = value
+    return attrs
+
+
+def _output_shapes(op: OpDef, shapes: Sequence[Shape],
+                   attrs: Mapping[str, Any]) -> list[Shape] | None:
+    """The op's shape function on static input shapes (None without one)."""
+    spec = get_registry().shape_fn(op.name)
+    if spec is None:
+        return None
+    c = InferenceContext(op, list(shapes), attrs, num_outputs=len(op.outputs))
+    spec.fn(c)
+    return c.finish()
+
+
+@dataclass
+class _CustomOp:
+    """One custom op's LiteRT kernel: its callbacks call opmarket's dispatch."""
+
+    op: OpDef
+    kernel: KernelSpec | None
+    errors: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    struct: Any = None
+
+    def init(self, _user: Any, data: Any, size: int) -> int:
+        try:
+            attrs = _attrs_from_options(self.op, ctypes.string_at(data, size) if size else b"")
+            if self.attrs and attrs != self.attrs:
+                raise InvalidArgument(f"{self.op.name}: the nodes of one custom op must share "
+                                      "their attrs (LiteRT's custom-op kernels do not say "
+                                      "which node runs)")
+            self.attrs = attrs
+            return _capi.STATUS_OK
+        except Exception as exc:
+            self.errors.append(str(exc))
+            return _capi.STATUS_INVALID_ARGUMENT
+
+    def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int,
+                       outputs: Any) -> int:
+        try:
+            shapes = [tuple(int(d) for d in inputs[i].dimensions[:inputs[i].rank])
+                      for i in range(n_in)]
+            out = _output_shapes(self.op, shapes, self.attrs)
+            if out is None or len(out) != n_out or any(
+                    s is None or None in s for s in out):
+                raise InvalidArgument(f"{self.op.name}: its shape function does not give "
+                                      f"static output shapes for inputs {shapes}")
+            for i, shape in enumerate(out):
+                assert shape is not None
+                outputs[i].rank = len(shape)
+                outputs[i].has_strides = 0
+                for k, d in enumerate(shape):
+                    outputs[i].dimensions[k] = int(d or 0)
+            return _capi.STATUS_OK
+        except Exception as exc:
+            self.errors.append(str(exc))
+            return _capi.STATUS_INVALID_ARGUMENT
+
+    def run(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
+        lib = _capi.lib()
+        try:
+            arrays = [_read(lib, inputs[i]) for i in range(n_in)]
+            result = get_registry().dispatcher(self.op.name).call(
+                arrays, self.attrs, kernel=self.kernel)
+            results = list(result) if isinstance(result, tuple) else [result]
+            for i in range(n_out):
+                _write(lib, outputs[i], np.asarray(results[i]))
+            return _capi.STATUS_OK
+        except Exception as exc:
+            self.errors.append(str(exc))
+            return _capi.STATUS_RUNTIME_FAILURE
+
+    def destroy(self, _user: Any) -> int:
+        return _capi.STATUS_OK
+
+    def make_struct(self) -> Any:
+        self.struct = _capi.CustomOpKernel(_capi.INIT(self.init),
+                                           _capi.OUTPUT_LAYOUTS(self.output_layouts),
+                                           _capi.RUN(self.run), _capi.DESTROY(self.destroy))
+        return self.struct
+
+
+def _buffer_type(lib: Any, buffer: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    t = _capi.RankedTensorType()
+    _check(lib, lib.LiteRtGetTensorBufferTensorType(buffer, ctypes.byref(t)), "tensor type")
+    dims = tuple(int(d) for d in t.layout.dimensions[:t.layout.rank])
+    return _capi.numpy_of(t.element_type), dims
+
+
+def _read(lib: Any, buffer: Any) -> np.ndarray[Any, Any]:
+    dtype, dims = _buffer_type(lib, buffer)
+    addr = ctypes.c_void_p()
+    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_READ), "lock")
+    try:
+        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+        raw = ctypes.string_at(addr.value or 0, nbytes) if nbytes else b""
+        return np.frombuffer(raw, dtype=dtype).reshape(dims).copy()
+    finally:
+        lib.LiteRtUnlockTensorBuffer(buffer)
+
+
+def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
+    dtype, dims = _buffer_type(lib, buffer)
+    if value.dtype != dtype or value.shape != dims:
+        raise InvalidArgument(f"a kernel returned {value.dtype}{list(value.shape)} for an "
+                              f"output of {dtype}{list(dims)}")
+    addr = ctypes.c_void_p()
+    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE),
+           "lock")
+    try:
+        data = np.ascontiguousarray(value)
+        ctypes.memmove(addr.value or 0, data.ctypes.data, data.nbytes)
+    finally:
+        lib.LiteRtUnlockTensorBuffer(buffer)
+
+
+def _check(lib: Any, status: int, what: str) -> None:
+    if status != _capi.STATUS_OK:
+        raise OpmarketError(f"LiteRT {what} failed (LiteRtStatus {status})")
+
+
+def _aligned(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """A zeroed array whose data is 64-byte aligned, as LiteRT's host buffers must be."""
+    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    raw = np.zeros(nbytes + 64, np.uint8)
+    offset = (-raw.ctypes.data) % 64
+    return raw[offset:offset + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))] \
+        .reshape(shape)
+
+
+class Interpreter:
+    """A ``.tflite`` model with its opmarket custom ops, run on LiteRT's CPU: the methods of
+    ``ai_edge_litert.interpreter.Interpreter`` that run a model's first signature (or its
+    main graph): ``allocate_tensors``, ``get_input_details``, ``get_output_details``,
+    ``set_tensor``, ``invoke``, ``get_tensor``."""
+
+    def __init__(self, content: bytes, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - {"num_threads"})
+        if unknown:
+            raise InvalidArgument(f"opmarket.litert.interpreter: unsupported arguments "
+                                  f"{unknown}")
+        self._content = bytes(content)
+        self._errors: list[str] = []
+        self._ops = self._resolve()
+        self._io = self._signature()
+        self._arrays: dict[int, np.ndarray[Any, Any]] = {}
+        self._buffers: list[Any] = []
+        self._handles: dict[str, Any] = {}
+        self._create()
+
+    # --- set-up ------------------------------------------------------------------------
+
+    def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
+        load_plugins()
+        registry = get_registry()
+        resolver = OpResolver.from_registry(registry)
+        ops, missing = [], []
+        for name, version in custom_ops_of(self._content):
+            op = registry.op_def(name)
+            if op is None:
+                missing.append(f"{name} (version {version})")
+                continue
+            try:
+                kernel = resolver.find(name, version)
+            except NotFound as exc:
+                missing.append(f"{name} (version {version}): {exc}")
+                continue
+            spec = kernel if isinstance(kernel, KernelSpec) else None
+            ops.append((name, version, _CustomOp(op, spec, self._errors)))
+        if missing:
+            raise NotFound("this model's custom ops have no opmarket op or kernel: "
+                           + "; ".join(missing))
+        return ops
+
+    def _signature(self) -> dict[str, list[tuple[str, int]]]:
+        model = _model(self._content)
+        graph = model.subgraphs[0]
+        if model.signatureDefs:
+            sig = model.signatureDefs[0]
+            graph = model.subgraphs[sig.subgraphIndex]
+            ins = [(_text(t.name), int(t.tensorIndex)) for t in sig.inputs]
+            outs = [(_text(t.name), int(t.tensorIndex)) for t in sig.outputs]
+        else:
+            ins = [(_text(graph.tensors[i].name), int(i)) for i in graph.inputs]
+            outs = [(_text(graph.tensors[i].name), int(i)) for i in graph.outputs]
+        self._tensors = {i: graph.tensors[i] for _, i in [*ins, *outs]}
+        return {"inputs": ins, "outputs": outs}
+
+    def _create(self) -> None:
+        lib = _capi.lib()
+        h = {k: ctypes.c_void_p() for k in ("env", "model", "options", "compiled")}
+        self._handles = h
+        _check(lib, lib.LiteRtCreateEnvironment(0, None, ctypes.byref(h["env"])), "environment")
+        self._blob = ctypes.create_string_buffer(self._content, len(self._content))
+        _check(lib, lib.LiteRtCreateModelFromBuffer(h["env"], self._blob, len(self._content),
+                                                    ctypes.byref(h["model"])), "model")
+        _check(lib, lib.LiteRtCreateOptions(ctypes.byref(h["options"])), "options")
+        _check(lib, lib.LiteRtSetOptionsHardwareAccelerators(h["options"], _capi.CPU), "options")
+        for name, version, custom in self._ops:
+            _check(lib, lib.LiteRtAddCustomOpKernelOption(
+                h["options"], name.encode(), version, ctypes.byref(custom.make_struct()), None),
+                f"custom op {name}")
+        status = lib.LiteRtCreateCompiledModel(h["env"], h["model"], h["options"],
+                                               ctypes.byref(h["compiled"]))
+        if status != _capi.STATUS_OK:
+            raise InvalidArgument("LiteRT could not compile the model: "
+                                  + ("; ".join(self._errors) or str(status)))
+
+    # --- the interpreter's methods -----------------------------------------------------
+
+    def _details(self, which: str) -> list[dict[str, Any]]:
+        out = []
+        for name, index in self._io[which]:
+            t = self._tensors[index]
+            shape = np.array(t.shape if t.shape is not None else [], np.int32)
+            out.append({"name": name, "index": index, "shape": shape,
+                        "shape_signature": np.array(t.shapeSignature if t.shapeSignature
+                                                    is not None else shape, np.int32),
+                        "dtype": np.dtype(_SCHEMA_TYPES[t.type]).type,
+                        "quantization": (0.0, 0)})
+        return out
+
+    def get_input_details(self) -> list[dict[str, Any]]:
+        """One dict per input: name, index, shape, shape_signature, dtype, quantization."""
+        return self._details("inputs")
+
+    def get_output_details(self) -> list[dict[str, Any]]:
+        """One dict per output, as get_input_details."""
+        return self._details("outputs")
+
+    def allocate_tensors(self) -> None:
+        """Make the input and output buffers (the model's static shapes)."""
+        lib = _capi.lib()
+        self._free_buffers()
+        for name, index in [*self._io["inputs"], *self._io["outputs"]]:
+            t = self._tensors[index]
+            shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
+            if any(d < 0 for d in shape):
+                raise InvalidArgument(f"tensor {name!r} has a dynamic shape {list(shape)}; "
+                                      "opmarket.litert runs static shapes")
+            dtype = np.dtype(_SCHEMA_TYPES[t.type])
+            array = _aligned(shape, dtype)
+            ttype = _capi.RankedTensorType()
+            ttype.element_type = _capi.element_type_of(dtype)
+            ttype.layout.rank = len(shape)
+            for k, d in enumerate(shape):
+                ttype.layout.dimensions[k] = d
+            buf = ctypes.c_void_p()
+            _check(lib, lib.LiteRtCreateTensorBufferFromHostMemory(
+                ctypes.byref(ttype), array.ctypes.data, max(array.nbytes, 1), None,
+                ctypes.byref(buf)), f"buffer for {name!r}")
+            self._arrays[index] = array
+            self._buffers.append(buf)
+
+    def set_tensor(self, tensor_index: int, value: Any) -> None:
+        """Copy ``value`` into input ``tensor_index`` (its dtype and shape must match)."""
+        array = self._array(tensor_index)
+        value = np.asarray(value)
+        if value.dtype != array.dtype or value.shape != array.shape:
+            raise InvalidArgument(f"tensor {tensor_index}: got {value.dtype}"
+                                  f"{list(value.shape)}, expected {array.dtype}"
+                                  f"{list(array.shape)}")
+        array[...] = value
+
+    def get_tensor(self, tensor_index: int) -> np.ndarray[Any, Any]:
+        """A copy of input or output ``tensor_index``."""
+        return self._array(tensor_index).copy()
+
+    def invoke(self) -> None:
+        """Run the model; the first opmarket kernel error is raised with its message."""
+        lib = _capi.lib()
+        if not self._buffers:
+            raise InvalidArgument("allocate_tensors() must be called before invoke()")
+        n_in = len(self._io["inputs"])
+        values = [b.value for b in self._buffers]
+        ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
+        outs = (ctypes.c_void_p * max(len(values) - n_in, 1))(*values[n_in:])
+        del self._errors[:]
+        status = lib.LiteRtRunCompiledModel(self._handles["compiled"], 0, n_in, ins,
+                                            len(self._buffers) - n_in, outs)
+        # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
+        # of it counts too.
+        if status != _capi.STATUS_OK or self._errors:
+            raise InvalidArgument("; ".join(self._errors) or "LiteRT failed to run the model "
+                                  f"(status {status})")
+
+    def _array(self, index: int) -> np.ndarray[Any, Any]:
+        if index not in self._arrays:
+            raise InvalidArgument(f"tensor {index} is not an allocated input or output")
+        return self._arrays[index]
+
+    def _free_buffers(self) -> None:
+        lib = _capi.lib()
+        for buf in self._buffers:
+            lib.LiteRtDestroyTensorBuffer(buf)
+        self._buffers = []
+
+    def __del__(self) -> None:
+        try:
+            lib = _capi.lib()
+            self._free_buffers()
+            h = self._handles
+            for key, fn in (("compiled", lib.LiteRtDestroyCompiledModel),
+                            ("options", lib.LiteRtDestroyOptions),
+                            ("model", lib.LiteRtDestroyModel),
+                            ("env", lib.LiteRtDestroyEnvironment)):
+                if h.get(key) is not None and h[key].value:
+                    fn(h[key])
+        except Exception:  # interpreter shutdown: nothing left to free into
+            pass
+
+
+def interpreter_from(model_path: str | os.PathLike[str] | None, model_content: bytes | None,
+                     kwargs: Mapping[str, Any]) -> Interpreter:
+    """The Interpreter for a path or bytes (exactly one)."""
+    if (model_path is None) == (model_content is None):
+        raise InvalidArgument("give exactly one of model_path and model_content")
+    if model_path is not None:
+        with open(model_path, "rb") as f:
+            content = f.read()
+    else:
+        assert model_content is not None
+        content = bytes(model_content)
+    return Interpreter(content, **kwargs)

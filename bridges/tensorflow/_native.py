@@ -1,0 +1,54 @@
+"""C-ABI kernels run natively inside TensorFlow: the shim calls the host's bridge table
+(``opmarket/capi_bridge.h``) on TensorFlow's own tensors, with no Python per call."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+from opmarket.sdk import OpDef
+from opmarket.tensorflow._build import shim
+from opmarket.tensorflow._plumbing import BridgeError, KernelPlan
+
+__all__ = ["available", "bridge_pointer", "register_kernel"]
+
+
+@functools.cache
+def bridge_pointer() -> int | None:
+    """The host's ``OPMB_BridgeApi*`` as an int; None when this opmarket has no bridge
+    table (C-ABI kernels then run through Python, as in ``opmarket.ops``)."""
+    try:
+        from opmarket.registry import capi_bridge
+    except ImportError:
+        return None
+    try:
+        capsule = capi_bridge()
+    except Exception:  # no host (no compiler, no built extension): the Python path remains
+        return None
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    pointer = get(capsule, b"opmarket.capi_bridge")
+    return int(pointer) if pointer else None
+
+
+def available() -> bool:
+    """Whether C-ABI kernels can be registered natively."""
+    return bridge_pointer() is not None
+
+
+def register_kernel(kernel_name: str, op: OpDef, plan: KernelPlan, slot: int, *, names: Any,
+                    dtypes: Any, n: int, status: int) -> None:
+    """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
+    combination: ``n`` constraints); the TensorFlow status says why not."""
+    from opmarket.registry import native_kernel_handle
+
+    handle = native_kernel_handle(plan.spec)
+    bridge = bridge_pointer()
+    if handle is None or bridge is None:
+        raise BridgeError(f"{op.name}: kernel {plan.spec.name} has no native handle")
+    shim().opm_tf_register_native_kernel(
+        kernel_name.encode(), op.name.encode(), plan.spec.device.encode(), slot, names,
+        dtypes, n, plan.label.encode(), plan.priority, ctypes.c_void_p(bridge),
+        ctypes.c_void_p(handle), ctypes.c_void_p(status))

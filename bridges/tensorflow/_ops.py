@@ -1,0 +1,306 @@
+"""``opmarket.tensorflow.ops``: a TensorFlow wrapper per opmarket op, with the call shape of
+``opmarket.ops`` (inputs positional, attrs keyword-only, inferred attrs left out) plus
+TensorFlow's ``name=`` and a kernel ``label=``."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from opmarket.registry import AmbiguousOpName, get_registry
+from opmarket.sdk import DType, InvalidArgument, NotFound, OpDef, snake_case
+from opmarket.tensorflow import _attrs
+from opmarket.tensorflow._plumbing import (
+    normalize_attr,
+    normalize_dtype,
+    num_outputs,
+)
+from opmarket.tensorflow._register import ensure_op, shape_hint
+
+__all__ = ["TensorFlowOps", "call_op", "wrapper"]
+
+_wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
+
+
+def _kind(dtype: np.dtype[Any]) -> str:
+    return {"u": "i", "b": "b"}.get(dtype.kind, dtype.kind)
+
+
+def _to_tensor(op: OpDef, arg_name: str, value: Any, want: DType | None,
+               candidates: Sequence[DType]) -> Any:
+    import tensorflow as tf
+
+    if tf.is_tensor(value):
+        return value
+    if want is not None:
+        if want.numpy is not None:
+            arr = np.asarray(value)
+            cast = arr.astype(want.numpy)
+            if (arr.dtype != object and _kind(arr.dtype) == _kind(cast.dtype)) or np.array_equal(
+                    cast.astype(arr.dtype), arr):
+                return tf.convert_to_tensor(cast)
+            raise InvalidArgument(f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
+                                  f"{value!r} does not convert without changing its values")
+        return tf.convert_to_tensor(value, dtype=tf.as_dtype(want.value))
+    arr = np.asarray(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return tf.convert_to_tensor(arr)
+    if arr.dtype == object:
+        raise InvalidArgument(f"{op.name}: input {arg_name!r}: {value!r} is not a tensor")
+    for d in candidates:
+        if d.numpy is not None and _kind(np.dtype(d.numpy)) == _kind(arr.dtype):
+            return tf.convert_to_tensor(arr.astype(d.numpy))
+    return tf.convert_to_tensor(arr)
+
+
+def _candidates(op: OpDef, type_attr: str) -> list[DType]:
+    attr = op.attr(type_attr)
+    if attr is None:
+        return []
+    out: list[DType] = []
+    if attr.default is not None:
+        with contextlib.suppress(Exception):
+            out.append(normalize_dtype(attr.default))
+    for d in attr.allowed_values or ():
+        with contextlib.suppress(Exception):
+            out.append(normalize_dtype(d))
+    return out
+
+
+def _bind(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]) -> tuple[
+        list[Any], dict[str, Any], set[str]]:
+    """(flat input tensors, every attr in opmarket's form, names of inferred attrs)."""
+    attrs: dict[str, Any] = {k: normalize_attr(op, k, v) for k, v in given.items()}
+    inferred: set[str] = set()
+
+    def infer(name: str, value: Any, arg: str) -> None:
+        inferred.add(name)
+        have = attrs.get(name)
+        if have is None:
+            attrs[name] = value
+        elif have != value:
+            raise InvalidArgument(f"{op.name}: input {arg!r} makes {name}={value!r}, but "
+                                  f"{name} is {have!r}")
+
+    flat: list[Any] = []
+    for arg, value in zip(op.inputs, inputs, strict=True):
+        values = list(value) if arg.is_list else [value]
+        fixed = arg.type if arg.type is not DType.INVALID else None
+        want = fixed or (attrs.get(arg.type_attr) if arg.type_attr else None)
+        cands = _candidates(op, arg.type_attr) if arg.type_attr else []
+        tensors = [_to_tensor(op, arg.name, v, want, cands) for v in values]
+        dtypes = [normalize_dtype(t.dtype) for t in tensors]
+        for d in dtypes:
+            if fixed is not None and d != fixed:
+                raise InvalidArgument(f"{op.name}: input {arg.name!r} must be "
+                                      f"{fixed.spec_name}, got {d.spec_name}")
+            if arg.type_attr:
+                infer(arg.type_attr, d, arg.name)
+        if arg.number_attr:
+            infer(arg.number_attr, len(tensors), arg.name)
+        if arg.type_list_attr:
+            infer(arg.type_list_attr, dtypes, arg.name)
+        flat.extend(tensors)
+    for a in op.attrs:
+        if a.name in attrs:
+            if a.name in inferred:
+                attrs[a.name] = normalize_attr(op, a.name, attrs[a.name])
+            continue
+        if a.default is None:
+            raise InvalidArgument(f"{op.name}: missing attr {a.name!r} (it has no default)")
+        attrs[a.name] = a.default
+    return flat, attrs, inferred
+
+
+def _group(op: OpDef, attrs: Mapping[str, Any], outs: Sequence[Any]) -> Any:
+    counts = num_outputs(op, attrs)
+    grouped: list[Any] = []
+    pos = 0
+    for arg, n in zip(op.outputs, counts, strict=True):
+        if arg.is_list:
+            grouped.append(list(outs[pos:pos + n]))
+        else:
+            grouped.append(outs[pos])
+        pos += n
+    if len(grouped) == 1:
+        return grouped[0]
+    return tuple(grouped) if grouped else None
+
+
+def _node_name(op: OpDef) -> str:
+    return op.short_name or "op"
+
+
+def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label: str = "",
+            name: str | None = None) -> Any:
+    """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context, execute
+    from tensorflow.python.framework import op_def_library
+    from tensorflow.python.framework import ops as tf_ops
+
+    eager = tf.executing_eagerly()
+    if eager and label:
+        # Eager execution takes no kernel label: run a one-node function whose node has it.
+        return _labelled(op, label, given)(*inputs)
+    try:
+        ensure_op(op)
+        flat, attrs, inferred = _bind(op, inputs, given)
+        flat_attrs: list[Any] = []
+        for a in op.attrs:
+            flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
+        if eager:
+            outs = execute.execute(op.name, sum(num_outputs(op, attrs)), inputs=flat,
+                                   attrs=tuple(flat_attrs), ctx=context.context(), name=name)
+            if execute.must_record_gradient():
+                execute.record_gradient(op.name, flat, tuple(flat_attrs), outs)
+            return _group(op, attrs, outs)
+        keywords: dict[str, Any] = {}
+        pos = 0
+        for arg in op.inputs:
+            n = len(list(inputs[op.inputs.index(arg)])) if arg.is_list else 1
+            keywords[arg.name] = flat[pos:pos + n] if arg.is_list else flat[pos]
+            pos += n
+        for a in op.attrs:
+            if a.name not in inferred:
+                keywords[a.name] = _attrs.to_tf(a, attrs[a.name])
+        graph = tf_ops.get_default_graph()
+        labels = (graph._kernel_label_map({op.name: label}) if label
+                  else contextlib.nullcontext())
+        with shape_hint(op.name, attrs), labels:
+            _, _, node, _ = op_def_library._apply_op_helper(
+                op.name, name=name or _node_name(op), **keywords)
+        outs = list(node.outputs)
+        if execute.must_record_gradient():  # a GradientTape inside the function
+            execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
+        return _group(op, attrs, outs)
+    except InvalidArgument as exc:
+        if eager:
+            raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
+        # A plain ValueError while tracing, as TensorFlow's own ops raise (autograph passes
+        # it through; an error type of its own would become a StagingError).
+        raise ValueError(str(exc)) from None
+
+
+_labelled_fns: dict[tuple[str, str, str], Any] = {}
+
+
+def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
+    import tensorflow as tf
+
+    key = (op.name, label, repr(sorted(given.items())))
+    fn = _labelled_fns.get(key)
+    if fn is None:
+        def body(*inputs: Any) -> Any:
+            return call_op(op, inputs, given, label=label)
+
+        fn = _labelled_fns[key] = tf.function(body, autograph=False)
+    return fn
+
+
+def wrapper(op: OpDef) -> Callable[..., Any]:
+    """The TensorFlow wrapper of ``op``: ``fn(*inputs, *, attrs..., label="", name=None)``."""
+    key = (op.name, id(op))
+    fn = _wrappers.get(key)
+    if fn is not None:
+        return fn
+    inferred = {a.type_attr for a in op.inputs if a.type_attr} | {
+        a.number_attr for a in op.inputs if a.number_attr} | {
+        a.type_list_attr for a in op.inputs if a.type_list_attr}
+    params = [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+              for a in op.inputs]
+    attr_names = [a.name for a in op.attrs if a.name not in inferred]
+    for a in op.attrs:
+        if a.name in inferred:
+            continue
+        default = a.default if a.default is not None else inspect.Parameter.empty
+        params.append(inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=default))
+    taken = {p.name for p in params}
+    extra = [n for n in ("label", "name") if n not in taken]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY,
+                                 default="" if n == "label" else None) for n in extra]
+    sig = inspect.Signature(params)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        values = bound.arguments
+        given = {n: values[n] for n in attr_names if n in values}
+        # Type attrs that inputs infer may still be given (they must then agree).
+        return call_op(op, [values[a.name] for a in op.inputs], given,
+                       label=str(values.get("label", "")) if "label" in extra else "",
+                       name=values.get("name") if "name" in extra else None)
+
+    def typed(*args: Any, **kwargs: Any) -> Any:
+        return run(*args, **kwargs)
+
+    typed.__name__ = op.python_name
+    typed.__qualname__ = op.python_name
+    typed.__doc__ = (f"{op.name} as a TensorFlow op (opmarket.tensorflow).\n\n"
+                     f"{op.summary}\n\n{op.description}").strip()
+    typed.__signature__ = sig  # type: ignore[attr-defined]
+    _wrappers[key] = typed
+    return typed
+
+
+def _segments(op: OpDef) -> list[str]:
+    return [snake_case(part) for part in op.namespace.split(">") if part] if op.namespace else []
+
+
+class TensorFlowOps:
+    """Every installed opmarket op as a TensorFlow function, named as in ``opmarket.ops``:
+    ``ops.zero_out``, ``ops.opm.zero_out``, ``ops["Opm>ZeroOut"]``."""
+
+    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "_prefix", prefix)
+
+    def _ops(self) -> Iterator[OpDef]:
+        yield from get_registry()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        prefix: tuple[str, ...] = self._prefix
+        full = [op for op in self._ops() if op.python_name == name
+                and tuple(_segments(op)) == prefix]
+        short = full or ([op for op in self._ops() if op.python_name == name] if not prefix
+                         else [])
+        if len(short) == 1:
+            return wrapper(short[0])
+        if len(short) > 1:
+            names = ", ".join(sorted(op.name for op in short))
+            raise AmbiguousOpName(f"ops.{name} is ambiguous: {names}; use a namespaced name "
+                                  f"(ops.<namespace>.{name}) or ops[\"NAME\"]")
+        deeper = (*prefix, name)
+        if any(tuple(_segments(op))[:len(deeper)] == deeper for op in self._ops()):
+            return TensorFlowOps(deeper)
+        raise AttributeError(f"no opmarket op {'.'.join((*prefix, name))!r} is installed")
+
+    def __getitem__(self, full_name: str) -> Callable[..., Any]:
+        op = get_registry().op_def(full_name)
+        if op is None:
+            raise NotFound(f"no opmarket op {full_name!r} is installed")
+        return wrapper(op)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("opmarket.tensorflow.ops is read-only")
+
+    def __dir__(self) -> list[str]:
+        prefix: tuple[str, ...] = self._prefix
+        names = set()
+        for op in self._ops():
+            seg = tuple(_segments(op))
+            if seg[:len(prefix)] == prefix:
+                names.add(op.python_name if len(seg) == len(prefix) else seg[len(prefix)])
+            if not prefix:
+                names.add(op.python_name)
+        return sorted(names)
+
+    def __repr__(self) -> str:
+        where = ".".join(self._prefix)
+        return f"<opmarket.tensorflow.ops{'.' + where if where else ''}>"
+

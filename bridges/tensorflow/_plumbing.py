@@ -1,0 +1,222 @@
+"""What a framework bridge needs from opmarket, whatever the framework: the ops to bridge,
+built-in ops the framework already has, attr and dtype normalisation, shape functions run on
+static shapes, and the choice and order of kernels (native before Python).
+
+Nothing here imports a framework; it could move to a shared bridge package unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
+from opmarket.sdk import (
+    DType,
+    InferenceContext,
+    InvalidArgument,
+    KernelSpec,
+    OpDef,
+    OpmarketError,
+    Shape,
+    TensorShape,
+    as_dtype,
+    check_attr_value,
+)
+
+__all__ = [
+    "NATIVE_PRIORITY_BOOST",
+    "BridgeError",
+    "KernelPlan",
+    "bridged_ops",
+    "cache_dir",
+    "default_attrs",
+    "is_native",
+    "kernel_plan",
+    "normalize_attr",
+    "normalize_dtype",
+    "num_outputs",
+    "output_shapes",
+]
+
+#: Added to a native kernel's priority inside a framework, so that it wins over a Python
+#: kernel of the same op, device and types.
+NATIVE_PRIORITY_BOOST = 1000
+
+
+class BridgeError(OpmarketError, RuntimeError):
+    """A framework bridge cannot do what was asked: a clash with the framework's own ops,
+    a shim that does not build, a kernel the framework cannot host."""
+
+
+def cache_dir() -> Path:
+    """opmarket's cache folder: ``$OPMARKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/opmarket``,
+    else ``~/.cache/opmarket`` (the registry's rule)."""
+    explicit = os.environ.get("OPMARKET_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache", "opmarket")
+
+
+def bridged_ops(registry: Registry | None = None) -> tuple[list[OpDef], list[OpDef]]:
+    """(plugin ops, built-in ops) of the process registry after loading every plugin: the
+    ops a bridge must register, and those it maps to the framework's own."""
+    if registry is None:
+        load_plugins()
+        registry = get_registry()
+    own: list[OpDef] = []
+    builtin: list[OpDef] = []
+    for op_def in registry:
+        (builtin if op_def.name in BUILTIN_OPS else own).append(op_def)
+    return own, builtin
+
+
+def normalize_dtype(value: Any) -> DType:
+    """A DType from a DType, a numpy dtype or scalar type, a name (``"int32"``,
+    ``"DT_INT32"``), a DataType number, or a framework dtype object that has
+    ``as_datatype_enum`` (TensorFlow's) or ``dtype`` (numpy-like)."""
+    if isinstance(value, DType):
+        return value
+    enum = getattr(value, "as_datatype_enum", None)
+    if isinstance(enum, int):
+        return DType(enum)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return DType(value)
+        except ValueError:
+            raise InvalidArgument(f"unknown DataType number {value!r}") from None
+    try:
+        return as_dtype(value)
+    except OpmarketError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
+    """``value`` for attr ``name`` of ``op`` in opmarket's form (dtypes as DType, lists as
+    lists), checked against the attr's type, minimum and allowed values; InvalidArgument
+    quoting the op, the attr and the value otherwise."""
+    attr = op.attr(name)
+    if attr is None:
+        known = ", ".join(a.name for a in op.attrs) or "none"
+        raise InvalidArgument(f"{op.name}: unknown attr {name!r} (its attrs: {known})")
+    base = attr.base_type
+    items = list(value) if attr.is_list and isinstance(value, list | tuple) else None
+
+    def one(v: Any) -> Any:
+        if base == "type":
+            return normalize_dtype(v)
+        if base == "shape" and not isinstance(v, TensorShape):
+            return TensorShape(None if v is None else tuple(
+                -1 if d is None else int(d) for d in v))
+        if base == "string" and isinstance(v, bytes):
+            return v.decode("utf-8", "surrogateescape")
+        return v
+
+    if base in ("tensor", "func"):  # numpy arrays and functions: checked by the kernel
+        return value
+    value = tuple(one(v) for v in items) if items is not None else one(value)
+    problem = check_attr_value(value, attr)
+    if problem is not None:
+        raise InvalidArgument(f"{op.name}: {problem}")
+    return list(value) if isinstance(value, tuple) else value
+
+
+def default_attrs(op: OpDef) -> dict[str, Any]:
+    """The op's attrs that have defaults, with them."""
+    return {a.name: a.default for a in op.attrs if a.default is not None}
+
+
+def num_outputs(op: OpDef, attrs: Mapping[str, Any]) -> list[int]:
+    """How many tensors each output argument has under ``attrs`` (1 unless a list)."""
+    counts = []
+    for arg in op.outputs:
+        if arg.number_attr:
+            counts.append(int(attrs[arg.number_attr]))
+        elif arg.type_list_attr:
+            counts.append(len(attrs[arg.type_list_attr]))
+        else:
+            counts.append(1)
+    return counts
+
+
+def output_shapes(registry: Registry, op: OpDef, shapes: Sequence[Shape],
+                  attrs: Mapping[str, Any]) -> list[Shape] | None:
+    """The op's shape function run on static input shapes (None: unknown rank, None dims:
+    unknown); None when the op has none. Its InvalidArgument is raised with the op name."""
+    spec = registry.shape_fn(op.name)
+    if spec is None:
+        return None
+    c = InferenceContext(op, list(shapes), attrs, num_outputs=sum(num_outputs(op, attrs)))
+    try:
+        spec.fn(c)
+    except InvalidArgument as exc:
+        message = str(exc)
+        if not message.startswith(op.name):
+            message = f"{op.name}: {message}"
+        raise InvalidArgument(message) from None
+    return c.finish()
+
+
+def is_native(spec: KernelSpec) -> bool:
+    """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
+    runs with no Python)."""
+    try:
+        from opmarket.registry import native_kernel_handle
+    except ImportError:  # an opmarket without the bridge interface
+        return False
+    return native_kernel_handle(spec) is not None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel as a framework registers it: the opmarket kernel, the label and priority
+    it gets there, and whether it runs natively."""
+
+    spec: KernelSpec
+    label: str
+    priority: int
+    native: bool
+
+
+def _overlaps(a: KernelSpec, b: KernelSpec) -> bool:
+    for attr, types in a.constraints:
+        other = b.constraint(attr)
+        if other is not None and not set(types) & set(other):
+            return False
+    return True
+
+
+def kernel_plan(registry: Registry, op: str, *, devices: Sequence[str] = ("CPU",),
+                native_ok: bool = True) -> list[KernelPlan]:
+    """The kernels to register for ``op`` on ``devices``: every kernel under its own label,
+    native ones with NATIVE_PRIORITY_BOOST added; and a labelled native kernel also without
+    its label when no unlabelled native kernel overlaps it, so that by default native wins
+    over Python. ``native_ok=False`` treats every kernel as a Python one."""
+    kernels = [k for k in registry.kernels(op) if k.device in devices]
+    plans: list[KernelPlan] = []
+    for k in kernels:
+        native = native_ok and is_native(k)
+        priority = k.priority + (NATIVE_PRIORITY_BOOST if native else 0)
+        plans.append(KernelPlan(k, k.label, priority, native))
+    for k in kernels:
+        if not (native_ok and is_native(k)) or not k.label:
+            continue
+        if any(p.native and not p.label and p.spec.device == k.device and _overlaps(p.spec, k)
+               for p in plans):
+            continue
+        plans.append(KernelPlan(k, "", k.priority + NATIVE_PRIORITY_BOOST + 1, True))
+    return plans
+
+
+def as_shape(shape: Any) -> Shape:
+    """A static shape as opmarket's Shape: None for unknown rank, None for unknown dims."""
+    if shape is None:
+        return None
+    return tuple(None if d is None or (isinstance(d, (int, np.integer)) and d < 0)
+                 else int(d) for d in shape)

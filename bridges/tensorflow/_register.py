@@ -1,0 +1,389 @@
+"""opmarket ops and kernels as TensorFlow ops and kernels, registered through TensorFlow's C
+op and kernel API by the shim; the Python side of the shim's callbacks (shape functions and
+Python-bodied kernels)."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import itertools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opmarket.registry import get_registry
+from opmarket.sdk import (
+    DType,
+    InvalidArgument,
+    KernelSpec,
+    NotFound,
+    OpDef,
+    OpmarketError,
+    Shape,
+    as_dtype,
+)
+from opmarket.tensorflow import _attrs
+from opmarket.tensorflow._build import shim
+from opmarket.tensorflow._plumbing import (
+    BridgeError,
+    KernelPlan,
+    bridged_ops,
+    kernel_plan,
+    output_shapes,
+)
+
+__all__ = ["OpRecord", "ensure_op", "register_all", "registered", "shape_hint"]
+
+_MAX_DIMS = 16
+_TF_OK = 0
+_TF_INVALID_ARGUMENT = 3
+_TF_NOT_FOUND = 5
+_TF_INTERNAL = 13
+
+_SHAPE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+_CREATE_CB = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p)
+_COMPUTE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
+_DELETE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64)
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("dims", ctypes.c_int64 * _MAX_DIMS),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("tensor", ctypes.c_void_p),
+    ]
+
+
+@dataclass
+class OpRecord:
+    """An opmarket op as TensorFlow knows it: registered by opmarket (``own``) or TensorFlow's
+    own op of the same name and definition."""
+
+    op_def: OpDef
+    own: bool
+    kernels: list[KernelPlan] = field(default_factory=list)
+
+
+_lock = threading.RLock()
+_records: dict[str, OpRecord] = {}
+_shape_slots: list[OpDef] = []
+_kernel_slots: list[tuple[OpDef, KernelSpec]] = []
+_instances: dict[int, tuple[OpDef, KernelSpec, dict[str, Any]]] = {}
+_handles = itertools.count(1)
+_pending = threading.local()
+_callbacks: tuple[Any, ...] = ()
+
+
+def registered() -> Mapping[str, OpRecord]:
+    """The ops bridged so far, by name."""
+    return dict(_records)
+
+
+class shape_hint:  # noqa: N801 (a context manager used like a function)
+    """While a wrapper adds a node, the attrs TensorFlow's C shape API cannot read (ints,
+    lists, strings) come from here: ``with shape_hint(op_name, attrs): add the node``."""
+
+    def __init__(self, op: str, attrs: Mapping[str, Any]) -> None:
+        self.item = (op, attrs)
+
+    def __enter__(self) -> None:
+        stack = getattr(_pending, "stack", None)
+        if stack is None:
+            stack = _pending.stack = []
+        stack.append(self.item)
+
+    def __exit__(self, *exc: object) -> None:
+        _pending.stack.pop()
+
+
+# --- the callbacks ----------------------------------------------------------------------------
+
+
+def _status_fail(status: int, code: int, message: str) -> None:
+    shim().TF_SetStatus(ctypes.c_void_p(status), code, message.encode())
+
+
+def _shape_cb(slot: int, ctx: int, status: int) -> None:
+    try:
+        op = _shape_slots[slot]
+        lib = shim()
+        n = lib.opm_tf_num_inputs(ctypes.c_void_p(ctx))
+        dims = (ctypes.c_int64 * _MAX_DIMS)()
+        shapes: list[Shape] = []
+        for i in range(n):
+            rank = lib.opm_tf_input_shape(ctypes.c_void_p(ctx), i, dims, _MAX_DIMS,
+                                          ctypes.c_void_p(status))
+            shapes.append(None if rank < 0 else tuple(
+                None if dims[k] < 0 else int(dims[k]) for k in range(rank)))
+        attrs: dict[str, Any] = {}
+        stack = getattr(_pending, "stack", None)
+        if stack and stack[-1][0] == op.name:
+            attrs.update(stack[-1][1])
+        complete = True
+        for a in op.attrs:
+            if a.name in attrs:
+                continue
+            if a.type == "type":
+                t = lib.opm_tf_shape_attr_type(ctypes.c_void_p(ctx), a.name.encode())
+                if t > 0:
+                    attrs[a.name] = DType(t)
+                    continue
+            complete = False
+        try:
+            out = output_shapes(get_registry(), op, shapes, attrs)
+        except (InvalidArgument, KeyError, TypeError, IndexError) as exc:
+            if complete:
+                _status_fail(status, _TF_INVALID_ARGUMENT, str(exc))
+            return  # attrs the C API cannot read: the outputs stay unknown
+        for i, shape in enumerate(out or ()):
+            if shape is None:
+                continue
+            arr = (ctypes.c_int64 * max(len(shape), 1))(
+                *[-1 if d is None else d for d in shape])
+            lib.opm_tf_set_output_shape(ctypes.c_void_p(ctx), i, len(shape), arr,
+                                        ctypes.c_void_p(status))
+    except Exception as exc:  # an exception must not cross into TensorFlow
+        _status_fail(status, _TF_INTERNAL, f"opmarket shape function: {exc!r}")
+
+
+def _create_cb(slot: int, ctx: int) -> int:
+    lib = shim()
+    try:
+        op, spec = _kernel_slots[slot]
+        status = lib.TF_NewStatus()
+        try:
+            buf = lib.opm_tf_node_def(ctypes.c_void_p(ctx), ctypes.c_void_p(status))
+            if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+                raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
+            data = ctypes.string_at(lib.opm_tf_buffer_data(ctypes.c_void_p(buf)),
+                                    lib.opm_tf_buffer_length(ctypes.c_void_p(buf)))
+            lib.TF_DeleteBuffer(ctypes.c_void_p(buf))
+        finally:
+            lib.TF_DeleteStatus(ctypes.c_void_p(status))
+        attrs = _attrs.node_def_attrs(op, data)
+        handle = next(_handles)
+        _instances[handle] = (op, spec, attrs)
+        return handle
+    except Exception as exc:
+        lib.opm_tf_construction_failure(ctypes.c_void_p(ctx), _TF_INTERNAL,
+                                        f"opmarket: {exc}".encode())
+        return 0
+
+
+def _code_for(exc: BaseException) -> int:
+    if isinstance(exc, InvalidArgument):
+        return _TF_INVALID_ARGUMENT
+    if isinstance(exc, NotFound):
+        return _TF_NOT_FOUND
+    return _TF_INTERNAL
+
+
+def _group(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    pos = 0
+    for arg in op.inputs:
+        if arg.number_attr or arg.type_list_attr:
+            n = int(attrs[arg.number_attr]) if arg.number_attr else len(
+                attrs[arg.type_list_attr])
+            out.append(flat[pos:pos + n])
+            pos += n
+        else:
+            out.append(flat[pos])
+            pos += 1
+    return out
+
+
+def _flatten(op: OpDef, result: Any) -> list[Any]:
+    items = list(result) if len(op.outputs) != 1 else [result]
+    flat: list[Any] = []
+    for arg, item in zip(op.outputs, items, strict=True):
+        if arg.number_attr or arg.type_list_attr:
+            flat.extend(item)
+        else:
+            flat.append(item)
+    return flat
+
+
+def _compute_cb(handle: int, ctx: int) -> None:
+    lib = shim()
+    c = ctypes.c_void_p(ctx)
+    try:
+        op, spec, attrs = _instances[handle]
+        n = lib.opm_tf_num_kernel_inputs(c)
+        infos = (_TensorInfo * max(n, 1))()
+        status = lib.TF_NewStatus()
+        try:
+            arrays: list[Any] = []
+            try:
+                if lib.opm_tf_inputs(c, infos, n, ctypes.c_void_p(status)) != 0:
+                    raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
+                for info in infos[:n]:
+                    npdt = DType(info.dtype).numpy
+                    if npdt is None:
+                        raise BridgeError(f"{op.name}: a Python kernel cannot take "
+                                          f"{DType(info.dtype).spec_name} tensors")
+                    shape = tuple(info.dims[:info.ndim])
+                    raw = ctypes.string_at(info.data, info.nbytes) if info.nbytes else b""
+                    arrays.append(np.frombuffer(raw, dtype=npdt).reshape(shape).copy())
+            finally:
+                lib.opm_tf_release_inputs(infos, n)
+            result = get_registry().dispatcher(op.name).call(
+                _group(op, attrs, arrays), attrs, kernel=spec)
+            for i, value in enumerate(_flatten(op, result)):
+                arr = np.ascontiguousarray(value)
+                dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+                lib.opm_tf_set_output(c, i, as_dtype(arr.dtype).value, dims, arr.ndim,
+                    arr.ctypes.data_as(ctypes.c_void_p), arr.nbytes, ctypes.c_void_p(status))
+                if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+                    raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
+        finally:
+            lib.TF_DeleteStatus(ctypes.c_void_p(status))
+    except Exception as exc:
+        message = str(exc)
+        lib.opm_tf_failure(c, _code_for(exc), message.encode())
+
+
+def _delete_cb(handle: int) -> None:
+    _instances.pop(handle, None)
+
+
+def _install_callbacks() -> None:
+    global _callbacks
+    if _callbacks:
+        return
+    lib = shim()
+    lib.TF_Message.restype = ctypes.c_char_p
+    lib.TF_NewStatus.restype = ctypes.c_void_p
+    lib.opm_tf_node_def.restype = ctypes.c_void_p
+    lib.opm_tf_buffer_data.restype = ctypes.c_void_p
+    lib.opm_tf_buffer_length.restype = ctypes.c_uint64
+    lib.opm_tf_input_shape.restype = ctypes.c_int64
+    lib.opm_tf_num_inputs.restype = ctypes.c_int64
+    lib.opm_tf_set_output.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                      ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                                      ctypes.c_uint64, ctypes.c_void_p]
+    cbs = (_SHAPE_CB(_shape_cb), _CREATE_CB(_create_cb), _COMPUTE_CB(_compute_cb),
+           _DELETE_CB(_delete_cb))
+    lib.opm_tf_set_callbacks(*cbs)
+    _callbacks = cbs
+    # Kernels TensorFlow still holds at exit are dropped without calling back.
+    atexit.register(lambda: lib.opm_tf_set_callbacks(None, None, None, None))
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+def _specs(items: Any) -> Any:
+    arr = (ctypes.c_char_p * (len(items) + 1))(*[s.encode() for s in items], None)
+    return arr
+
+
+def _check_status(lib: ctypes.CDLL, status: int, what: str) -> None:
+    if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+        raise BridgeError(f"{what}: {lib.TF_Message(ctypes.c_void_p(status)).decode()}")
+
+
+def _register_op(op: OpDef) -> OpRecord:
+    lib = shim()
+    has_shape = get_registry().shape_fn(op.name) is not None
+    slot = -1
+    if has_shape:
+        slot = len(_shape_slots)
+        _shape_slots.append(op)
+    flags = ((1 if op.is_stateful else 0) | (2 if op.is_commutative else 0)
+             | (4 if op.is_aggregate else 0) | (8 if op.allows_uninitialized_input else 0))
+    status = lib.TF_NewStatus()
+    try:
+        lib.opm_tf_register_op(op.name.encode(), _specs([a.spec for a in op.inputs]),
+                               _specs([a.spec for a in op.outputs]),
+                               _specs([a.spec for a in op.attrs]), flags, slot,
+                               ctypes.c_void_p(status))
+        _check_status(lib, status, f"TensorFlow refused op {op.name}")
+    finally:
+        lib.TF_DeleteStatus(ctypes.c_void_p(status))
+    record = OpRecord(op, own=True)
+    _register_kernels(record)
+    return record
+
+
+def _register_kernels(record: OpRecord) -> None:
+    from opmarket.tensorflow import _native
+
+    lib = shim()
+    op = record.op_def
+    for plan in kernel_plan(get_registry(), op.name, native_ok=_native.available()):
+        slot = len(_kernel_slots)  # native kernels take a create slot too
+        _kernel_slots.append((op, plan.spec))
+        # TensorFlow's C builder takes one dtype per constraint: one registration per
+        # combination of the kernel's allowed types.
+        axes = [[(attr, t) for t in types] for attr, types in plan.spec.constraints]
+        for combo in itertools.product(*axes):
+            names = (ctypes.c_char_p * max(len(combo), 1))(*[a.encode() for a, _ in combo])
+            dtypes = (ctypes.c_int32 * max(len(combo), 1))(*[t.value for _, t in combo])
+            types = ",".join(f"{a}={t.spec_name}" for a, t in combo)
+            kernel_name = f"{op.name}:{plan.spec.name}:{plan.label or '-'}:{types}"
+            status = lib.TF_NewStatus()
+            try:
+                if plan.native:
+                    _native.register_kernel(kernel_name, op, plan, slot, names=names,
+                                            dtypes=dtypes, n=len(combo), status=status)
+                else:
+                    lib.opm_tf_register_python_kernel(
+                        kernel_name.encode(), op.name.encode(), plan.spec.device.encode(),
+                        slot, names, dtypes, len(combo), plan.label.encode(), plan.priority,
+                        ctypes.c_void_p(status))
+                _check_status(lib, status, f"TensorFlow refused kernel {plan.spec.name} of "
+                              f"{op.name}")
+            finally:
+                lib.TF_DeleteStatus(ctypes.c_void_p(status))
+        record.kernels.append(plan)
+
+
+def _tf_op_def(name: str) -> Any:
+    from tensorflow.python.framework import op_def_registry
+
+    return op_def_registry.get(name)
+
+
+def ensure_op(op: OpDef) -> OpRecord:
+    """``op`` as a TensorFlow op: registered now if TensorFlow has no op of its name, mapped
+    to TensorFlow's own when it has one that agrees; BridgeError when it disagrees."""
+    with _lock:
+        record = _records.get(op.name)
+        if record is not None:
+            if record.own and _attrs.signature(record.op_def) != _attrs.signature(op):
+                raise BridgeError(
+                    f"op {op.name} was registered with TensorFlow in this process with "
+                    "another definition; TensorFlow cannot replace an op (restart the process)")
+            return record
+        _install_callbacks()
+        theirs = _tf_op_def(op.name)
+        if theirs is not None:
+            problem = _attrs.disagreement(op, theirs)
+            if problem:
+                raise BridgeError(f"op {op.name} clashes with TensorFlow's own {op.name}: "
+                                  f"{problem}; rename it (a namespace such as 'Opm>') to "
+                                  "bridge it")
+            record = OpRecord(op, own=False)
+        else:
+            record = _register_op(op)
+        _records[op.name] = record
+        return record
+
+
+def register_all() -> list[str]:
+    """Bridge every installed op; the clashes with TensorFlow's ops, one message each."""
+    own, builtin = bridged_ops()
+    problems = []
+    for op in [*builtin, *own]:
+        try:
+            ensure_op(op)
+        except (BridgeError, OpmarketError) as exc:
+            problems.append(str(exc))
+    return problems

@@ -1,0 +1,131 @@
+"""opmarket.litert with the real ai-edge-litert and TensorFlow's converter: a tf.function using
+opmarket ops, converted with allow_custom_ops, runs in LiteRT with TensorFlow's result; custom
+ops nobody provides fail at creation; kernel errors come back from invoke."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
+pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
+
+import opmarket.litert as olr  # noqa: E402 (after the skips)
+import opmarket.tensorflow as otf  # noqa: E402
+from opmarket.sdk import InvalidArgument, NotFound  # noqa: E402
+
+
+def _convert(fn: Any) -> bytes:
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fn.get_concrete_function()], fn)
+    converter.allow_custom_ops = True
+    model: bytes = converter.convert()
+    return model
+
+
+@pytest.fixture(scope="module")
+def atan_zero_out() -> tuple[Any, bytes]:
+    @tf.function(input_signature=[tf.TensorSpec([5], tf.float32)])
+    def model(x: Any) -> Any:
+        return otf.ops.zero_out(otf.ops.atan(x) * 2.0, preserve_index=3)
+
+    return model, _convert(model)
+
+
+def _run(content: bytes, *inputs: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    it = olr.interpreter(model_content=content)
+    it.allocate_tensors()
+    for detail, value in zip(it.get_input_details(), inputs, strict=True):
+        it.set_tensor(detail["index"], value)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def test_a_converted_tf_function_runs_in_litert_as_in_tensorflow(
+        atan_zero_out: tuple[Any, bytes]) -> None:
+    model, content = atan_zero_out
+    assert olr.custom_ops_of(content) == [("Opm>Atan", 1), ("Opm>ZeroOut", 1)]
+    x = np.array([0.5, -1.0, 2.0, 3.0, -4.0], np.float32)
+    got = _run(content, x)
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
+    assert got[3] != 0 and not got[[0, 1, 2, 4]].any()
+
+
+def test_interpreter_methods_and_model_path(atan_zero_out: tuple[Any, bytes],
+                                            tmp_path: Path) -> None:
+    _, content = atan_zero_out
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    it = olr.interpreter(model_path=path)
+    (inp,) = it.get_input_details()
+    (out,) = it.get_output_details()
+    assert inp["dtype"] is np.float32 and inp["shape"].tolist() == [5]
+    assert out["shape"].tolist() == [5]
+    it.allocate_tensors()
+    with pytest.raises(InvalidArgument, match="expected float32"):
+        it.set_tensor(inp["index"], np.zeros(5, np.float64))
+    with pytest.raises(InvalidArgument, match="exactly one"):
+        olr.interpreter()
+
+
+def test_bitcast_c_abi_kernel_in_litert() -> None:
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def model(x: Any) -> Any:
+        return otf.ops.bitcast(x + 1.0, type=tf.int32)
+
+    x = np.array([0.0, 1.5, -3.0], np.float32)
+    np.testing.assert_array_equal(_run(_convert(model), x), model(x).numpy())
+
+
+def test_an_op_nobody_provides_fails_at_creation_naming_it(
+        atan_zero_out: tuple[Any, bytes]) -> None:
+    _, content = atan_zero_out
+    renamed = content.replace(b"Opm>ZeroOut", b"Opm>ZeroOff")
+    assert renamed != content
+    with pytest.raises(NotFound, match=r"Opm>ZeroOff \(version 1\)"):
+        olr.interpreter(model_content=renamed)
+
+
+def test_a_version_the_resolver_lacks_fails_at_creation(
+        atan_zero_out: tuple[Any, bytes]) -> None:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    _, content = atan_zero_out
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
+    for code in model.operatorCodes:
+        if code.customCode == b"Opm>Atan":
+            code.version = 2
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    with pytest.raises(NotFound, match=r"Opm>Atan \(version 2\)"):
+        olr.interpreter(model_content=bytes(builder.Output()))
+
+
+def test_a_kernel_error_is_raised_by_invoke() -> None:
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.int32)])
+    def model(x: Any) -> Any:
+        return otf.ops.zero_out(x * 2, preserve_index=3)  # past the end: the kernel says so
+
+    with pytest.raises(InvalidArgument, match="preserve_index out of range"):
+        _run(_convert(model), np.array([1, 2], np.int32))
+
+
+@pytest.mark.slow
+def test_import_without_litert_names_the_extra(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["ai_edge_litert"] = None  # as if it were not installed
+        import opmarket.litert
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env=dict(os.environ), check=False, timeout=120)
+    assert done.returncode == 1
+    assert "pip install 'opmarket[litert]'" in done.stderr

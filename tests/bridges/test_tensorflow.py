@@ -1,0 +1,248 @@
+"""opmarket.tensorflow with the real TensorFlow and the first-party plugins: every op eagerly
+and in tf.function with opmarket's results and static shapes, errors, kernel choice (native
+C-ABI kernels over Python ones, labels), gradients, built-ins and clashes, SavedModels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
+
+import opmarket  # noqa: E402 (after the skip)
+import opmarket.tensorflow as otf  # noqa: E402
+from opmarket.tensorflow import _register  # noqa: E402 (its kernel instances are observable)
+
+RNG = np.random.default_rng(0)
+POOL = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME"}
+
+# (wrapper name, inputs, attrs): every first-party op with a kernel a TensorFlow CPU can run.
+CASES: list[tuple[str, list[Any], dict[str, Any]]] = [
+    ("zero_out", [np.array([5, 4, 3], np.int32)], {"preserve_index": 1}),
+    ("zero_out", [np.array([5.5, 4.5], np.float64)], {}),
+    ("time_two", [RNG.standard_normal((2, 3)).astype(np.float32)], {}),
+    ("time_two", [np.array([1, -2, 2**30], np.int64)], {}),
+    ("atan", [RNG.standard_normal(7).astype(np.float64)], {}),
+    ("atan", [RNG.standard_normal((2, 2)).astype(np.float16)], {}),
+    ("median_pool", [RNG.random((1, 6, 5, 2), dtype=np.float32)], POOL),
+    ("bitcast", [np.array([1.0, -2.5], np.float32)], {"type": np.int32}),
+    ("bitcast", [RNG.standard_normal(3)], {"type": np.uint8}),
+]
+
+
+def _ids(case: tuple[str, list[Any], dict[str, Any]]) -> str:
+    return f"{case[0]}-{case[1][0].dtype}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
+def test_every_op_eagerly_and_in_tf_function_as_opmarket_ops(
+        case: tuple[str, list[Any], dict[str, Any]]) -> None:
+    name, inputs, attrs = case
+    want = getattr(opmarket.ops, name)(*inputs, **attrs)
+    eager = getattr(otf.ops, name)(*inputs, **attrs)
+    assert isinstance(eager, tf.Tensor)
+    np.testing.assert_array_equal(eager.numpy(), want)
+
+    fn = tf.function(lambda *xs: getattr(otf.ops, name)(*xs, **attrs))
+    traced = fn(*[tf.constant(x) for x in inputs])
+    np.testing.assert_array_equal(traced.numpy(), want)
+
+
+def test_zero_out_c_abi_kernel_by_label_eagerly_and_in_tf_function() -> None:
+    x = np.array([7, 8, 9, 10], np.int32)
+    want = opmarket.ops.zero_out(x, preserve_index=2)
+    np.testing.assert_array_equal(otf.ops.zero_out(x, preserve_index=2, label="c_abi"), want)
+    fn = tf.function(lambda v: otf.ops.zero_out(v, preserve_index=2, label="c_abi"))
+    np.testing.assert_array_equal(fn(tf.constant(x)), want)
+    graph = fn.get_concrete_function(tf.TensorSpec([None], tf.int32)).graph.as_graph_def()
+    (node,) = [n for n in graph.node if n.op == "Opm>ZeroOut"]
+    assert node.attr["_kernel"].s == b"c_abi"
+
+
+@pytest.mark.parametrize(("name", "spec", "attrs"), [
+    ("zero_out", [None], {}),
+    ("zero_out", [4], {}),
+    ("time_two", [None, 3, None], {}),
+    ("atan", None, {}),
+    ("median_pool", [None, 9, None, 2], POOL),
+    ("median_pool", [2, 9, 7, 3], {**POOL, "padding": "VALID"}),
+    ("bitcast", [None, 3], {"type": tf.uint8}),
+    ("bitcast", [5, 2], {"type": tf.float64}),
+])
+def test_static_shapes_are_opmarket_shape_inference(name: str, spec: list[int | None] | None,
+                                                    attrs: dict[str, Any]) -> None:
+    from opmarket.registry import get_registry
+    from opmarket.tensorflow._plumbing import normalize_attr, output_shapes
+
+    dtype = tf.int32 if name == "zero_out" else tf.float32
+    if name == "bitcast" and attrs["type"] == tf.float64:
+        dtype = tf.int32
+    fn = tf.function(lambda v: getattr(otf.ops, name)(v, **attrs))
+    out = fn.get_concrete_function(tf.TensorSpec(spec, dtype)).structured_outputs
+    op_def = get_registry().op_def("Opm>" + "".join(p.title() for p in name.split("_")))
+    assert op_def is not None
+    full = {a.name: a.default for a in op_def.attrs if a.default is not None}
+    full.update({k: normalize_attr(op_def, k, v) for k, v in attrs.items()})
+    full["T"] = normalize_attr(op_def, "T", dtype)
+    (want,) = output_shapes(get_registry(), op_def, [None if spec is None else tuple(spec)],
+                            full) or [None]
+    got = out.shape.as_list() if out.shape.rank is not None else None
+    assert got == (list(want) if want is not None else None)
+    if spec is not None and None in spec:
+        assert None in (got or [None])  # unknown dims stay unknown
+
+
+def test_errors_eagerly_are_invalid_argument_with_opmarket_message() -> None:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"attr 'T' may not be int64"):
+        otf.ops.zero_out(np.array([1, 2], np.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="preserve_index out of range"):
+        otf.ops.zero_out(np.array([1, 2], np.int32), preserve_index=5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"'padding'.*VALIDISH"):
+        otf.ops.median_pool(np.zeros((1, 3, 3, 1), np.float32), ksize=[1, 2, 2, 1],
+                            strides=[1, 1, 1, 1], padding="VALIDISH")
+
+
+def test_errors_while_tracing_are_value_errors() -> None:
+    bad_rank = tf.function(otf.ops.zero_out)
+    with pytest.raises(ValueError, match="rank 1"):
+        bad_rank.get_concrete_function(tf.TensorSpec([2, 2], tf.int32))
+    bad_attr = tf.function(lambda v: otf.ops.zero_out(v, preserve_index=-1))
+    with pytest.raises(ValueError, match="preserve_index"):
+        bad_attr.get_concrete_function(tf.TensorSpec([2], tf.int32))
+
+
+@pytest.mark.parametrize("type_", [tf.int32, np.int32, np.dtype("int32"), "int32", "DT_INT32"])
+def test_type_attrs_take_tf_numpy_and_names(type_: Any) -> None:
+    out = otf.ops.bitcast(np.array([1.0], np.float32), type=type_)
+    assert out.dtype == tf.int32
+    assert out.numpy()[0] == np.array([1.0], np.float32).view(np.int32)[0]
+
+
+def _python_kernels_created() -> int:
+    return len(_register._instances)
+
+
+def test_native_kernels_win_and_run_without_python() -> None:
+    # ZeroOut has pybind11 kernels (Python path) and C-ABI ones (label c_abi): by default
+    # TensorFlow picks the C-ABI one, which creates no Python kernel instance.
+    x = np.arange(6, dtype=np.int32)
+    before = _python_kernels_created()
+    np.testing.assert_array_equal(otf.ops.zero_out(x, preserve_index=4),
+                                  opmarket.ops.zero_out(x, preserve_index=4))
+    assert _python_kernels_created() == before
+    # median_pool has only pybind11 kernels: they call back into Python (a new attr set
+    # makes TensorFlow create a kernel).
+    otf.ops.median_pool(np.ones((1, 2, 2, 1), np.float32), ksize=[1, 1, 2, 1],
+                        strides=[1, 1, 1, 1], padding="VALID")
+    assert _python_kernels_created() == before + 1
+
+
+def test_an_op_of_two_plugins_is_one_op_with_both_kernels() -> None:
+    from tensorflow.python.framework import kernels
+
+    found = kernels.get_registered_kernels_for_op("Opm>ZeroOut").kernel
+    labels = {k.label for k in found}
+    assert labels == {"", "c_abi"}
+    assert {k.priority for k in found if k.label == "c_abi"} == {1000}
+    assert len(found) == 3 + 3 + 3  # pybind11, C-ABI by label, C-ABI by default; 3 dtypes
+    assert otf.register() is None  # registering again changes nothing
+
+
+def test_gradient_of_atan_matches_its_formula_and_numeric_gradients() -> None:
+    x = tf.constant(RNG.standard_normal(6))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = otf.ops.atan(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 1 / (1 + x.numpy() ** 2),
+                               rtol=1e-12)
+    theoretical, numerical = tf.test.compute_gradient(otf.ops.atan, [x])
+    np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
+
+    @tf.function
+    def graph_grad(v: Any) -> Any:
+        with tf.GradientTape() as t:
+            t.watch(v)
+            w = otf.ops.zero_out(otf.ops.atan(v), preserve_index=1)
+        return t.gradient(w, v)
+
+    want = np.zeros(6)
+    want[1] = 1 / (1 + x.numpy()[1] ** 2)
+    np.testing.assert_allclose(graph_grad(x).numpy(), want, rtol=1e-12)
+
+
+def test_builtins_map_to_tensorflows_own_ops() -> None:
+    record = _register.registered()
+    assert not record["Identity"].own and not record["AddN"].own
+    out = otf.ops.add_n([np.array([1, 2], np.int32), np.array([3, 4], np.int32)])
+    np.testing.assert_array_equal(out, [4, 6])
+    fn = tf.function(otf.ops.identity)
+    graph = fn.get_concrete_function(tf.TensorSpec([2], tf.float32)).graph.as_graph_def()
+    assert "Identity" in {n.op for n in graph.node}
+
+
+def _run(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, **env}, check=False,
+                          timeout=300)
+
+
+@pytest.mark.slow
+def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    done = _run("""
+        import opmarket, opmarket.tensorflow as otf
+        from opmarket.sdk import op
+        opmarket.register(op("Relu").input("x: float").output("y: int32").build())
+        try:
+            otf.register()
+        except otf.BridgeError as exc:
+            print("refused:", exc)
+        print(otf.ops.zero_out([1, 2]).numpy())
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "op Relu clashes with TensorFlow's own Relu" in done.stdout
+    assert "[1 0]" in done.stdout
+
+
+@pytest.mark.slow
+def test_import_without_tensorflow_names_the_extra(tmp_path: Path) -> None:
+    done = _run("""
+        import sys
+        import opmarket
+        assert "tensorflow" not in sys.modules
+        sys.modules["tensorflow"] = None  # as if it were not installed
+        import opmarket.tensorflow
+    """, tmp_path)
+    assert done.returncode == 1
+    assert "pip install 'opmarket[tensorflow]'" in done.stderr
+
+
+@pytest.mark.slow
+def test_saved_model_with_bitcast_loads_and_runs_in_a_fresh_process(tmp_path: Path) -> None:
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def __call__(self, v: Any) -> Any:
+            return otf.ops.bitcast(v, type=tf.int32)
+
+    tf.saved_model.save(Module(), str(tmp_path / "model"))
+    done = _run("""
+        import numpy as np
+        import tensorflow as tf
+        import opmarket.tensorflow
+        loaded = tf.saved_model.load("model")
+        fn = loaded.signatures["serving_default"]
+        ops = {n.op for f in fn.graph.as_graph_def().library.function for n in f.node_def}
+        print("ops", sorted(ops))
+        print("out", loaded(tf.constant([1.0, -2.0, 0.5])).numpy().tolist())
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Opm>Bitcast" in done.stdout
+    assert f"out {x.view(np.int32).tolist()}" in done.stdout
