@@ -35,7 +35,7 @@ __all__ = ["attr_type_ok", "read_oplist", "value_for_attr"]
 # (5), or any other character (6), which sends the text to protobuf's parser; the end of the
 # text, after space and comments, is an item with no group set.
 _ITEM = re.compile(
-    r"""(?:\s|\#[^\n]*)*+
+    r"""\s*+(?:\#[^\n]*\s*+)*+
     (?:
         ([A-Za-z_][A-Za-z0-9_]*)[ \t]*
         (?:
@@ -218,7 +218,7 @@ def _opdef(items: list[_Item], i: int) -> tuple[OpDef, int]:
         elif name in fields:
             raise _Slow
         elif quoted and name in _OP_STRINGS:
-            fields[name] = _unquote(quoted)
+            fields[name] = quoted[1:-1] if "\\" not in quoted else _unquote(quoted)
         elif bare and name in _FLAGS:
             fields[name] = _bool(bare)
         elif quoted and name == "control_output":
@@ -261,7 +261,7 @@ def _argdef(items: list[_Item], i: int) -> tuple[ArgDef, int]:
         if name in fields:
             raise _Slow
         if quoted and name in _ARG_STRINGS:
-            fields[name] = _unquote(quoted)
+            fields[name] = quoted[1:-1] if "\\" not in quoted else _unquote(quoted)
         elif bare and name == "type":
             fields[name] = _DTYPES[bare]
         elif bare and name == "is_ref":
@@ -315,7 +315,7 @@ def _attrdef(items: list[_Item], i: int) -> tuple[AttrDef, int]:
         if name in fields or name in values:
             raise _Slow
         if quoted and name in _ATTR_STRINGS:
-            fields[name] = _unquote(quoted)
+            fields[name] = quoted[1:-1] if "\\" not in quoted else _unquote(quoted)
         elif opened and name in _ATTR_VALUES:
             values[name], i = _attr_value(items, i)
         elif bare and name == "has_minimum":
