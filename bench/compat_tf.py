@@ -1,7 +1,7 @@
 """Benchmark ``compat-check`` end to end on two whole TensorFlow op registries.
 
 OLD and NEW are TensorFlow 2.12's and 2.21's registries as OpList text (tests/sdk/data, about
-1.1-1.3 MB each). Each run is the real command in a fresh process (``compat-check OLD NEW
+1.0-1.1 MB each). Each run is the real command in a fresh process (``compat-check OLD NEW
 --format json``, process start and imports included); the figure is the best of a few runs.
 The runs write and use bytecode caches (``PYTHONDONTWRITEBYTECODE`` is cleared for them), as an
 installed opmarket has them; without them every run compiles opmarket's modules again.

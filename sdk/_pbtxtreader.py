@@ -1,8 +1,9 @@
 """A fast reader for OpList text (``ops.pbtxt``, TensorFlow's registry dumps, history files).
 
-protobuf's text-format parser is pure Python and spends about a second on a 1.3 MB registry.
-This reader splits the text into one item per field (``name: value``, ``name {``, ``}``) with
-a single regex pass, and builds the model (OpDef, ArgDef, AttrDef) straight from the items.
+protobuf's text-format parser is pure Python and spends about a second on TensorFlow's
+registry. This reader splits the text into one item per field (``name: value``, ``name {``,
+``}``) with a single regex pass, and builds the model (OpDef, ArgDef, AttrDef) straight from
+the items.
 Attr values it does not know on sight (tensors, functions, placeholders) and full types are
 filled into protobuf messages from the same items and converted by the usual converters.
 
