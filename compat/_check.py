@@ -6,8 +6,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from opmarket.compat._engine import compare_history, compare_opsets
-from opmarket.compat._graphs import replay_graphs
-from opmarket.compat._history import read_history
 from opmarket.compat._report import Finding, Report
 from opmarket.compat._rules import RULES_BY_ID, Severity
 from opmarket.compat._sources import Source, load_source
@@ -37,6 +35,8 @@ def check_sources(
 ) -> Report:
     """Compare loaded sources: ``old`` (or every release of ``history``) against ``new``."""
     if history is not None:
+        from opmarket.compat._history import read_history  # lazy: only with --history
+
         releases = read_history(history)
         findings = compare_history(releases, new.opset, new_kernels_known=new.kernels_known)
         old_label = str(history)
@@ -55,6 +55,8 @@ def check_sources(
     findings = _document_findings(new.problems) + findings
     report = Report(old_label, new.label, findings, ops_compared=len(new.opset))
     if graphs is not None and latest is not None:
+        from opmarket.compat._graphs import replay_graphs  # lazy: the graph run time
+
         report.graphs_checked, graph_findings = replay_graphs(graphs, latest, new.opset)
         report.findings.extend(graph_findings)
     new_version = new_version or new.version or None

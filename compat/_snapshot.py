@@ -17,7 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opmarket.compat._sources import MANIFEST, latest_versions, opset_from_dist, opset_from_wheel
+from opmarket.compat._dists import MANIFEST, opset_from_dist, opset_from_wheel
+from opmarket.compat._sources import latest_versions
 from opmarket.registry import Registry
 from opmarket.registry._plugins import plugin_declarations
 from opmarket.sdk import (

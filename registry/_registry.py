@@ -66,6 +66,11 @@ class Registry:
     """Everything registered in one process (or one test)."""
 
     def __init__(self) -> None:
+        # Kernels reach custom-call targets through opmarket.sdk.custom_call, which imports
+        # nothing of the run time: a registry existing is what makes kernels runnable, so
+        # importing the run time's custom_call here hands it to the sdk (once).
+        from opmarket.registry import _custom_call  # noqa: F401  (installs the runner)
+
         self._ops: dict[str, _Op] = {}
         self._targets: dict[tuple[str, str], tuple[CustomCallTarget, str]] = {}
         self._listeners: list[Callable[[], None]] = []

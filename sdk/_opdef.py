@@ -20,12 +20,21 @@ class AttrType(NamedTuple):
     @classmethod
     def parse(cls, text: str) -> AttrType:
         """Split ``text``; a malformed ``list(`` spelling stays whole (an unknown base type)."""
-        if text.startswith("list(") and text.endswith(")"):
-            return cls(text[5:-1], True)
-        return cls(text, False)
+        found = _PARSED.get(text)
+        if found is None:
+            if text.startswith("list(") and text.endswith(")"):
+                found = cls(text[5:-1], True)
+            else:
+                found = cls(text, False)
+            if len(_PARSED) < 256:  # the attr types that exist are few; keep them
+                _PARSED[text] = found
+        return found
 
     def __str__(self) -> str:
         return f"list({self.base})" if self.is_list else self.base
+
+
+_PARSED: dict[str, AttrType] = {}
 
 
 @dataclass(frozen=True, slots=True)
