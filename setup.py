@@ -22,24 +22,40 @@ class BuildExt(build_ext):
     def build_extensions(self) -> None:
         if self.compiler.compiler_type == "unix":
             for ext in self.extensions:
-                ext.extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden",
-                                          *ext.extra_compile_args]
+                ext.extra_compile_args = [
+                    "-std=c11",
+                    "-Wall",
+                    "-Wextra",
+                    "-fvisibility=hidden",
+                    *ext.extra_compile_args,
+                ]
         super().build_extensions()
 
 
 # One extension from five files, split by job (registry/_capi_host.h lists them).
-SOURCES = ["_capi_host.c", "_capi_host_load.c", "_capi_host_shape.c", "_capi_host_kernel.c",
-           "_capi_host_numpy.c"]
+SOURCES = [
+    "_capi_host.c",
+    "_capi_host_load.c",
+    "_capi_host_shape.c",
+    "_capi_host_kernel.c",
+    "_capi_host_numpy.c",
+]
 
 host = Extension(
     "opmarket.registry._capi_host",
     sources=[f"registry/{name}" for name in SOURCES],
-    depends=["registry/_capi_host.h", "sdk/include/opmarket/c_api.h",
-             "sdk/include/opmarket/capi_bridge.h"],
+    depends=[
+        "registry/_capi_host.h",
+        "sdk/include/opmarket/c_api.h",
+        "sdk/include/opmarket/capi_bridge.h",
+    ],
     include_dirs=["sdk/include", numpy.get_include()],
     define_macros=[("Py_LIMITED_API", hex(LIMITED_API))],
     py_limited_api=True,
 )
 
-setup(ext_modules=[host], cmdclass={"build_ext": BuildExt},
-      options={"bdist_wheel": {"py_limited_api": ABI_TAG}})
+setup(
+    ext_modules=[host],
+    cmdclass={"build_ext": BuildExt},
+    options={"bdist_wheel": {"py_limited_api": ABI_TAG}},
+)

@@ -39,13 +39,27 @@ def direct_target(folder: Path) -> Any:
     """Build zero_out_ffi.c, make its kernel state, register it as ``bench_zero_out``."""
     target = folder / "libbench_zero_out_ffi.so"
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    subprocess.run([*cc, "-std=c11", "-O2", "-fPIC", "-shared",
-                    f"-I{registry.capi_bridge_include()}", f"-I{jax.ffi.include_dir()}",
-                    str(Path(__file__).with_name("zero_out_ffi.c")), "-o", str(target)],
-                   check=True)
+    subprocess.run(
+        [
+            *cc,
+            "-std=c11",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            f"-I{registry.capi_bridge_include()}",
+            f"-I{jax.ffi.include_dir()}",
+            str(Path(__file__).with_name("zero_out_ffi.c")),
+            "-o",
+            str(target),
+        ],
+        check=True,
+    )
     lib = ctypes.CDLL(str(target))
-    (spec,) = [k for k in registry.get_registry().kernels("Opm>ZeroOut")
-               if k.label == "c_abi" and DType.FLOAT in (k.constraint("T") or ())]
+    (spec,) = [
+        k
+        for k in registry.get_registry().kernels("Opm>ZeroOut")
+        if k.label == "c_abi" and DType.FLOAT in (k.constraint("T") or ())
+    ]
     pointer = ctypes.pythonapi.PyCapsule_GetPointer
     pointer.restype = ctypes.c_void_p
     pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
@@ -92,8 +106,10 @@ def main() -> None:
     per = {name: t / args.calls * 1e6 for name, t in best.items()}
     print(f"jitted opmarket.jax.ops.zero_out (C-ABI kernel, FFI): {per['bridge']:.2f} us")
     print(f"jitted jax.ffi target written directly:              {per['direct']:.2f} us")
-    print(f"bridge_jax: {per['bridge']:.2f} us per call under jit (jax.ffi target written "
-          f"directly: {per['direct']:.2f} us, ratio {per['bridge'] / per['direct']:.2f})")
+    print(
+        f"bridge_jax: {per['bridge']:.2f} us per call under jit (jax.ffi target written "
+        f"directly: {per['direct']:.2f} us, ratio {per['bridge'] / per['direct']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -83,8 +83,18 @@ def build_custom_op(folder: Path) -> Path:
     src = folder / "zero_out.cc"
     src.write_text(CUSTOM_OP)
     lib = folder / "zero_out.so"
-    cmd = ["c++", "-std=c++17", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib),
-           *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
+    cmd = [
+        "c++",
+        "-std=c++17",
+        "-shared",
+        "-fPIC",
+        "-O2",
+        str(src),
+        "-o",
+        str(lib),
+        *tf.sysconfig.get_compile_flags(),
+        *tf.sysconfig.get_link_flags(),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"could not build the TensorFlow custom op:\n{done.stderr}")
@@ -137,8 +147,10 @@ def main() -> None:
             times.append(best_per_call(lambda fn=fn: fn(x), args.calls))
     ours_us, theirs_us = min(ours) * 1e6, min(theirs) * 1e6
     print(f"best of {args.rounds} rounds of {args.calls} calls; tf {tf.__version__}")
-    print(f"bridge_tensorflow: {ours_us:.1f} us per call in tf.function "
-          f"(TensorFlow custom op: {theirs_us:.1f} us, ratio {ours_us / theirs_us:.2f})")
+    print(
+        f"bridge_tensorflow: {ours_us:.1f} us per call in tf.function "
+        f"(TensorFlow custom op: {theirs_us:.1f} us, ratio {ours_us / theirs_us:.2f})"
+    )
 
 
 if __name__ == "__main__":

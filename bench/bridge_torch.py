@@ -30,8 +30,11 @@ from opmarket.sdk import DType
 
 def _kernel() -> tuple[Any, Any]:
     """ZeroOut's C-ABI kernel for float32 and preserve_index 0: (prepare, compute)."""
-    (spec,) = [k for k in get_registry().kernels("Opm>ZeroOut")
-               if k.label == "c_abi" and DType.FLOAT in (k.constraint("T") or ())]
+    (spec,) = [
+        k
+        for k in get_registry().kernels("Opm>ZeroOut")
+        if k.label == "c_abi" and DType.FLOAT in (k.constraint("T") or ())
+    ]
     instance = spec.impl({"T": DType.FLOAT, "preserve_index": 0}, spec.options)
     return instance.prepare, instance.compute
 
@@ -107,8 +110,10 @@ def main() -> None:
     print(f"torch.ops.opm.zero_out (C-ABI kernel, via the bridge): {per['bridge']:.2f} us")
     print(f"torch.library.custom_op with the same features:        {per['direct']:.2f} us")
     print(f"bare torch.library.custom_op (no fake, no autograd):   {per['bare']:.2f} us")
-    print(f"bridge_torch: {per['bridge']:.2f} us per call (torch.library.custom_op written "
-          f"directly: {per['direct']:.2f} us, ratio {per['bridge'] / per['direct']:.2f})")
+    print(
+        f"bridge_torch: {per['bridge']:.2f} us per call (torch.library.custom_op written "
+        f"directly: {per['direct']:.2f} us, ratio {per['bridge'] / per['direct']:.2f})"
+    )
 
 
 if __name__ == "__main__":

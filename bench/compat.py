@@ -54,16 +54,20 @@ def _add_attr_no_default(o: OpDef) -> OpDef:
 
 
 def _narrow_t(o: OpDef) -> OpDef:
-    return o.replace(attrs=tuple(
-        replace(a, allowed_values=(DType.FLOAT,)) if a.name == "T" else a for a in o.attrs
-    ))  # fmt: skip
+    return o.replace(
+        attrs=tuple(
+            replace(a, allowed_values=(DType.FLOAT,)) if a.name == "T" else a for a in o.attrs
+        )
+    )
 
 
 def _change_default(o: OpDef) -> OpDef:
-    return o.replace(attrs=tuple(
-        replace(a, default=DType.FLOAT) if a.name == "T" and a.default is not None else a
-        for a in o.attrs
-    ))  # fmt: skip
+    return o.replace(
+        attrs=tuple(
+            replace(a, default=DType.FLOAT) if a.name == "T" and a.default is not None else a
+            for a in o.attrs
+        )
+    )
 
 
 def _rename_input(o: OpDef) -> OpDef:
@@ -90,9 +94,16 @@ def _retype_output(o: OpDef) -> OpDef:
 
 
 CHANGES: tuple[Callable[[OpDef], OpDef], ...] = (
-    _add_attr, _add_attr_no_default, _narrow_t, _change_default, _rename_input,
-    _rename_output, _list_input, _flip_stateful, _retype_output,
-)  # fmt: skip
+    _add_attr,
+    _add_attr_no_default,
+    _narrow_t,
+    _change_default,
+    _rename_input,
+    _rename_output,
+    _list_input,
+    _flip_stateful,
+    _retype_output,
+)
 
 
 def opsets(n: int) -> tuple[OpSet, OpSet]:
@@ -124,8 +135,10 @@ def main() -> None:
     baseline = _time(lambda: [a == b for a, b in pairs], args.repeat)
     engine = _time(lambda: compare_opsets(old, new), args.repeat)
     n = len(pairs)
-    print(f"op-sets: {n} ops each, every op changed; {len(findings)} findings, "
-          f"{len(breaking)} ops breaking")  # fmt: skip
+    print(
+        f"op-sets: {n} ops each, every op changed; {len(findings)} findings, "
+        f"{len(breaking)} ops breaking"
+    )
     print(f"baseline (== on every pair): {baseline * 1e3:.1f} ms")
     print(f"engine / baseline: {engine / baseline:.1f}x")
     print(f"compat: {engine * 1e3:.1f} ms for {n} op pairs ({n / engine:,.0f} pairs/s)")

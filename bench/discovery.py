@@ -42,14 +42,15 @@ def make_site(site: Path, dists: int, plugins: int) -> None:
         info.mkdir()
         (info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: fake-dist-{i:05d}\nVersion: 1.{i % 7}.0\n"
-            "Summary: a fake distribution\n\nA long description.\n")
+            "Summary: a fake distribution\n\nA long description.\n"
+        )
         (info / "RECORD").write_text(f"{name}/__init__.py,,\n{info.name}/METADATA,,\n")
         (info / "INSTALLER").write_text("pip\n")
         if i % every == 0 and made < plugins:
             made += 1
             (info / "entry_points.txt").write_text(
-                f"[console_scripts]\nfake-{i} = {name}.cli:main\n\n"
-                f"[opmarket]\nfake_{i} = {name}\n")
+                f"[console_scripts]\nfake-{i} = {name}.cli:main\n\n[opmarket]\nfake_{i} = {name}\n"
+            )
         elif i % 3 == 0:
             (info / "entry_points.txt").write_text(f"[console_scripts]\nfake-{i} = {name}:main\n")
     past = time.time() - 60
@@ -57,8 +58,11 @@ def make_site(site: Path, dists: int, plugins: int) -> None:
         os.utime(path, (past, past))
 
 
-def best_ms(fn: Callable[[], object], rounds: int, before: Callable[[], None] | None = None,
-            ) -> float:
+def best_ms(
+    fn: Callable[[], object],
+    rounds: int,
+    before: Callable[[], None] | None = None,
+) -> float:
     best = float("inf")
     for _ in range(rounds):
         if before is not None:
@@ -96,18 +100,23 @@ def main() -> None:
         try:
             found = importlib.metadata.entry_points(group="opmarket")
             assert len(found) == args.plugins, len(found)
-            baseline = best_ms(lambda: importlib.metadata.entry_points(group="opmarket"),
-                               args.rounds)
+            baseline = best_ms(
+                lambda: importlib.metadata.entry_points(group="opmarket"), args.rounds
+            )
         finally:
             sys.path[:] = saved
         cold = best_ms(lambda: scan(paths), args.rounds, before=clear_cache)
         warm = best_ms(lambda: scan(paths), args.rounds)
         assert scan(paths).from_cache
 
-    print(f"{args.dists} installed distributions, {args.plugins} of them plugins; "
-          f"best of {args.rounds} runs")
-    print(f"discovery: {cold:.1f} ms cold, {warm:.2f} ms warm "
-          f"(importlib.metadata scan: {baseline:.1f} ms)")
+    print(
+        f"{args.dists} installed distributions, {args.plugins} of them plugins; "
+        f"best of {args.rounds} runs"
+    )
+    print(
+        f"discovery: {cold:.1f} ms cold, {warm:.2f} ms warm "
+        f"(importlib.metadata scan: {baseline:.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -60,9 +60,21 @@ def build_capi_kernel(folder: Path) -> Path:
     """Compile zero_out_capi.c into a C-ABI plugin library in ``folder``."""
     target = folder / "libbench_zero_out_c.so"
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    subprocess.run([*cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-                    f"-I{get_include()}", str(Path(__file__).with_name("zero_out_capi.c")),
-                    "-o", str(target)], check=True)
+    subprocess.run(
+        [
+            *cc,
+            "-std=c99",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            f"-I{get_include()}",
+            str(Path(__file__).with_name("zero_out_capi.c")),
+            "-o",
+            str(target),
+        ],
+        check=True,
+    )
     return target
 
 
@@ -114,12 +126,16 @@ def main() -> None:
     print(f"opmarket.ops.zero_out:  {per_ops:.3f} us  (numpy kernel)")
     print(f"direct C-ABI compute:   {per_direct_c:.3f} us")
     print(f"opmarket.ops.zero_out_c: {per_c:.3f} us  (C-ABI kernel)")
-    print(f"C-ABI dispatch: {per_c - per_ops:+.2f} us per call over dispatching the numpy "
-          f"kernel of the same op (target: under 1 us); {per_c - per_direct_c:.2f} us over "
-          "calling its compute directly")
+    print(
+        f"C-ABI dispatch: {per_c - per_ops:+.2f} us per call over dispatching the numpy "
+        f"kernel of the same op (target: under 1 us); {per_c - per_direct_c:.2f} us over "
+        "calling its compute directly"
+    )
     overhead = per_ops - per_direct
-    print(f"dispatch overhead: {overhead:.2f} us per call over a direct kernel call "
-          f"(ratio {per_ops / per_direct:.2f})")
+    print(
+        f"dispatch overhead: {overhead:.2f} us per call over a direct kernel call "
+        f"(ratio {per_ops / per_direct:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,11 @@ def make_wheels(folder: Path, projects: int, files: int) -> list[tuple[str, str,
             info = f"{package}-{version}.dist-info"
             with zipfile.ZipFile(wheel, "w") as zf:
                 zf.writestr(f"{package}/__init__.py", f"VERSION = {version!r}\n")
-                zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\n"
-                            f"Version: {version}\nRequires-Python: >=3.11\n")
+                zf.writestr(
+                    f"{info}/METADATA",
+                    f"Metadata-Version: 2.1\nName: {name}\n"
+                    f"Version: {version}\nRequires-Python: >=3.11\n",
+                )
                 zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
                 zf.writestr(f"{info}/RECORD", "")
             out.append((name, version, wheel))
@@ -76,8 +79,9 @@ def seed_opmarket(data: Path, wheels: list[tuple[str, str, Path]]) -> None:
         projects: dict[str, Project] = {}
         for name, version, wheel in wheels:
             if name not in projects:
-                projects[name] = Project(name=name, normalized=name, owner_id=user.id,
-                                         summary="", serial=1)
+                projects[name] = Project(
+                    name=name, normalized=name, owner_id=user.id, summary="", serial=1
+                )
                 session.add(projects[name])
                 session.flush()
             release = Release(project_id=projects[name].id, version=version)
@@ -88,12 +92,23 @@ def seed_opmarket(data: Path, wheels: list[tuple[str, str, Path]]) -> None:
             state.storage.put_file(wheel, digest)
             with zipfile.ZipFile(wheel) as zf:
                 metadata = zf.read(f"{wheel.name.split('-')[0]}-{version}.dist-info/METADATA")
-            session.add(File(
-                release_id=release.id, filename=wheel.name, sha256=digest, size=len(data_bytes),
-                requires_python=">=3.11", metadata_sha256=state.storage.put_bytes(metadata),
-                summary="", uploader_id=user.id, status="validated", yanked=False,
-                yanked_reason="", log="", opset="",
-            ))  # fmt: skip
+            session.add(
+                File(
+                    release_id=release.id,
+                    filename=wheel.name,
+                    sha256=digest,
+                    size=len(data_bytes),
+                    requires_python=">=3.11",
+                    metadata_sha256=state.storage.put_bytes(metadata),
+                    summary="",
+                    uploader_id=user.id,
+                    status="validated",
+                    yanked=False,
+                    yanked_reason="",
+                    log="",
+                    opset="",
+                )
+            )
     state.db.dispose()
 
 
@@ -101,8 +116,10 @@ def wait_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float =
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}: {url}\n"
-                             f"{log.read_text(errors='replace')[-3000:]}")
+            raise SystemExit(
+                f"server exited with {proc.returncode}: {url}\n"
+                f"{log.read_text(errors='replace')[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status == 200:
@@ -139,16 +156,18 @@ end
 """
 
 
-def wrk(url: str, names: list[str], accept: str, duration: int, workdir: Path, *,
-        warmup: int = 2) -> tuple[float, float]:
+def wrk(
+    url: str, names: list[str], accept: str, duration: int, workdir: Path, *, warmup: int = 2
+) -> tuple[float, float]:
     """(requests per second, p99 latency in ms) after a warm-up run; non-2xx answers and
     socket errors fail the run."""
     script = workdir / f"rotate-{abs(hash(accept))}.lua"
     script.write_text(_LUA % (",".join(f'"{n}"' for n in names), accept))
     args = ["wrk", "-t2", "-c16", "--latency", "-s", str(script), url]
     subprocess.run([*args[:1], f"-d{warmup}s", *args[1:]], capture_output=True, check=True)
-    done = subprocess.run([*args[:1], f"-d{duration}s", *args[1:]], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [*args[:1], f"-d{duration}s", *args[1:]], capture_output=True, text=True, check=True
+    )
     out = done.stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise SystemExit(f"errors while measuring {url}:\n{out}")
@@ -176,46 +195,85 @@ def main() -> None:
         t = time.monotonic()
         wheels = make_wheels(files, args.projects, args.files)
         seed_opmarket(work / "market", wheels)
-        print(f"{len(wheels)} files of {args.projects} projects ready in "
-              f"{time.monotonic() - t:.1f} s", flush=True)
+        print(
+            f"{len(wheels)} files of {args.projects} projects ready in "
+            f"{time.monotonic() - t:.1f} s",
+            flush=True,
+        )
         names = sorted({name for name, _, _ in wheels})
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPMARKET_")}
 
         ours = free_port()
-        procs.append(subprocess.Popen(
-            [str(BIN / "opmarket"), "serve", "--host", "127.0.0.1", "--port", str(ours),
-             "--data", str(work / "market"), "--workers", str(args.workers),
-             "--validation-workers", "0"],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(work / "opmarket.log", "wb"),  # noqa: SIM115
-            start_new_session=True,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "opmarket"),
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(ours),
+                    "--data",
+                    str(work / "market"),
+                    "--workers",
+                    str(args.workers),
+                    "--validation-workers",
+                    "0",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=open(work / "opmarket.log", "wb"),  # noqa: SIM115
+                start_new_session=True,
+            )
+        )
         theirs = free_port()
-        procs.append(subprocess.Popen(
-            [str(BIN / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(theirs),
-             "--server", "gunicorn", "--backend", "cached-dir", "-a", ".", "-P", ".",
-             str(files)],
-            env={**env, "GUNICORN_CMD_ARGS": f"--workers {args.workers}"},
-            stdout=subprocess.DEVNULL, stderr=open(work / "pypiserver.log", "wb"),  # noqa: SIM115
-            start_new_session=True,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "pypi-server"),
+                    "run",
+                    "-i",
+                    "127.0.0.1",
+                    "-p",
+                    str(theirs),
+                    "--server",
+                    "gunicorn",
+                    "--backend",
+                    "cached-dir",
+                    "-a",
+                    ".",
+                    "-P",
+                    ".",
+                    str(files),
+                ],
+                env={**env, "GUNICORN_CMD_ARGS": f"--workers {args.workers}"},
+                stdout=subprocess.DEVNULL,
+                stderr=open(work / "pypiserver.log", "wb"),  # noqa: SIM115
+                start_new_session=True,
+            )
+        )
         wait_up(f"http://127.0.0.1:{ours}/simple/{names[0]}/", procs[0], work / "opmarket.log")
-        wait_up(f"http://127.0.0.1:{theirs}/simple/{names[0]}/", procs[1],
-                work / "pypiserver.log")
+        wait_up(f"http://127.0.0.1:{theirs}/simple/{names[0]}/", procs[1], work / "pypiserver.log")
 
         # The first run warms every project's page in every worker of both servers (each
         # caches: opmarket its rendered pages, pypiserver its directory listing).
-        js, p99_json = wrk(f"http://127.0.0.1:{ours}", names, ACCEPT_JSON, args.duration, work,
-                           warmup=8)
+        js, p99_json = wrk(
+            f"http://127.0.0.1:{ours}", names, ACCEPT_JSON, args.duration, work, warmup=8
+        )
         print(f"opmarket json: {js:.0f} req/s, p99 {p99_json:.1f} ms", flush=True)
         html, p99_html = wrk(f"http://127.0.0.1:{ours}", names, "", args.duration, work)
         print(f"opmarket html: {html:.0f} req/s, p99 {p99_html:.1f} ms", flush=True)
-        base, p99_base = wrk(f"http://127.0.0.1:{theirs}", names, "", args.duration, work,
-                             warmup=8)
+        base, p99_base = wrk(f"http://127.0.0.1:{theirs}", names, "", args.duration, work, warmup=8)
         print(f"pypiserver html: {base:.0f} req/s, p99 {p99_base:.1f} ms", flush=True)
-        print(f"load: wrk, 2 threads, 16 connections, {args.duration} s per run; "
-              f"{args.workers} workers per server; ratio html {html / base:.1f}x", flush=True)
-        print(f"index: {html:.0f} req/s html, {js:.0f} req/s json, p99 "
-              f"{max(p99_html, p99_json):.1f} ms (pypiserver: {base:.0f} req/s html)")
+        print(
+            f"load: wrk, 2 threads, 16 connections, {args.duration} s per run; "
+            f"{args.workers} workers per server; ratio html {html / base:.1f}x",
+            flush=True,
+        )
+        print(
+            f"index: {html:.0f} req/s html, {js:.0f} req/s json, p99 "
+            f"{max(p99_html, p99_json):.1f} ms (pypiserver: {base:.0f} req/s html)"
+        )
     finally:
         for proc in procs:
             stop(proc)

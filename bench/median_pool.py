@@ -70,14 +70,18 @@ def main() -> None:
         t_comp = min(t_comp, best_of(composition, 1))
         t_scipy = min(t_scipy, best_of(scipy, 1))
     t_copy = best_of(x.copy, 5)
-    print(f"image 1x{args.size}x{args.size}x1 float32, 3x3 window, stride 1, VALID; "
-          f"{intra_op_threads()} intra-op threads")
+    print(
+        f"image 1x{args.size}x{args.size}x1 float32, 3x3 window, stride 1, VALID; "
+        f"{intra_op_threads()} intra-op threads"
+    )
     print(f"opmarket.ops.median_pool (C++):  {t_kernel * 1e3:9.2f} ms")
     print(f"numpy composition (reference):   {t_comp * 1e3:9.2f} ms")
     print(f"scipy.ndimage.median_filter:     {t_scipy * 1e3:9.2f} ms")
     print(f"a copy of the image:             {t_copy * 1e3:9.2f} ms")
-    print(f"median_pool: {t_comp / t_kernel:.1f}x over the numpy composition, "
-          f"{t_scipy / t_kernel:.1f}x over scipy.ndimage.median_filter")
+    print(
+        f"median_pool: {t_comp / t_kernel:.1f}x over the numpy composition, "
+        f"{t_scipy / t_kernel:.1f}x over scipy.ndimage.median_filter"
+    )
 
 
 if __name__ == "__main__":

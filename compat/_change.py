@@ -87,10 +87,23 @@ class OpChange:
     """
 
     __slots__ = (
-        "_inferred", "common_attrs", "inputs_match", "new", "new_attrs", "new_inputs",
-        "new_kernels", "new_outputs", "old", "old_attrs", "old_inputs", "old_kernels",
-        "old_outputs", "outputs_match", "outputs_match_unnamed", "renamed_to",
-    )  # fmt: skip
+        "_inferred",
+        "common_attrs",
+        "inputs_match",
+        "new",
+        "new_attrs",
+        "new_inputs",
+        "new_kernels",
+        "new_outputs",
+        "old",
+        "old_attrs",
+        "old_inputs",
+        "old_kernels",
+        "old_outputs",
+        "outputs_match",
+        "outputs_match_unnamed",
+        "renamed_to",
+    )
 
     def __init__(
         self,
@@ -127,9 +140,9 @@ class OpChange:
         self.outputs_match_unnamed = [t.type for t in self.old_outputs] == [
             t.type for t in self.new_outputs
         ]
-        self.outputs_match = self.outputs_match_unnamed and [
-            t.arg for t in self.old_outputs
-        ] == [t.arg for t in self.new_outputs]
+        self.outputs_match = self.outputs_match_unnamed and [t.arg for t in self.old_outputs] == [
+            t.arg for t in self.new_outputs
+        ]
 
     @property
     def name(self) -> str:

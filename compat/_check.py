@@ -18,10 +18,14 @@ __all__ = ["check", "check_sources"]
 def _document_findings(problems: Iterable[Problem]) -> list[Finding]:
     rule = RULES_BY_ID["invalid-opdef"]
     return [
-        Finding(p.op or "(file)", rule.id, rule.severity,
-                ": ".join(x for x in (p.source, p.field, p.message) if x))
+        Finding(
+            p.op or "(file)",
+            rule.id,
+            rule.severity,
+            ": ".join(x for x in (p.source, p.field, p.message) if x),
+        )
         for p in problems
-    ]  # fmt: skip
+    ]
 
 
 def check_sources(
@@ -45,9 +49,11 @@ def check_sources(
     else:
         assert old is not None
         findings = compare_opsets(
-            old.opset, new.opset,
-            old_kernels_known=old.kernels_known, new_kernels_known=new.kernels_known,
-        )  # fmt: skip
+            old.opset,
+            new.opset,
+            old_kernels_known=old.kernels_known,
+            new_kernels_known=new.kernels_known,
+        )
         old_label = old.label
         latest = old.opset
         old_version = old_version or old.version or None
@@ -87,6 +93,10 @@ def check(
     old_source = load_source(old, index_url=index_url) if old is not None else None
     new_source = load_source(new, index_url=index_url)
     return check_sources(
-        old_source, new_source, history=history, graphs=graphs,
-        old_version=old_version, new_version=new_version,
-    )  # fmt: skip
+        old_source,
+        new_source,
+        history=history,
+        graphs=graphs,
+        old_version=old_version,
+        new_version=new_version,
+    )

@@ -256,8 +256,12 @@ def op_deprecated(c: OpChange) -> Iterator[str]:
         yield f"op is deprecated from GraphDef version {dep.version}{why}"
 
 
-_FLAGS = ("is_commutative", "is_aggregate", "allows_uninitialized_input",
-          "is_distributed_communication")  # fmt: skip
+_FLAGS = (
+    "is_commutative",
+    "is_aggregate",
+    "allows_uninitialized_input",
+    "is_distributed_communication",
+)
 
 
 def flags_changed(c: OpChange) -> Iterator[str]:

@@ -19,25 +19,44 @@ __all__ = ["main", "snapshot"]
 # `compat-check --help` imports nothing of the engine. Each command imports what it runs.
 FORMATS = ("text", "json", "markdown")
 
+
 @click.command(
     "compat-check",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.argument("sources", nargs=-1, metavar="OLD NEW")
-@click.option("--history", metavar="HISTORY",
-              help="Check NEW against every release in HISTORY (an opmarket history file, or "
-                   "TensorFlow ops_history files: one file or a folder); give NEW only.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text reads like a linter, json for tools, markdown for a pull request.")
-@click.option("--graphs", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Replay every graph saved with the old release (*.json, recursively) "
-                   "against NEW.")
+@click.option(
+    "--history",
+    metavar="HISTORY",
+    help="Check NEW against every release in HISTORY (an opmarket history file, or "
+    "TensorFlow ops_history files: one file or a folder); give NEW only.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text reads like a linter, json for tools, markdown for a pull request.",
+)
+@click.option(
+    "--graphs",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Replay every graph saved with the old release (*.json, recursively) against NEW.",
+)
 @click.option("--old-version", metavar="VERSION", help="The old release's version.")
 @click.option("--new-version", metavar="VERSION", help="The new release's version.")
-@click.option("--index-url", metavar="URL",
-              help="Package index (simple API) to fetch NAME==VERSION sources from.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report here instead of standard output.")
+@click.option(
+    "--index-url",
+    metavar="URL",
+    help="Package index (simple API) to fetch NAME==VERSION sources from.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report here instead of standard output.",
+)
 def main(  # noqa: PLR0917  (click passes every option as an argument)
     sources: tuple[str, ...],
     history: str | None,
@@ -74,9 +93,14 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     old, new = (None, sources[0]) if history else (sources[0], sources[1])
     try:
         report = check(
-            old, new, history=history, graphs=graphs, old_version=old_version,
-            new_version=new_version, index_url=index_url,
-        )  # fmt: skip
+            old,
+            new,
+            history=history,
+            graphs=graphs,
+            old_version=old_version,
+            new_version=new_version,
+            index_url=index_url,
+        )
     except (DocumentError, InvalidOpDef, InvalidVersionError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     write_output(render(report, fmt), output)
@@ -85,12 +109,24 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", metavar="DIST|MODULE|WHEEL")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the canonical op-set JSON here (default: standard output).")
-@click.option("--append", "history", type=click.Path(dir_okay=False, path_type=Path),
-              help="Add the release to this history file (created when missing).")
-@click.option("--version", "version", metavar="VERSION",
-              help="The release's version, when TARGET does not say (a module).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the canonical op-set JSON here (default: standard output).",
+)
+@click.option(
+    "--append",
+    "history",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Add the release to this history file (created when missing).",
+)
+@click.option(
+    "--version",
+    "version",
+    metavar="VERSION",
+    help="The release's version, when TARGET does not say (a module).",
+)
 def snapshot(target: str, output: Path | None, history: Path | None, version: str | None) -> None:
     """Write the op-set (ops and kernels) of one release, as plugin repos commit it.
 

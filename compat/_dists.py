@@ -27,8 +27,9 @@ def _member_text(zf: zipfile.ZipFile, member: str, label: str) -> str:
     try:
         return zf.read(member).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte "
-                                                 f"{exc.start})") from None
+        raise DocumentError(
+            f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def _utf8(label: str, dist: Distribution, member: str, read: Callable[[Distribution], T]) -> T:
@@ -36,8 +37,9 @@ def _utf8(label: str, dist: Distribution, member: str, read: Callable[[Distribut
     try:
         return read(dist)
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte "
-                                                 f"{exc.start})") from None
+        raise DocumentError(
+            f"{label}!{member}", f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def opset_from_wheel(path: str | Path) -> OpSet:
@@ -57,15 +59,17 @@ def opset_from_wheel(path: str | Path) -> OpSet:
             entries = _utf8(label, dist, "entry_points.txt", plugin_entry_points)
             if not entries:
                 raise DocumentError(
-                    label, f"declares no entry point in group {ENTRY_POINT_GROUP!r}; "
-                    "not an opmarket plugin"
+                    label,
+                    f"declares no entry point in group {ENTRY_POINT_GROUP!r}; "
+                    "not an opmarket plugin",
                 )
             opsets = []
             for _, value in entries:
                 # Where discovery looks once the wheel is installed: a wheel's root is what
                 # lands in site-packages.
-                manifest = next((str(rel) for rel in manifest_locations(value)
-                                 if str(rel) in names), None)
+                manifest = next(
+                    (str(rel) for rel in manifest_locations(value) if str(rel) in names), None
+                )
                 if manifest is None:
                     module = value.partition(":")[0].strip()
                     raise DocumentError(
@@ -110,8 +114,9 @@ def opset_from_dist(name: str) -> OpSet:
         try:
             text = located.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            raise DocumentError(str(located), f"not UTF-8 text ({exc.reason} at byte "
-                                              f"{exc.start})") from None
+            raise DocumentError(
+                str(located), f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
         except OSError as exc:
             raise DocumentError(str(located), exc.strerror or str(exc)) from None
         opsets.append(opset_from_json(text, source=str(located)))

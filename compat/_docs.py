@@ -20,17 +20,22 @@ _SCOPE = {
 
 
 def _code(text: str) -> str:
-    return "`" + text.replace("`", "'") + "`" if text.strip() not in ("", "-") else (
-        "*(absent)*" if text.strip() == "-" else "*(no args or attrs)*"
+    return (
+        "`" + text.replace("`", "'") + "`"
+        if text.strip() not in ("", "-")
+        else ("*(absent)*" if text.strip() == "-" else "*(no args or attrs)*")
     )
 
 
 def _rule(rule: Rule) -> list[str]:
     lines = [
-        f"### `{rule.id}`", "",
-        f"**{rule.severity}**, checks {_SCOPE[rule.scope]}. {rule.summary}", "",
-        f"Fix: {rule.hint}", "",
-    ]  # fmt: skip
+        f"### `{rule.id}`",
+        "",
+        f"**{rule.severity}**, checks {_SCOPE[rule.scope]}. {rule.summary}",
+        "",
+        f"Fix: {rule.hint}",
+        "",
+    ]
     if rule.examples:
         lines += ["| old | new | fires |", "| --- | --- | --- |"]
         for ex in rule.examples:
@@ -43,19 +48,24 @@ def _rule(rule: Rule) -> list[str]:
 def rules_reference() -> str:
     """The rules reference page, in Markdown."""
     lines = [
-        "# compat-check rules", "",
+        "# compat-check rules",
+        "",
         "<!-- Generated from opmarket/compat/_rules.py by "
-        "`python -m opmarket.compat._docs`; do not edit. -->", "",
+        "`python -m opmarket.compat._docs`; do not edit. -->",
+        "",
         f"{len(RULES)} rules. `breaking` fails the check (exit 1); the op-definition rules "
         "among them fire exactly where TensorFlow 2.21's OpDefCompatible and "
         "OpDefAttrDefaultsUnchanged reject a change. `warning` is what TensorFlow allows but "
-        "users feel; `info` reports additions (they need a minor version bump).", "",
+        "users feel; `info` reports additions (they need a minor version bump).",
+        "",
         "Examples are written one op per line: `in x: T` and `out y: T` are REGISTER_OP "
         "input and output specs, `attr ...` attr specs, `stateful`, `commutative`, "
         "`deprecated VERSION WHY`, and `kernel DEVICE ATTR=dtype,...` a kernel; items are "
-        "separated by `;`.", "",
-        "| rule | severity | summary |", "| --- | --- | --- |",
-    ]  # fmt: skip
+        "separated by `;`.",
+        "",
+        "| rule | severity | summary |",
+        "| --- | --- | --- |",
+    ]
     for severity in Severity:
         for rule in RULES:
             if rule.severity is severity:

@@ -19,9 +19,10 @@ _KERNELS = tuple(r for r in RULES if r.scope is Scope.KERNELS)
 
 #: What an older release of a history is checked for (TensorFlow's OpDefCompatible rules).
 _EVERY_RELEASE = frozenset(
-    r.id for r in RULES
+    r.id
+    for r in RULES
     if r.severity is Severity.BREAKING and r.scope in (Scope.PAIR, Scope.PRESENCE)
-) - {"attr-default-changed", "attr-default-removed"}  # fmt: skip
+) - {"attr-default-changed", "attr-default-removed"}
 
 
 _DEFAULT_RULES = frozenset({"attr-default-changed", "attr-default-removed"})
@@ -173,8 +174,7 @@ def compare_history(
                 out.append(Finding(f.op, f.rule, f.severity, f.message, release=label))
 
     for label, opset in reversed(older):
-        add(compare_opsets(opset, new, new_kernels_known=new_kernels_known), label,
-            _EVERY_RELEASE)  # fmt: skip
+        add(compare_opsets(opset, new, new_kernels_known=new_kernels_known), label, _EVERY_RELEASE)
     for op in new:
         if op.name not in last:
             continue
@@ -191,9 +191,7 @@ def _same_version(a: OpDef, b: OpDef) -> bool:
     """The same op definition, docs aside, as TensorFlow's serialized comparison sees it."""
     if a.without_docs() != b.without_docs():
         return False
-    return not _float_defaults(a) or not [
-        f for f in compare_ops(a, b) if f.rule in _DEFAULT_RULES
-    ]
+    return not _float_defaults(a) or not [f for f in compare_ops(a, b) if f.rule in _DEFAULT_RULES]
 
 
 def _added_defaults(first: OpDef, last: OpDef, new: OpDef) -> Iterator[Finding]:
@@ -210,7 +208,9 @@ def _added_defaults(first: OpDef, last: OpDef, new: OpDef) -> Iterator[Finding]:
             and n.default is not None
         ):
             yield Finding(
-                new.name, rule.id, rule.severity,
+                new.name,
+                rule.id,
+                rule.severity,
                 f"attr '{a.name}' was added after the first release without a default; "
                 "TensorFlow's history check forbids giving it one now",
-            )  # fmt: skip
+            )

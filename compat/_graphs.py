@@ -11,6 +11,7 @@ from opmarket.sdk import DocumentError, OpSet
 
 __all__ = ["graph_files", "replay_graphs"]
 
+
 def graph_files(folder: str | Path) -> list[Path]:
     """The saved graphs (``*.json``) under ``folder``, recursively, sorted."""
     return sorted(p for p in Path(folder).rglob("*.json") if p.is_file())
@@ -35,13 +36,27 @@ def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list
         try:
             graph = load_graph(path)
         except DocumentError as exc:
-            out.append(Finding("(graph)", before.id, before.severity,
-                               f"unreadable: {str(exc).splitlines()[0]}", graph=label))
+            out.append(
+                Finding(
+                    "(graph)",
+                    before.id,
+                    before.severity,
+                    f"unreadable: {str(exc).splitlines()[0]}",
+                    graph=label,
+                )
+            )
             continue
         old_problems = graph_problems(graph, old)
         if old_problems:
-            out.append(Finding(_op_of(old_problems[0]), before.id, before.severity,
-                               "; ".join(p.message for p in old_problems), graph=label))
+            out.append(
+                Finding(
+                    _op_of(old_problems[0]),
+                    before.id,
+                    before.severity,
+                    "; ".join(p.message for p in old_problems),
+                    graph=label,
+                )
+            )
             continue
         out.extend(
             Finding(_op_of(p), invalid.id, invalid.severity, p.message, graph=label)

@@ -27,7 +27,11 @@ from opmarket.sdk._canonical import HISTORY_FORMAT, HISTORY_FORMAT_VERSION
 from opmarket.sdk._files import write_atomic
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "add_release", "read_history", "releases_from_versions",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "add_release",
+    "read_history",
+    "releases_from_versions",
     "write_history",
 ]
 
@@ -56,10 +60,12 @@ def releases_from_versions(ops: Sequence[OpDef]) -> list[Release]:
         versions.setdefault(op.name, []).append(op)
     depth = max((len(v) for v in versions.values()), default=0)
     return [
-        (f"ops_history version {i + 1}",
-         OpSet(tuple(v[min(i, len(v) - 1)] for v in versions.values())))
+        (
+            f"ops_history version {i + 1}",
+            OpSet(tuple(v[min(i, len(v) - 1)] for v in versions.values())),
+        )
         for i in range(depth)
-    ]  # fmt: skip
+    ]
 
 
 def read_history(path: str | Path) -> list[Release]:
@@ -110,8 +116,11 @@ def _existing_history(p: Path) -> list[OpSet]:
     except DocumentError:
         doc = None
     if doc is None or doc.format != "history":
-        raise DocumentError(str(p), "not an opmarket history file, so not appended to (it "
-                                    "would be overwritten); name a new file or a history")
+        raise DocumentError(
+            str(p),
+            "not an opmarket history file, so not appended to (it "
+            "would be overwritten); name a new file or a history",
+        )
     return [r for _, r in _labelled(doc)]
 
 
@@ -124,8 +133,9 @@ def add_release(path: str | Path, opset: OpSet) -> str:
         try:
             Version(opset.version)
         except InvalidVersion:
-            raise DocumentError(str(path), f"release version {opset.version!r} is not a valid "
-                                           "version (PEP 440)") from None
+            raise DocumentError(
+                str(path), f"release version {opset.version!r} is not a valid version (PEP 440)"
+            ) from None
     releases = _existing_history(p)
     replaced = False
     if opset.version:

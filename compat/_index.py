@@ -57,21 +57,25 @@ def _index_files(index_url: str, project: str, label: str) -> list[tuple[str, st
         try:
             data = json.loads(body)
             for f in data.get("files", []):
-                out.append((
-                    str(f["filename"]), urllib.parse.urljoin(url, str(f["url"])),
-                    str((f.get("hashes") or {}).get("sha256", "")),
-                ))  # fmt: skip
+                out.append(
+                    (
+                        str(f["filename"]),
+                        urllib.parse.urljoin(url, str(f["url"])),
+                        str((f.get("hashes") or {}).get("sha256", "")),
+                    )
+                )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Not the simple API's JSON (PEP 691): a proxy's error page, a truncated body.
-            raise DocumentError(label, f"{url}: unreadable index response ({type(exc).__name__}:"
-                                       f" {exc})") from None
+            raise DocumentError(
+                label, f"{url}: unreadable index response ({type(exc).__name__}: {exc})"
+            ) from None
         return out
     parser = _Links()
     parser.feed(body.decode("utf-8", errors="replace"))
     for filename, href in parser.links:
         full = urllib.parse.urljoin(url, href)
         base, _, fragment = full.partition("#")
-        digest = fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
+        digest = fragment[len("sha256=") :] if fragment.startswith("sha256=") else ""
         out.append((filename or base.rsplit("/", 1)[-1], base, digest))
     return out
 

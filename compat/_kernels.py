@@ -71,7 +71,5 @@ def describe_combo(combo: Combo) -> str:
     device, types = combo
     if not types:
         return device
-    shown = ", ".join(
-        f"{a}=" + ("(other types)" if t == ANY_OTHER else t) for a, t in types
-    )
+    shown = ", ".join(f"{a}=" + ("(other types)" if t == ANY_OTHER else t) for a, t in types)
     return f"{device} with {shown}"

@@ -42,9 +42,12 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         """The finding as a JSON object; ``release`` and ``graph`` only when set."""
         out: dict[str, Any] = {
-            "op": self.op, "rule": self.rule, "severity": str(self.severity),
-            "message": self.message, "hint": self.hint,
-        }  # fmt: skip
+            "op": self.op,
+            "rule": self.rule,
+            "severity": str(self.severity),
+            "message": self.message,
+            "hint": self.hint,
+        }
         if self.release:
             out["release"] = self.release
         if self.graph:
@@ -135,17 +138,21 @@ def _markdown(report: Report) -> str:
     else:
         head = "### compat-check: version bump too small"
     lines = [
-        head, "",
+        head,
+        "",
         f"`{_md_cell(report.old)}` -> `{_md_cell(report.new)}`: {report.ops_compared} ops "
         f"compared; **{counts['breaking']} breaking**, {counts['warning']} warning(s), "
         f"{counts['info']} info.",
-    ]  # fmt: skip
+    ]
     if report.version is not None:
         mark = "ok" if report.version.ok else "**too small**"
         lines += ["", f"Version: {mark}: {_md_cell(report.version.message)}"]
     if report.findings:
-        lines += ["", "| severity | op | rule | what changed | fix |",
-                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [
+            "",
+            "| severity | op | rule | what changed | fix |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for f in report.sorted_findings():
             sev = f"**{f.severity}**" if f.severity is Severity.BREAKING else str(f.severity)
             hint = f.hint if f.severity is not Severity.INFO else ""

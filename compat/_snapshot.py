@@ -33,6 +33,7 @@ from opmarket.sdk import (
 
 __all__ = ["opset_from_module", "take_snapshot"]
 
+
 def _module_items(module: ModuleType) -> tuple[list[Any], list[KernelDef]]:
     """Top-level declarations of a module whose hook registers nothing (or that has none):
     ops, then declared kernels."""
@@ -88,8 +89,7 @@ def opset_from_module(name: str) -> OpSet:
             raise DocumentError(name, str(exc).splitlines()[0]) from None
         snap = registry.snapshot(source=name)
         if len(snap):
-            return OpSet(snap.ops, (*snap.kernels, *kernel_defs), name=dist_name,
-                         version=version)  # fmt: skip
+            return OpSet(snap.ops, (*snap.kernels, *kernel_defs), name=dist_name, version=version)
     folder = Path(module.__file__).parent if module.__file__ else None
     if folder is not None and (folder / MANIFEST).is_file():
         text = (folder / MANIFEST).read_text(encoding="utf-8")

@@ -122,8 +122,8 @@ def load_source(spec: str, *, index_url: str | None = None) -> Source:
                 opset = _dists().opset_from_dist(name)
                 if Version(opset.version) != Version(version):
                     raise DocumentError(
-                        spec, f"installed version is {opset.version}; pass --index-url to "
-                        "fetch another"
+                        spec,
+                        f"installed version is {opset.version}; pass --index-url to fetch another",
                     )
                 return Source(spec, opset, kernels_known=True)
             from opmarket.compat._index import opset_from_index  # lazy: an HTTP client

@@ -44,17 +44,18 @@ def _scalar_equal(base: str, a: Any, b: Any) -> bool:
         if a.name != b.name or len(a.attrs) != len(b.attrs):
             return False
         other = dict(b.attrs)
-        return all(
-            key in other and _tagged_equal(value, other[key]) for key, value in a.attrs
-        )
+        return all(key in other and _tagged_equal(value, other[key]) for key, value in a.attrs)
     return type(a) is type(b) and bool(a == b)
 
 
 def _tagged_equal(a: TaggedValue, b: TaggedValue) -> bool:
     if a.type != b.type:
         # An empty list reads the same whatever its element type.
-        return a.type.startswith("list(") and b.type.startswith("list(") and not a.value and (
-            not b.value
+        return (
+            a.type.startswith("list(")
+            and b.type.startswith("list(")
+            and not a.value
+            and (not b.value)
         )
     return values_equal(a.type, a.value, b.value)
 

@@ -33,10 +33,14 @@ class VersionVerdict:
     def to_json(self) -> dict[str, object]:
         """The verdict as the JSON object of a report's ``version`` field."""
         return {
-            "old": self.old, "new": self.new, "required": self.required,
-            "actual": self.actual, "ok": self.ok, "suggested": self.suggested,
+            "old": self.old,
+            "new": self.new,
+            "required": self.required,
+            "actual": self.actual,
+            "ok": self.ok,
+            "suggested": self.suggested,
             "message": self.message,
-        }  # fmt: skip
+        }
 
 
 def _parse(text: str) -> Version:

@@ -20,6 +20,7 @@ from opmarket.sdk import (
 
 __all__ = ["coerce_attr", "normalize_attr", "tensor_value"]
 
+
 def tensor_value(array: Any) -> TensorValue:
     """A numpy array (or anything ``np.asarray`` takes) as a tensor attr value; bytes in a
     string tensor are read as UTF-8 (ValueError if they are not)."""

@@ -16,16 +16,29 @@ __all__ = ["BUILTIN_OPS"]
 
 def _builtins() -> dict[str, OpDef]:
     defs = [
-        op("Placeholder").output("output: dtype").attr("dtype: type")
+        op("Placeholder")
+        .output("output: dtype")
+        .attr("dtype: type")
         .attr("shape: shape = { unknown_rank: true }")
         .doc("A graph input, fed when the graph runs."),
-        op("Const").output("output: dtype").attr("value: tensor").attr("dtype: type")
+        op("Const")
+        .output("output: dtype")
+        .attr("value: tensor")
+        .attr("dtype: type")
         .doc("A constant tensor."),
-        op("Identity").input("input: T").output("output: T").attr("T: type")
+        op("Identity")
+        .input("input: T")
+        .output("output: T")
+        .attr("T: type")
         .doc("Returns its input."),
         op("NoOp").doc("Does nothing; a target for control inputs."),
-        op("AddN").input("inputs: N * T").output("sum: T").attr("N: int >= 1")
-        .attr("T: numbertype").commutative().aggregate()
+        op("AddN")
+        .input("inputs: N * T")
+        .output("sum: T")
+        .attr("N: int >= 1")
+        .attr("T: numbertype")
+        .commutative()
+        .aggregate()
         .doc("Adds all inputs elementwise."),
     ]
     return {d.name: d for d in (b.build() for b in defs)}

@@ -49,9 +49,9 @@ _loaded: dict[tuple[Path, int, int], list[Any]] = {}
 # One plugin init at a time: the host collects a library's registrations in one session.
 _lock = threading.Lock()
 
-_FLAGS: dict[int, Literal["is_stateful", "is_commutative", "is_aggregate",
-                          "allows_uninitialized_input"]] = {
-    1: "is_stateful", 2: "is_commutative", 3: "is_aggregate", 4: "allows_uninitialized_input"}
+_FLAGS: dict[
+    int, Literal["is_stateful", "is_commutative", "is_aggregate", "allows_uninitialized_input"]
+] = {1: "is_stateful", 2: "is_commutative", 3: "is_aggregate", 4: "allows_uninitialized_input"}
 
 
 def exports_entry_point(path: Path) -> bool:
@@ -68,9 +68,14 @@ def _check(kind: str, decl: dict[str, Any]) -> str | None:
         for number, value in decl["flags"].items():
             if number in _FLAGS:
                 flags[_FLAGS[number]] = bool(value)
-        op_def, problems = finalize_op(decl["name"], inputs=decl["inputs"],
-                                       outputs=decl["outputs"], attrs=decl["attrs"],
-                                       doc=decl["doc"], **flags)
+        op_def, problems = finalize_op(
+            decl["name"],
+            inputs=decl["inputs"],
+            outputs=decl["outputs"],
+            attrs=decl["attrs"],
+            doc=decl["doc"],
+            **flags,
+        )
         if op_def is None:
             return f"op {decl['name']!r}: " + "; ".join(problems)
         decl["op_def"] = op_def
@@ -116,11 +121,15 @@ def _load(path: Path, key: tuple[Path, int, int]) -> list[Any]:
         raise LibraryError(f"cannot load library {path}: {result['message']}")
     need, have = result["plugin_api_version"], result["host_api_version"]
     if need == 0:
-        raise LibraryError(f"library {path} did not state the C API version it was built "
-                           "against (define its entry point with OPM_PLUGIN_INIT)")
+        raise LibraryError(
+            f"library {path} did not state the C API version it was built "
+            "against (define its entry point with OPM_PLUGIN_INIT)"
+        )
     if need > have:
-        raise LibraryError(f"library {path} needs opmarket C API version {need}; this "
-                           f"opmarket provides version {have} (upgrade opmarket)")
+        raise LibraryError(
+            f"library {path} needs opmarket C API version {need}; this "
+            f"opmarket provides version {have} (upgrade opmarket)"
+        )
     if result["code"] != 0:
         code = CODE_NAMES.get(result["code"], f"code {result['code']}")
         raise LibraryError(f"library {path} failed in its init: {code}: {result['message']}")
@@ -130,8 +139,11 @@ def _load(path: Path, key: tuple[Path, int, int]) -> list[Any]:
     decls: list[Any] = list(ops.values())
     for d in result["ops"]:
         if d["shape_fn"]:
-            decls.append(ShapeFnSpec(d["op_def"].name,
-                                     shape_fn(d["op_def"], d["shape_fn"], d["shape_handle"])))
+            decls.append(
+                ShapeFnSpec(
+                    d["op_def"].name, shape_fn(d["op_def"], d["shape_fn"], d["shape_handle"])
+                )
+            )
     for d in result["kernels"]:
         if d["op"] in ops:
             try:

@@ -8,8 +8,7 @@ from __future__ import annotations
 from opmarket.registry._capi_kernel import CAbiKernel, NativeShapeFn, host
 from opmarket.sdk import KernelSpec, ShapeFnSpec, get_include
 
-__all__ = ["capi_bridge", "capi_bridge_include", "native_kernel_handle",
-           "native_shape_fn_handle"]
+__all__ = ["capi_bridge", "capi_bridge_include", "native_kernel_handle", "native_shape_fn_handle"]
 
 
 def capi_bridge() -> object:

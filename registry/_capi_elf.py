@@ -72,8 +72,11 @@ def _read(f: BinaryIO) -> frozenset[str]:
         symbols = _exact(f, sh[_SH_SIZE])
         for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
             entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
-            if (entry[shndx_at] == _SHN_UNDEF or entry[info_at] >> 4 not in _BINDINGS
-                    or entry[other_at] & 3 not in _VISIBLE):
+            if (
+                entry[shndx_at] == _SHN_UNDEF
+                or entry[info_at] >> 4 not in _BINDINGS
+                or entry[other_at] & 3 not in _VISIBLE
+            ):
                 continue
             start = entry[name_at]
             end = strings.index(b"\0", start)

@@ -28,18 +28,30 @@ from opmarket.sdk import (
     OpmarketError,
 )
 
-__all__ = ["CAbiKernel", "NativeShapeFn", "check_single_tensors", "host", "kernel_spec",
-           "shape_fn"]
+__all__ = ["CAbiKernel", "NativeShapeFn", "check_single_tensors", "host", "kernel_spec", "shape_fn"]
 
 _host: ModuleType | None = None
 _lock = threading.Lock()
 
 # Status codes (TensorFlow's) as the errors a Python caller sees.
 CODE_NAMES = {
-    0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED",
-    5: "NOT_FOUND", 6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED",
-    9: "FAILED_PRECONDITION", 10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED",
-    13: "INTERNAL", 14: "UNAVAILABLE", 15: "DATA_LOSS", 16: "UNAUTHENTICATED",
+    0: "OK",
+    1: "CANCELLED",
+    2: "UNKNOWN",
+    3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND",
+    6: "ALREADY_EXISTS",
+    7: "PERMISSION_DENIED",
+    8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION",
+    10: "ABORTED",
+    11: "OUT_OF_RANGE",
+    12: "UNIMPLEMENTED",
+    13: "INTERNAL",
+    14: "UNAVAILABLE",
+    15: "DATA_LOSS",
+    16: "UNAUTHENTICATED",
 }
 
 
@@ -70,9 +82,13 @@ def _import_host() -> ModuleType:
         raise LibraryError(
             f"opmarket's C-ABI host extension (opmarket.registry._capi_host) is missing or "
             f"broken ({exc}): C-ABI plugins need an installed opmarket; reinstall it with "
-            "pip") from None
-    extra = {int(t): t.numpy for t in DType
-             if t.numpy is not None and not t.is_ref and t.numpy.kind == "V"}
+            "pip"
+        ) from None
+    extra = {
+        int(t): t.numpy
+        for t in DType
+        if t.numpy is not None and not t.is_ref and t.numpy.kind == "V"
+    }
     module.configure(_error_for, extra)
     _host = module
     return module
@@ -115,8 +131,10 @@ def check_single_tensors(op: OpDef, kernel: str) -> None:
     return one tensor per argument (no ``N * T`` lists yet)."""
     lists = [a.name for a in (*op.inputs, *op.outputs) if a.is_list]
     if lists:
-        raise KernelError(f"{op.name}: C-ABI kernel {kernel} cannot serve list arguments "
-                          f"({', '.join(lists)}); the C API passes one tensor per argument")
+        raise KernelError(
+            f"{op.name}: C-ABI kernel {kernel} cannot serve list arguments "
+            f"({', '.join(lists)}); the C API passes one tensor per argument"
+        )
 
 
 class NativeShapeFn:
@@ -152,16 +170,30 @@ def kernel_spec(decl: Mapping[str, Any], library: Path, ops: Mapping[str, OpDef]
     of its own as the implementation."""
     op_def = ops.get(decl["op"])
     outputs = len(op_def.outputs) if op_def is not None else None
-    impl = type(decl["name"], (CAbiKernel,), {
-        "native_handle": int(decl["handle"]),
-        "op_name": decl["op"],
-        "kernel_name": decl["name"],
-        "num_outputs": outputs,
-        "__module__": library.name,
-        "__qualname__": decl["name"],
-    })
-    constraints = tuple(sorted((attr, tuple(sorted({DType(n) for n in numbers})))
-                               for attr, numbers in decl["constraints"].items()))
-    return KernelSpec(op=decl["op"], impl=impl, device=str(decl["device"]).upper(),
-                      constraints=constraints, host_memory=tuple(decl["host_memory"]),
-                      priority=int(decl["priority"]), label=str(decl["label"]))
+    impl = type(
+        decl["name"],
+        (CAbiKernel,),
+        {
+            "native_handle": int(decl["handle"]),
+            "op_name": decl["op"],
+            "kernel_name": decl["name"],
+            "num_outputs": outputs,
+            "__module__": library.name,
+            "__qualname__": decl["name"],
+        },
+    )
+    constraints = tuple(
+        sorted(
+            (attr, tuple(sorted({DType(n) for n in numbers})))
+            for attr, numbers in decl["constraints"].items()
+        )
+    )
+    return KernelSpec(
+        op=decl["op"],
+        impl=impl,
+        device=str(decl["device"]).upper(),
+        constraints=constraints,
+        host_memory=tuple(decl["host_memory"]),
+        priority=int(decl["priority"]),
+        label=str(decl["label"]),
+    )

@@ -25,8 +25,10 @@ PROBE_TIMEOUT_S = 120
 _PROBE_VERSION = 3
 
 # Not ``-m``: runpy warns when the package already imported the module.
-_CHILD = ("import sys; from opmarket.registry._capi_probe import probe_main; "
-          "sys.exit(probe_main(sys.argv[1:]))")
+_CHILD = (
+    "import sys; from opmarket.registry._capi_probe import probe_main; "
+    "sys.exit(probe_main(sys.argv[1:]))"
+)
 
 
 def _probe_key(path: Path) -> str:
@@ -46,27 +48,38 @@ def probe(path: Path) -> None:
         return
     env = {**os.environ, "OPMARKET_DISABLE_PLUGINS": "1"}
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(path)],
-                              capture_output=True, text=True, env=env, check=False,
-                              cwd=tempfile.gettempdir(), timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            cwd=tempfile.gettempdir(),
+            timeout=PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise LibraryError(f"library {path} did not finish its init within "
-                           f"{PROBE_TIMEOUT_S}s (probed in a subprocess)") from None
+        raise LibraryError(
+            f"library {path} did not finish its init within "
+            f"{PROBE_TIMEOUT_S}s (probed in a subprocess)"
+        ) from None
     if done.returncode < 0:
         try:
             name = signal.Signals(-done.returncode).name
         except ValueError:
             name = f"signal {-done.returncode}"
-        raise LibraryError(f"library {path} crashed in its init ({name}; probed in a "
-                           "subprocess, this process is unharmed)")
+        raise LibraryError(
+            f"library {path} crashed in its init ({name}; probed in a "
+            "subprocess, this process is unharmed)"
+        )
     lines = done.stdout.strip().splitlines()
     try:
         report = json.loads(lines[-1]) if lines else {}
     except ValueError:
         report = {}
     if done.returncode != 0 or not report.get("ok"):
-        message = report.get("error") or (done.stderr.strip()[-2000:] or
-                                          f"exit status {done.returncode}")
+        message = report.get("error") or (
+            done.stderr.strip()[-2000:] or f"exit status {done.returncode}"
+        )
         raise LibraryError(message)
     try:
         mark.parent.mkdir(parents=True, exist_ok=True)

@@ -50,10 +50,17 @@ class PluginRow:
     unavailable: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "distribution": self.distribution, "version": self.version,
-                "module": self.module, "status": self.status, "ops": self.ops,
-                "kernels": self.kernels, "unavailable_kernels": self.unavailable,
-                "errors": self.errors}
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "module": self.module,
+            "status": self.status,
+            "ops": self.ops,
+            "kernels": self.kernels,
+            "unavailable_kernels": self.unavailable,
+            "errors": self.errors,
+        }
 
     def describe_kernels(self) -> str:
         shown = [f"{d} {n}" for d, n in self.kernels.items()]
@@ -71,8 +78,7 @@ def plugin_rows(*, load: bool = True) -> list[PluginRow]:
     entries = discover()
     rows: list[PluginRow] = []
     for entry in entries:
-        row = PluginRow(entry.name, entry.distribution, entry.version, entry.value,
-                        "not loaded")
+        row = PluginRow(entry.name, entry.distribution, entry.version, entry.value, "not loaded")
         try:
             manifest = read_manifest(entry)
             row.ops = sorted(o.name for o in manifest.ops)
@@ -94,8 +100,10 @@ def plugin_rows(*, load: bool = True) -> list[PluginRow]:
             row.errors.insert(0, info.error)
         if info.status == "loaded":
             if row.ops and row.ops != list(info.ops):
-                row.errors.append(f"{MANIFEST} lists {row.ops}, the plugin registers "
-                                  f"{list(info.ops)}; regenerate the manifest")
+                row.errors.append(
+                    f"{MANIFEST} lists {row.ops}, the plugin registers "
+                    f"{list(info.ops)}; regenerate the manifest"
+                )
             registered = _by_device(info.kernels)
             row.unavailable = {d: n for d, n in row.kernels.items() if d not in registered}
             row.ops, row.kernels = list(info.ops), registered
@@ -135,9 +143,12 @@ def signature(op: OpDef) -> str:
 
 
 def _kernel_json(k: KernelDef) -> dict[str, Any]:
-    return {"device": k.device,
-            "constraints": {n: [t.spec_name for t in ts] for n, ts in k.constraints},
-            "label": k.label, "priority": k.priority}
+    return {
+        "device": k.device,
+        "constraints": {n: [t.spec_name for t in ts] for n, ts in k.constraints},
+        "label": k.label,
+        "priority": k.priority,
+    }
 
 
 def describe_kernels(kernels: Sequence[KernelDef]) -> str:
@@ -148,10 +159,21 @@ def describe_kernels(kernels: Sequence[KernelDef]) -> str:
         for name, types in k.constraints:
             have = merged.setdefault(name, [])
             have.extend(t for t in types if t not in have)
-    return ", ".join(
-        describe_kernel(KernelDef("", device, tuple((n, tuple(ts)) for n, ts in cons.items()),
-                                  label=label, priority=priority))
-        for (device, label, priority), cons in groups.items()) or "-"
+    return (
+        ", ".join(
+            describe_kernel(
+                KernelDef(
+                    "",
+                    device,
+                    tuple((n, tuple(ts)) for n, ts in cons.items()),
+                    label=label,
+                    priority=priority,
+                )
+            )
+            for (device, label, priority), cons in groups.items()
+        )
+        or "-"
+    )
 
 
 def describe_kernel(k: KernelDef) -> str:
@@ -180,8 +202,7 @@ def kernel_dtypes(op: OpDef, k: KernelDef) -> set[DType] | None:
     return out
 
 
-def op_rows(device: str | None = None, dtype: DType | None = None) -> tuple[
-        list[OpRow], list[str]]:
+def op_rows(device: str | None = None, dtype: DType | None = None) -> tuple[list[OpRow], list[str]]:
     """Every op the discovered plugins' manifests list, with the kernels on ``device`` that
     handle ``dtype`` (ops left without a kernel are dropped when a filter is given), and the
     problems met (a plugin without a readable manifest). Imports no plugin."""
@@ -195,7 +216,8 @@ def op_rows(device: str | None = None, dtype: DType | None = None) -> tuple[
             continue
         for op in manifest.ops:
             kernels = tuple(
-                k for k in manifest.kernels_for(op.name)
+                k
+                for k in manifest.kernels_for(op.name)
                 if (device is None or k.device == device)
                 and (dtype is None or (found := kernel_dtypes(op, k)) is None or dtype in found)
             )
@@ -211,8 +233,10 @@ def op_rows(device: str | None = None, dtype: DType | None = None) -> tuple[
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns padded to their widest cell; the last column is not padded."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [header, *rows]]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -224,21 +248,29 @@ def _nothing(what: str) -> str:
     if selected() is not None:
         installed = sorted({e.name for e in scan().entries})
         if installed:
-            return (f"no installed plugin matches OPMARKET_PLUGINS="
-                    f"{os.environ.get('OPMARKET_PLUGINS', '')!r}; installed: "
-                    f"{', '.join(installed)}")
+            return (
+                f"no installed plugin matches OPMARKET_PLUGINS="
+                f"{os.environ.get('OPMARKET_PLUGINS', '')!r}; installed: "
+                f"{', '.join(installed)}"
+            )
     return f"no {what}"
 
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
-                       default="table", show_default=True,
-                       help="table for people, json for tools.")
+_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json for tools.",
+)
 
 
 @click.command(context_settings=_CONTEXT)
 @_FORMAT
-@click.option("--no-load", is_flag=True,
-              help="Do not import the plugins: list what their manifests say.")
+@click.option(
+    "--no-load", is_flag=True, help="Do not import the plugins: list what their manifests say."
+)
 def plugins(fmt: str, no_load: bool) -> None:
     """List the installed plugins: name, version, ops, kernels by device, status, errors.
 
@@ -258,10 +290,20 @@ def plugins(fmt: str, no_load: bool) -> None:
     elif not rows:
         click.echo(_nothing("plugins installed (entry point group 'opmarket')"))
     else:
-        body = [(r.name, r.distribution, r.version, r.status, r.describe_kernels(),
-                 ", ".join(r.ops) or "-") for r in rows]
-        click.echo(table(["PLUGIN", "DISTRIBUTION", "VERSION", "STATUS", "KERNELS", "OPS"],
-                         body), nl=False)
+        body = [
+            (
+                r.name,
+                r.distribution,
+                r.version,
+                r.status,
+                r.describe_kernels(),
+                ", ".join(r.ops) or "-",
+            )
+            for r in rows
+        ]
+        click.echo(
+            table(["PLUGIN", "DISTRIBUTION", "VERSION", "STATUS", "KERNELS", "OPS"], body), nl=False
+        )
         for r in rows:
             for error in r.errors:
                 click.echo(f"{r.name} ({r.distribution} {r.version}): {error}")
@@ -270,11 +312,17 @@ def plugins(fmt: str, no_load: bool) -> None:
 
 
 @click.command(context_settings=_CONTEXT)
-@click.option("--device", metavar="DEVICE",
-              help="Only kernels for this device (CPU, GPU, ...), and ops that have one.")
-@click.option("--dtype", metavar="DTYPE",
-              help="Only kernels that handle this dtype (float16, half, DT_HALF, ...), and ops "
-                   "that have one.")
+@click.option(
+    "--device",
+    metavar="DEVICE",
+    help="Only kernels for this device (CPU, GPU, ...), and ops that have one.",
+)
+@click.option(
+    "--dtype",
+    metavar="DTYPE",
+    help="Only kernels that handle this dtype (float16, half, DT_HALF, ...), and ops "
+    "that have one.",
+)
 @_FORMAT
 def ops(device: str | None, dtype: str | None, fmt: str) -> None:
     """List the installed plugins' ops: op, plugin, signature, kernels.
@@ -297,12 +345,10 @@ def ops(device: str | None, dtype: str | None, fmt: str) -> None:
     for problem in problems:
         click.echo(f"warning: {problem}", err=True)
     if fmt == "json":
-        click.echo(json.dumps({"ops": [r.to_json() for r in rows], "problems": problems},
-                              indent=2))
+        click.echo(json.dumps({"ops": [r.to_json() for r in rows], "problems": problems}, indent=2))
         return
     if not rows:
         click.echo("no ops match" if device or dtype else _nothing("plugin ops installed"))
         return
-    body = [(r.op.name, r.entry.name, r.signature,
-             describe_kernels(r.kernels)) for r in rows]
+    body = [(r.op.name, r.entry.name, r.signature, describe_kernels(r.kernels)) for r in rows]
     click.echo(table(["OP", "PLUGIN", "SIGNATURE", "KERNELS"], body), nl=False)

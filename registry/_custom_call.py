@@ -26,8 +26,11 @@ def _registry(registry: Registry | None) -> Registry:
 
 
 def register_custom_call_target(
-    name: str, fn: Callable[[Any, list[Any], bytes], None], platform: str = "Host",
-    *, registry: Registry | None = None,
+    name: str,
+    fn: Callable[[Any, list[Any], bytes], None],
+    platform: str = "Host",
+    *,
+    registry: Registry | None = None,
 ) -> None:
     """Register ``fn(out, inputs, opaque)`` as target ``name`` on ``platform``."""
     reg = registry if registry is not None else _registry(None)

@@ -73,10 +73,17 @@ def register(register: Callable[..., Any]) -> None:
     """The built-in ops and what runs them."""
     register(
         *BUILTIN_OPS.values(),
-        identity, add_n, const, no_op,
-        shape_fn("Identity", unchanged), shape_fn("AddN", merge_all_inputs),
-        const_shape, placeholder_shape,
-        identity_grad, add_n_grad,
-        not_differentiable("Placeholder"), not_differentiable("Const"),
+        identity,
+        add_n,
+        const,
+        no_op,
+        shape_fn("Identity", unchanged),
+        shape_fn("AddN", merge_all_inputs),
+        const_shape,
+        placeholder_shape,
+        identity_grad,
+        add_n_grad,
+        not_differentiable("Placeholder"),
+        not_differentiable("Const"),
         not_differentiable("NoOp"),
     )

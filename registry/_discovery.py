@@ -115,8 +115,11 @@ def _search_path(paths: Sequence[str] | None) -> list[str]:
         cwd = os.getcwd()
     except OSError:
         cwd = ""
-    return [p or cwd for p in (sys.path if paths is None else paths)
-            if isinstance(p, str) and (p or cwd)]
+    return [
+        p or cwd
+        for p in (sys.path if paths is None else paths)
+        if isinstance(p, str) and (p or cwd)
+    ]
 
 
 def normalize_name(name: str) -> str:
@@ -194,8 +197,11 @@ def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
         data = json.loads(file.read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or (
-            data.get("dirs") != list(dirs)):
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != CACHE_FORMAT
+        or (data.get("dirs") != list(dirs))
+    ):
         return None
     stamps, entries, count = data.get("stamps"), data.get("entries"), data.get("distributions")
     if not (isinstance(stamps, list) and isinstance(entries, list) and type(count) is int):
@@ -208,14 +214,14 @@ def _load_cache(file: Path, dirs: Sequence[str]) -> Scan | None:
                 return None
         except ValueError:  # a path os.stat refuses (a NUL in it)
             return None
-    if not all(isinstance(e, list) and len(e) == 5 and all(isinstance(x, str) for x in e)
-               for e in entries):
+    if not all(
+        isinstance(e, list) and len(e) == 5 and all(isinstance(x, str) for x in e) for e in entries
+    ):
         return None
     return Scan(tuple(EntryPointRecord(*e) for e in entries), count, from_cache=True)
 
 
-def _store_cache(file: Path, dirs: Sequence[str], result: Scan,
-                 stamps: list[list[object]]) -> None:
+def _store_cache(file: Path, dirs: Sequence[str], result: Scan, stamps: list[list[object]]) -> None:
     data = {
         "format": CACHE_FORMAT,
         "dirs": list(dirs),

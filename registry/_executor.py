@@ -54,8 +54,9 @@ def needed(graph: Graph, targets: Sequence[str]) -> list[str]:
     return [n for n in topological_order(graph) if n in want]
 
 
-def structure(op: OpDef, flat: Sequence[Any], attrs: Mapping[str, Any],
-              args: str = "inputs") -> list[Any]:
+def structure(
+    op: OpDef, flat: Sequence[Any], attrs: Mapping[str, Any], args: str = "inputs"
+) -> list[Any]:
     """Flat tensors grouped per argument of ``op`` (a list for a list argument)."""
     out: list[Any] = []
     i = 0
@@ -63,7 +64,7 @@ def structure(op: OpDef, flat: Sequence[Any], attrs: Mapping[str, Any],
         if arg.is_list:
             types = arg_dtypes(arg, attrs)
             n = len(types) if types is not None else 0
-            out.append(list(flat[i:i + n]))
+            out.append(list(flat[i : i + n]))
             i += n
         else:
             out.append(flat[i])
@@ -91,14 +92,16 @@ def _feed(node: Node, feeds: Mapping[str, Any]) -> np.ndarray[Any, Any]:
     dtype: DType = node.attrs["dtype"]
     array = np.asarray(value, dtype=dtype.numpy) if not isinstance(value, np.ndarray) else value
     if array.dtype != dtype.numpy:
-        raise InvalidArgument(f"placeholder {node.name!r} is {dtype.spec_name}, fed "
-                              f"{array.dtype}")
+        raise InvalidArgument(f"placeholder {node.name!r} is {dtype.spec_name}, fed {array.dtype}")
     dims = node.attrs["shape"].dims
-    if dims is not None and (len(dims) != array.ndim or any(
-            d >= 0 and d != s for d, s in zip(dims, array.shape, strict=False))):
+    if dims is not None and (
+        len(dims) != array.ndim
+        or any(d >= 0 and d != s for d, s in zip(dims, array.shape, strict=False))
+    ):
         want = format_shape(tuple(None if d < 0 else d for d in dims))
-        raise InvalidArgument(f"placeholder {node.name!r} has shape {want}, fed "
-                              f"{format_shape(array.shape)}")
+        raise InvalidArgument(
+            f"placeholder {node.name!r} has shape {want}, fed {format_shape(array.shape)}"
+        )
     return array
 
 
@@ -133,9 +136,13 @@ def execute(
             kernel = resolver.find(node.op, int(node.attrs.get("_version", 1)))
         attrs = {k: v for k, v in node.attrs.items() if k not in ("_kernel", "_version")}
         try:
-            result = dispatcher.call(structure(op, flat_in, node.attrs), attrs,
-                                     device=node.device or None,
-                                     label=str(node.attrs.get("_kernel", "")), kernel=kernel)
+            result = dispatcher.call(
+                structure(op, flat_in, node.attrs),
+                attrs,
+                device=node.device or None,
+                label=str(node.attrs.get("_kernel", "")),
+                kernel=kernel,
+            )
         except InvalidArgument as exc:
             raise InvalidArgument(f"node {name!r}: {exc}") from None
         values[name] = _flatten(op, result)
@@ -163,8 +170,9 @@ def run_graph(
     for ref in names:
         src, index = parse_input(ref)
         if index < 0 or index >= len(values[src]):
-            raise InvalidArgument(f"cannot fetch {ref!r}: node {src!r} has "
-                                  f"{len(values[src])} output(s)")
+            raise InvalidArgument(
+                f"cannot fetch {ref!r}: node {src!r} has {len(values[src])} output(s)"
+            )
         out.append(values[src][index])
     return out[0] if isinstance(fetches, str) else out
 
@@ -187,8 +195,9 @@ def infer_graph_shapes(
         node = prepared[name]
         op = reg.op_def(node.op)
         assert op is not None  # validated
-        n_out = sum(len(t) if (t := arg_dtypes(a, node.attrs)) is not None else 1
-                    for a in op.outputs)
+        n_out = sum(
+            len(t) if (t := arg_dtypes(a, node.attrs)) is not None else 1 for a in op.outputs
+        )
         if input_shapes and name in input_shapes:
             shapes[name] = [input_shapes[name]]
             continue

@@ -39,8 +39,7 @@ def gradients(
     y_refs = [ys] if isinstance(ys, str) else list(ys)
     x_refs = [xs] if isinstance(xs, str) else list(xs)
     seen: list[tuple[Node, list[Any], list[Any]]] = []
-    values = execute(prepared, feeds, y_refs, reg,
-                     on_node=lambda n, i, o: seen.append((n, i, o)))
+    values = execute(prepared, feeds, y_refs, reg, on_node=lambda n, i, o: seen.append((n, i, o)))
     x_keys = [_key(r) for r in x_refs]
     # Only nodes downstream of an x carry gradients back to it.
     live = {k[0] for k in x_keys}
@@ -68,14 +67,22 @@ def gradients(
         if spec.fn is None:
             continue
         op_def = reg.dispatcher(node.op).op_def
-        filled = [g if g is not None else np.zeros_like(o) for g, o in zip(out_grads, outputs,
-                                                                          strict=True)]
-        forward = GradientOp(op_def, tuple(structure(op_def, inputs, node.attrs)),
-                             tuple(structure(op_def, outputs, node.attrs, "outputs")),
-                             node.attrs, node.name)
-        result = as_input_grads(spec.fn(forward, *structure(op_def, filled, node.attrs,
-                                                             "outputs")),
-                                len(op_def.inputs), op_def.name)
+        filled = [
+            g if g is not None else np.zeros_like(o)
+            for g, o in zip(out_grads, outputs, strict=True)
+        ]
+        forward = GradientOp(
+            op_def,
+            tuple(structure(op_def, inputs, node.attrs)),
+            tuple(structure(op_def, outputs, node.attrs, "outputs")),
+            node.attrs,
+            node.name,
+        )
+        result = as_input_grads(
+            spec.fn(forward, *structure(op_def, filled, node.attrs, "outputs")),
+            len(op_def.inputs),
+            op_def.name,
+        )
         flat: list[Any] = []
         for arg, g in zip(op_def.inputs, result, strict=True):
             if arg.is_list:
@@ -124,8 +131,7 @@ def compute_gradient(
         for j in range(y0.size):
             onehot = np.zeros(y0.size, dtype=y0.dtype)
             onehot[j] = 1
-            (g,) = gradients(graph, y, name, base, grad_ys=[onehot.reshape(y0.shape)],
-                             registry=reg)
+            (g,) = gradients(graph, y, name, base, grad_ys=[onehot.reshape(y0.shape)], registry=reg)
             if g is not None:
                 theory[:, j] = np.asarray(g, dtype=np.float64).ravel()
         numeric = np.zeros_like(theory)
@@ -171,12 +177,18 @@ def check_gradient(
         names.append(f"x{i}")
     node = g.add(op, *(f"{n}:0" for n in names), name="y", **dict(attrs or {}))
     feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=True)}
-    pick = list(wrt) if wrt is not None else [
-        i for i, v in enumerate(inputs) if np.asarray(v).dtype.kind in "fc"]
-    pairs = compute_gradient(g, [names[i] for i in pick], node.output(0), feeds,
-                             delta=delta, registry=reg)
+    pick = (
+        list(wrt)
+        if wrt is not None
+        else [i for i, v in enumerate(inputs) if np.asarray(v).dtype.kind in "fc"]
+    )
+    pairs = compute_gradient(
+        g, [names[i] for i in pick], node.output(0), feeds, delta=delta, registry=reg
+    )
     err = max_error(pairs)
     if err > tolerance:
-        raise AssertionError(f"the gradient of {op} is off by {err:.3g} (tolerance "
-                             f"{tolerance:.3g}) at the given inputs")
+        raise AssertionError(
+            f"the gradient of {op} is off by {err:.3g} (tolerance "
+            f"{tolerance:.3g}) at the given inputs"
+        )
     return err

@@ -39,8 +39,11 @@ def manifest_locations(entry_point: str) -> list[PurePosixPath]:
     the module's folder when it is a package, else the folder of its package. A top-level
     plain module has no package, so no place for one."""
     parts = entry_point.partition(":")[0].strip().split(".")
-    return [PurePosixPath(*parts[:depth], MANIFEST) for depth in (len(parts), len(parts) - 1)
-            if depth > 0]
+    return [
+        PurePosixPath(*parts[:depth], MANIFEST)
+        for depth in (len(parts), len(parts) - 1)
+        if depth > 0
+    ]
 
 
 def find_manifest(entry_point: str, site: str | os.PathLike[str] | None = None) -> Path | None:
@@ -116,8 +119,11 @@ def _write(module: str, target: str) -> None:
     if path.is_file():
         old = opset_from_json(path.read_text(encoding="utf-8"), source=target)
         devices = {k.device for k in opset.kernels}
-        kept = tuple(k for k in old.kernels
-                     if k.device not in devices and k.op in opset and k.device != "CPU")
+        kept = tuple(
+            k
+            for k in old.kernels
+            if k.device not in devices and k.op in opset and k.device != "CPU"
+        )
         opset = OpSet(opset.ops, opset.kernels + kept)
     write_atomic(path, opset_to_json(opset))
     print(f"{target}: {len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)")

@@ -31,7 +31,7 @@ def matches(op: str, prefix: str, name: str, *, full: bool = False) -> bool:
     ns, _, short = op.rpartition(">")
     if (not prefix or ns == prefix) and snake_case(short) == name:
         return True
-    rest = ns if not prefix else (ns[len(prefix) + 1:] if ns.startswith(prefix + ">") else "")
+    rest = ns if not prefix else (ns[len(prefix) + 1 :] if ns.startswith(prefix + ">") else "")
     return bool(rest) and _segment(rest.split(">")[0]) == name
 
 
@@ -44,8 +44,9 @@ class OpsNamespace:
     _seen: dict[int, int]
     _loader: Loader | None
 
-    def __init__(self, registry: Callable[[], Registry], prefix: str = "", *,
-                 loader: Loader | None = None) -> None:
+    def __init__(
+        self, registry: Callable[[], Registry], prefix: str = "", *, loader: Loader | None = None
+    ) -> None:
         object.__setattr__(self, "_registry", registry)
         object.__setattr__(self, "_prefix", prefix)  # "" at the top, else "Opm" or "A>B"
         object.__setattr__(self, "_seen", {})  # id(registry) -> version indexed
@@ -80,8 +81,11 @@ class OpsNamespace:
             ns = op.namespace
             if not prefix or ns == prefix:
                 by_name.setdefault(op.python_name, []).append(op)
-            rest = ns if not prefix else (ns[len(prefix) + 1:] if ns.startswith(prefix + ">")
-                                          else None)
+            rest = (
+                ns
+                if not prefix
+                else (ns[len(prefix) + 1 :] if ns.startswith(prefix + ">") else None)
+            )
             if rest:
                 head = rest.split(">")[0]
                 spaces.setdefault(_segment(head), f"{prefix}>{head}" if prefix else head)
@@ -101,8 +105,10 @@ class OpsNamespace:
             names = sorted(o.name for o in found)
             hints = " or ".join(
                 f"opmarket.ops.{'.'.join(_segment(p) for p in o.namespace.split('>'))}.{name}"
-                if o.namespace else f"opmarket.ops[{o.name!r}]" for o in sorted(
-                    found, key=lambda o: o.name))
+                if o.namespace
+                else f"opmarket.ops[{o.name!r}]"
+                for o in sorted(found, key=lambda o: o.name)
+            )
             raise AmbiguousOpName(
                 f"opmarket.ops.{name} is ambiguous: {' and '.join(names)} both have that "
                 f"name; use {hints}"
@@ -112,8 +118,11 @@ class OpsNamespace:
         elif name in spaces:
             value = OpsNamespace(self._registry, spaces[name], loader=self._loader)
         else:
-            where = f"opmarket.ops.{'.'.join(map(_segment, self._prefix.split('>')))}" \
-                if self._prefix else "opmarket.ops"
+            where = (
+                f"opmarket.ops.{'.'.join(map(_segment, self._prefix.split('>')))}"
+                if self._prefix
+                else "opmarket.ops"
+            )
             raise AttributeError(f"{where} has no op {name!r}")
         self.__dict__[name] = value
         return value

@@ -80,8 +80,10 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
     except InvalidOpDef as exc:
         raise LibraryError(f"library {p} declares invalid ops:\n{exc}") from exc
     if not decls:
-        raise LibraryError(f"library {p} declares no ops or kernels: build it with OPM_LIBRARY "
-                           "from opmarket/kernel.h (see docs/native.md)")
+        raise LibraryError(
+            f"library {p} declares no ops or kernels: build it with OPM_LIBRARY "
+            "from opmarket/kernel.h (see docs/native.md)"
+        )
     get_registry().register(*decls, source=f"library {p}")
     return OpLibrary(p, module, tuple(d for d in decls if isinstance(d, OpDef)))
 

@@ -20,11 +20,23 @@ from opmarket.sdk._shape_inference import ShapeFnSpec
 __all__ = ["Registry"]
 
 Declaration = (
-    OpDef | KernelSpec | ShapeFnSpec | GradientSpec | ReferenceSpec | InputGeneratorSpec
+    OpDef
+    | KernelSpec
+    | ShapeFnSpec
+    | GradientSpec
+    | ReferenceSpec
+    | InputGeneratorSpec
     | CustomCallTarget
 )
-_KINDS = (OpDef, KernelSpec, ShapeFnSpec, GradientSpec, ReferenceSpec, InputGeneratorSpec,
-          CustomCallTarget)
+_KINDS = (
+    OpDef,
+    KernelSpec,
+    ShapeFnSpec,
+    GradientSpec,
+    ReferenceSpec,
+    InputGeneratorSpec,
+    CustomCallTarget,
+)
 
 
 @dataclass(slots=True)
@@ -135,8 +147,9 @@ class Registry:
         for attr_name, types in k.constraints:
             attr = op.attr(attr_name)
             if attr is None or attr.base_type != "type":
-                problems.append(f"{where}: constraint on {attr_name!r}, which is not a type "
-                                f"attr of {op.name}")
+                problems.append(
+                    f"{where}: constraint on {attr_name!r}, which is not a type attr of {op.name}"
+                )
             elif attr.allowed_values is not None:
                 outside = [t.spec_name for t in types if t not in attr.allowed_values]
                 if outside:
@@ -146,14 +159,21 @@ class Registry:
                         f"op's allowed types ({allowed})"
                     )
         args = {a.name for a in (*op.inputs, *op.outputs)}
-        problems.extend(f"{where}: host_memory names {n!r}, not an input or output of {op.name}"
-                        for n in k.host_memory if n not in args)
+        problems.extend(
+            f"{where}: host_memory names {n!r}, not an input or output of {op.name}"
+            for n in k.host_memory
+            if n not in args
+        )
         have = self._ops.get(op.name)
         for other, other_source in [*(have.kernels if have else ()), *pending]:
             if other == k:
                 continue
             if (other.op, other.device, other.label, other.priority) == (
-                k.op, k.device, k.label, k.priority) and _overlap(other, k):
+                k.op,
+                k.device,
+                k.label,
+                k.priority,
+            ) and _overlap(other, k):
                 problems.append(
                     f"{where} overlaps kernel {other.name} from {other_source} at the same "
                     f"priority {k.priority}; give one a higher priority"
@@ -166,15 +186,19 @@ class Registry:
         current = getattr(have, _SLOT[kind]) if have else None
         current = pending.get((kind, d.op), current)
         if current is not None and current[0] != d:
-            return [f"{kind} for {d.op!r} from {source} conflicts with the one registered by "
-                    f"{current[1]}"]
+            return [
+                f"{kind} for {d.op!r} from {source} conflicts with the one registered by "
+                f"{current[1]}"
+            ]
         return []
 
     def _check_target(self, t: CustomCallTarget, source: str) -> list[str]:
         have = self._targets.get((t.name, t.platform))
         if have is not None and have[0] != t:
-            return [f"custom-call target {t.name!r} on {t.platform} from {source} conflicts with "
-                    f"the one registered by {have[1]}"]
+            return [
+                f"custom-call target {t.name!r} on {t.platform} from {source} conflicts with "
+                f"the one registered by {have[1]}"
+            ]
         return []
 
     def _commit(self, decls: list[Declaration], source: str) -> None:
@@ -257,8 +281,10 @@ class Registry:
 
     def snapshot(self, *, name: str = "", version: str = "", source: str | None = None) -> OpSet:
         """The registered ops (of one ``source`` if given) and their kernels as an OpSet."""
-        ops = sorted((e.op_def for e in self._ops.values()
-                      if source is None or e.source == source), key=lambda o: o.name)
+        ops = sorted(
+            (e.op_def for e in self._ops.values() if source is None or e.source == source),
+            key=lambda o: o.name,
+        )
         kernels = tuple(k for o in ops for k in self.kernel_defs(o.name))
         return OpSet.of(ops, kernels, name=name, version=version)
 
@@ -302,8 +328,12 @@ class Registry:
         return d
 
 
-_SLOT = {"shape function": "shape_fn", "gradient": "gradient", "reference": "reference",
-         "input generator": "generator"}
+_SLOT = {
+    "shape function": "shape_fn",
+    "gradient": "gradient",
+    "reference": "reference",
+    "input generator": "generator",
+}
 
 
 def _kind(d: Any) -> str:

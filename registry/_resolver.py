@@ -28,8 +28,9 @@ def _as_spec(op: str, kernel: Any) -> KernelSpec:
         return KernelSpec(op=op, impl=kernel, attr_names=None)
     if callable(kernel):
         return KernelSpec(op=op, impl=kernel, attr_names=_attr_names(kernel))
-    raise InvalidDeclaration(f"a resolver kernel is a function, a Kernel subclass or a KernelSpec, "
-                    f"got {kernel!r}")
+    raise InvalidDeclaration(
+        f"a resolver kernel is a function, a Kernel subclass or a KernelSpec, got {kernel!r}"
+    )
 
 
 class OpResolver:
@@ -47,8 +48,9 @@ class OpResolver:
             r._builtin.setdefault(op.name, {})[1] = None
         return r
 
-    def add_builtin(self, op: str, kernel: Any = None, min_version: int = 1,
-                    max_version: int | None = None) -> None:
+    def add_builtin(
+        self, op: str, kernel: Any = None, min_version: int = 1, max_version: int | None = None
+    ) -> None:
         """Resolve versions ``min_version`` to ``max_version`` of built-in ``op`` to ``kernel``
         (None: whichever kernel dispatch chooses)."""
         top = min_version if max_version is None else max_version
@@ -76,15 +78,18 @@ class OpResolver:
             return self._builtin[op][version]
         have = sorted({*self._builtin.get(op, {}), *self._custom.get(op, {})})
         if have:
-            raise NotFound(f"op {op!r} version {version} is not in the resolver "
-                           f"(it has versions {', '.join(map(str, have))})")
+            raise NotFound(
+                f"op {op!r} version {version} is not in the resolver "
+                f"(it has versions {', '.join(map(str, have))})"
+            )
         raise NotFound(f"op {op!r} is not in the resolver")
 
     def ops(self) -> list[tuple[str, tuple[int, ...]]]:
         """Each op the resolver knows, with its versions."""
         names = sorted({*self._builtin, *self._custom})
-        return [(n, tuple(sorted({*self._builtin.get(n, {}), *self._custom.get(n, {})})))
-                for n in names]
+        return [
+            (n, tuple(sorted({*self._builtin.get(n, {}), *self._custom.get(n, {})}))) for n in names
+        ]
 
     def _copy_entry(self, other: OpResolver, op: str, version: int) -> None:
         if version in other._custom.get(op, {}):
@@ -94,14 +99,14 @@ class OpResolver:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._builtin.values()) + sum(
-            len(v) for v in self._custom.values())
+            len(v) for v in self._custom.values()
+        )
 
 
 def selective_resolver(graph: Graph, resolver: OpResolver) -> OpResolver:
     """A resolver with only the (op, version) pairs ``graph`` uses; NotFound listing every
     one ``resolver`` lacks. Graph inputs (``Placeholder``) need no kernel."""
-    used = sorted({(n.op, int(n.attrs.get("_version", 1))) for n in graph
-                   if n.op != "Placeholder"})
+    used = sorted({(n.op, int(n.attrs.get("_version", 1))) for n in graph if n.op != "Placeholder"})
     missing = [f"{op} v{v}" for op, v in used if not resolver.has(op, v)]
     if missing:
         raise NotFound(f"the resolver lacks ops the graph uses: {', '.join(missing)}")
@@ -109,5 +114,3 @@ def selective_resolver(graph: Graph, resolver: OpResolver) -> OpResolver:
     for op, v in used:
         out._copy_entry(resolver, op, v)
     return out
-
-

@@ -93,8 +93,9 @@ def _declared(entry: EntryPointRecord) -> frozenset[str] | None:
     if entry not in _declares:
         try:
             opset = read_manifest(entry)
-            _declares[entry] = frozenset({o.name for o in opset.ops}
-                                         | {k.op for k in opset.kernels})
+            _declares[entry] = frozenset(
+                {o.name for o in opset.ops} | {k.op for k in opset.kernels}
+            )
         except (OpmarketError, OSError):
             _declares[entry] = None
     return _declares[entry]
@@ -111,8 +112,11 @@ def load_plugins_for(prefix: str, name: str | None, *, full: bool = False) -> No
     if name is None:
         _load(list(_pending))
         return
-    wanted = [e for e in _pending if (ops := _declared(e)) is None
-              or any(matches(op, prefix, name, full=full) for op in ops)]
+    wanted = [
+        e
+        for e in _pending
+        if (ops := _declared(e)) is None or any(matches(op, prefix, name, full=full) for op in ops)
+    ]
     mentioned: set[str] = set()
     grew = True
     while grew:  # close over shared ops, so kernels and their ops load together

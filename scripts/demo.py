@@ -66,13 +66,21 @@ def main() -> int:
             "spec",
             show=12,
         )
-        step("a document with mistakes: every problem, one line each, exit 1",
-             "convert", str(EXAMPLES / "broken-ops.json"), expect=1)  # fmt: skip
-    step("the installed plugins (plugins/, installed by scripts/setup), each loaded in isolation",
-         "plugins")  # fmt: skip
+        step(
+            "a document with mistakes: every problem, one line each, exit 1",
+            "convert",
+            str(EXAMPLES / "broken-ops.json"),
+            expect=1,
+        )
+    step(
+        "the installed plugins (plugins/, installed by scripts/setup), each loaded in isolation",
+        "plugins",
+    )
     step("their ops, read from the manifests they ship: no plugin code imported", "ops")
-    print("\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command), "
-          "docs/plugins.md (writing a plugin).")
+    print(
+        "\nNext: docs/spec-language.md (the spec language), docs/cli.md (every command), "
+        "docs/plugins.md (writing a plugin)."
+    )
     for failure in FAILED:
         print(f"demo: unexpected result: {failure}", file=sys.stderr)
     return 1 if FAILED else 0

@@ -42,9 +42,18 @@ __all__ = [
 ]
 
 _TENSOR_FIELDS = (
-    "half_val", "float_val", "double_val", "int_val", "string_val", "scomplex_val",
-    "int64_val", "bool_val", "dcomplex_val", "uint32_val", "uint64_val",
-)  # fmt: skip
+    "half_val",
+    "float_val",
+    "double_val",
+    "int_val",
+    "string_val",
+    "scomplex_val",
+    "int64_val",
+    "bool_val",
+    "dcomplex_val",
+    "uint32_val",
+    "uint64_val",
+)
 
 
 class BadJson(OpmarketError, ValueError):
@@ -109,9 +118,10 @@ def value_to_json(attr_type: str, value: Any) -> Any:
     if attr_type == "func":
         return {
             "name": value.name,
-            "attr": {k: {"type": t.type, "value": value_to_json(t.type, t.value)}
-                     for k, t in value.attrs},
-        }  # fmt: skip
+            "attr": {
+                k: {"type": t.type, "value": value_to_json(t.type, t.value)} for k, t in value.attrs
+            },
+        }
     return value
 
 
@@ -162,8 +172,11 @@ def read_dtype(v: Any, where: str) -> DType:
 def read_double(v: Any, where: str) -> float:
     if isinstance(v, str) and v in ("nan", "inf", "-inf"):
         return normalize_double(float(v))
-    expect(isinstance(v, (int, float)) and not isinstance(v, bool), where,
-            f"expected a number, got {v!r}")  # fmt: skip
+    expect(
+        isinstance(v, (int, float)) and not isinstance(v, bool),
+        where,
+        f"expected a number, got {v!r}",
+    )
     return normalize_double(float(v))
 
 
@@ -186,8 +199,12 @@ def read_shape(v: Any, where: str) -> TensorShape:
 
 
 def read_tensor(v: Any, where: str) -> TensorValue:
-    check_keys(v, where, ("dtype", "shape", "version_number", "tensor_content", "extra",
-                     *_TENSOR_FIELDS), ("dtype",))  # fmt: skip
+    check_keys(
+        v,
+        where,
+        ("dtype", "shape", "version_number", "tensor_content", "extra", *_TENSOR_FIELDS),
+        ("dtype",),
+    )
     values: list[tuple[str, tuple[Any, ...]]] = []
     for name in _TENSOR_FIELDS:
         if name not in v:

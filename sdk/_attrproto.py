@@ -34,15 +34,30 @@ __all__ = [
 
 # attr base type -> AttrValue field
 _FIELD = {
-    "string": "s", "int": "i", "float": "f", "bool": "b", "type": "type",
-    "shape": "shape", "tensor": "tensor", "func": "func",
-}  # fmt: skip
+    "string": "s",
+    "int": "i",
+    "float": "f",
+    "bool": "b",
+    "type": "type",
+    "shape": "shape",
+    "tensor": "tensor",
+    "func": "func",
+}
 _TYPE_OF_FIELD = {v: k for k, v in _FIELD.items()}
 _FULL_TYPE_NAMES = {v: k for k, v in FULL_TYPE_IDS.items()}
 _TENSOR_VALUE_FIELDS = (
-    "half_val", "float_val", "double_val", "int_val", "string_val", "scomplex_val",
-    "int64_val", "bool_val", "dcomplex_val", "uint32_val", "uint64_val",
-)  # fmt: skip
+    "half_val",
+    "float_val",
+    "double_val",
+    "int_val",
+    "string_val",
+    "scomplex_val",
+    "int64_val",
+    "bool_val",
+    "dcomplex_val",
+    "uint32_val",
+    "uint64_val",
+)
 
 
 def proto_field_for(base_type: str) -> str:

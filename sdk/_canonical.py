@@ -50,9 +50,12 @@ HISTORY_FORMAT_VERSION = 1
 FORMAT_VERSION = 1
 
 _FLAGS = (
-    "is_stateful", "is_commutative", "is_aggregate", "allows_uninitialized_input",
+    "is_stateful",
+    "is_commutative",
+    "is_aggregate",
+    "allows_uninitialized_input",
     "is_distributed_communication",
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -219,11 +222,28 @@ def _full_type(v: Any, where: str) -> FullType:
     )
 
 
-_ARG_KEYS = ("name", "type", "type_attr", "number_attr", "type_list_attr", "is_ref",
-             "full_type", "description")  # fmt: skip
+_ARG_KEYS = (
+    "name",
+    "type",
+    "type_attr",
+    "number_attr",
+    "type_list_attr",
+    "is_ref",
+    "full_type",
+    "description",
+)
 _ATTR_KEYS = ("name", "type", "allowed_values", "minimum", "default", "description")
-_OP_KEYS = ("name", "inputs", "outputs", "attrs", "control_outputs", *_FLAGS, "deprecation",
-            "summary", "description")  # fmt: skip
+_OP_KEYS = (
+    "name",
+    "inputs",
+    "outputs",
+    "attrs",
+    "control_outputs",
+    *_FLAGS,
+    "deprecation",
+    "summary",
+    "description",
+)
 
 
 def _arg(v: Any, where: str) -> ArgDef:
@@ -287,12 +307,16 @@ def opdef_from_json(v: Any) -> OpDef:
         summary=read_str(v.get("summary", ""), "summary"),
         description=read_str(v.get("description", ""), "description"),
         **{f: read_bool(v.get(f, False), f) for f in _FLAGS},
-    )  # fmt: skip
+    )
 
 
 def kernel_from_json(v: Any) -> KernelDef:
-    check_keys(v, "kernel", ("op", "device", "constraints", "host_memory", "label", "priority"),
-          ("op", "device"))  # fmt: skip
+    check_keys(
+        v,
+        "kernel",
+        ("op", "device", "constraints", "host_memory", "label", "priority"),
+        ("op", "device"),
+    )
     cons = v.get("constraints", {})
     expect(isinstance(cons, dict), "constraints", "expected an object of attr -> dtypes")
     return KernelDef(
@@ -307,15 +331,17 @@ def kernel_from_json(v: Any) -> KernelDef:
         ),
         label=read_str(v.get("label", ""), "label"),
         priority=read_int(v.get("priority", 0), "priority"),
-    )  # fmt: skip
+    )
 
 
 def decode_history(obj: Mapping[str, Any], source: str) -> Document:
     """Read a parsed opmarket history (``{"format": "opmarket.history", "releases": [op-set,
     ...]}``); each release's problems are collected, naming the release."""
     version = obj.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or (
-        version > HISTORY_FORMAT_VERSION
+    if (
+        not isinstance(version, int)
+        or isinstance(version, bool)
+        or (version > HISTORY_FORMAT_VERSION)
     ):
         raise DocumentError(source, f"unsupported format_version {version!r}")
     raw_releases = obj.get("releases")

@@ -47,8 +47,9 @@ def custom_call_target(name: str, platform: str = "Host") -> Callable[[F], F]:
     return decorate
 
 
-def custom_call(target: str, inputs: Sequence[Any], result: Any, *, opaque: bytes = b"",
-                platform: str = "Host") -> Any:
+def custom_call(
+    target: str, inputs: Sequence[Any], result: Any, *, opaque: bytes = b"", platform: str = "Host"
+) -> Any:
     """Call the registered custom-call target ``target`` on ``platform`` with the input
     buffers and fresh output buffers, as an XLA program does: ``result`` is ``(shape,
     dtype)`` for one output array, or a list of them for a tuple (see

@@ -44,10 +44,11 @@ def _problems_of(ops: Iterable[OpDef], source: str) -> list[Problem]:
     out: list[Problem] = []
     for op in ops:
         out.extend(
-            Problem(message, op=op.name, field=f"{kind} {name!r}" if kind != "op" else "",
-                    source=source)
+            Problem(
+                message, op=op.name, field=f"{kind} {name!r}" if kind != "op" else "", source=source
+            )
             for kind, name, message in opdef_problems(op)
-        )  # fmt: skip
+        )
     return out
 
 

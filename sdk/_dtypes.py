@@ -159,18 +159,47 @@ def dtype_from_spec_name(name: str) -> DType | None:
 
 # TensorFlow's compound spec words, expanded as TensorFlow does: in enum order.
 NUMBER_TYPES: tuple[DType, ...] = (
-    DType.FLOAT, DType.DOUBLE, DType.INT32, DType.UINT8, DType.INT16, DType.INT8,
-    DType.COMPLEX64, DType.INT64, DType.QINT8, DType.QUINT8, DType.QINT32, DType.BFLOAT16,
-    DType.QINT16, DType.QUINT16, DType.UINT16, DType.COMPLEX128, DType.HALF, DType.UINT32,
+    DType.FLOAT,
+    DType.DOUBLE,
+    DType.INT32,
+    DType.UINT8,
+    DType.INT16,
+    DType.INT8,
+    DType.COMPLEX64,
+    DType.INT64,
+    DType.QINT8,
+    DType.QUINT8,
+    DType.QINT32,
+    DType.BFLOAT16,
+    DType.QINT16,
+    DType.QUINT16,
+    DType.UINT16,
+    DType.COMPLEX128,
+    DType.HALF,
+    DType.UINT32,
     DType.UINT64,
-)  # fmt: skip
+)
 REAL_NUMBER_TYPES: tuple[DType, ...] = (
-    DType.FLOAT, DType.DOUBLE, DType.INT32, DType.UINT8, DType.INT16, DType.INT8,
-    DType.INT64, DType.BFLOAT16, DType.UINT16, DType.HALF, DType.UINT32, DType.UINT64,
-)  # fmt: skip
+    DType.FLOAT,
+    DType.DOUBLE,
+    DType.INT32,
+    DType.UINT8,
+    DType.INT16,
+    DType.INT8,
+    DType.INT64,
+    DType.BFLOAT16,
+    DType.UINT16,
+    DType.HALF,
+    DType.UINT32,
+    DType.UINT64,
+)
 QUANTIZED_TYPES: tuple[DType, ...] = (
-    DType.QINT8, DType.QUINT8, DType.QINT32, DType.QINT16, DType.QUINT16,
-)  # fmt: skip
+    DType.QINT8,
+    DType.QUINT8,
+    DType.QINT32,
+    DType.QINT16,
+    DType.QUINT16,
+)
 
 COMPOUND_TYPES: dict[str, tuple[DType, ...]] = {
     "numbertype": NUMBER_TYPES,

@@ -89,10 +89,13 @@ class KernelSpec(KernelDef):
 
     def describe(self) -> str:
         """One line for messages: ``CPU  T in {float, int32}  priority 0  (module.fn)``."""
-        cons = "  ".join(
-            f"{name} in {{{', '.join(t.spec_name for t in types)}}}"
-            for name, types in self.constraints
-        ) or "any types"
+        cons = (
+            "  ".join(
+                f"{name} in {{{', '.join(t.spec_name for t in types)}}}"
+                for name, types in self.constraints
+            )
+            or "any types"
+        )
         label = f"  label {self.label!r}" if self.label else ""
         return f"{self.device}  {cons}  priority {self.priority}{label}  ({self.name})"
 

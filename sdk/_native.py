@@ -42,9 +42,15 @@ def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
         return []
     if not (isinstance(raw, tuple) and len(raw) == 2 and raw[0] == LIBRARY_FORMAT):
         found = raw[0] if isinstance(raw, tuple) and raw else raw
-        raise InvalidOpDef([Problem(
-            f"library format {found!r}; this opmarket reads format {LIBRARY_FORMAT} "
-            "(rebuild the library against this opmarket's opmarket/kernel.h)", source=source)])
+        raise InvalidOpDef(
+            [
+                Problem(
+                    f"library format {found!r}; this opmarket reads format {LIBRARY_FORMAT} "
+                    "(rebuild the library against this opmarket's opmarket/kernel.h)",
+                    source=source,
+                )
+            ]
+        )
     problems: list[Problem] = []
     ops: dict[str, OpDef] = {}
     kernels: list[KernelSpec] = []
@@ -52,8 +58,14 @@ def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
     for d in items:
         if d["kind"] != "op":
             continue
-        op_def, found = finalize_op(d["name"], inputs=d["inputs"], outputs=d["outputs"],
-                                    attrs=d["attrs"], doc=d["doc"], is_stateful=d["stateful"])
+        op_def, found = finalize_op(
+            d["name"],
+            inputs=d["inputs"],
+            outputs=d["outputs"],
+            attrs=d["attrs"],
+            doc=d["doc"],
+            is_stateful=d["stateful"],
+        )
         problems.extend(Problem(m, op=d["name"], source=source) for m in found)
         if op_def is not None:
             ops[op_def.name] = op_def
@@ -65,17 +77,26 @@ def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
             try:
                 constraints.append((attr, tuple(sorted({as_dtype(n) for n in names}))))
             except ValueError as exc:
-                problems.append(Problem(str(exc), op=d["op"], field=f"kernel {d['name']}",
-                                        source=source))
+                problems.append(
+                    Problem(str(exc), op=d["op"], field=f"kernel {d['name']}", source=source)
+                )
         if "attrs" in d:
             attr_names: tuple[str, ...] = tuple(d["attrs"])
         else:
             op_def = ops.get(d["op"])
             attr_names = tuple(a for a in d["args"] if op_def is not None and op_def.attr(a))
-        kernels.append(KernelSpec(
-            op=d["op"], impl=d["fn"], device=str(d["device"]).upper(),
-            constraints=tuple(sorted(constraints)), host_memory=tuple(d["host_memory"]),
-            priority=int(d["priority"]), label=d["label"], attr_names=attr_names))
+        kernels.append(
+            KernelSpec(
+                op=d["op"],
+                impl=d["fn"],
+                device=str(d["device"]).upper(),
+                constraints=tuple(sorted(constraints)),
+                host_memory=tuple(d["host_memory"]),
+                priority=int(d["priority"]),
+                label=d["label"],
+                attr_names=attr_names,
+            )
+        )
     if problems:
         raise InvalidOpDef(problems)
     return [*ops.values(), *kernels]

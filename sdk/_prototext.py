@@ -26,9 +26,18 @@ _SIGNED = re.compile(r"[+-]?[0-9]+")
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _HEX = "0123456789abcdefABCDEF"
 _SIMPLE_ESCAPES = {
-    "n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11, "\\": 92, "'": 39, '"': 34,
+    "n": 10,
+    "t": 9,
+    "r": 13,
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "v": 11,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
     "?": 63,
-}  # fmt: skip
+}
 _INT_RANGES = {
     FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
     FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),

@@ -356,9 +356,7 @@ def broadcast_shape(a: Shape, b: Shape) -> Shape:
         elif x == y:
             out.append(x)
         else:
-            raise InvalidArgument(
-                f"Incompatible shapes: {format_shape(a)} vs. {format_shape(b)}"
-            )
+            raise InvalidArgument(f"Incompatible shapes: {format_shape(a)} vs. {format_shape(b)}")
     return tuple(reversed(out))
 
 
@@ -429,9 +427,7 @@ def _expected(token: str, inputs: list[Shape]) -> Shape:
     return tuple(dims)
 
 
-def infer_ok(
-    op: OpDef | None, fn: ShapeFn, inputs: str, expected: str, **attrs: Any
-) -> None:
+def infer_ok(op: OpDef | None, fn: ShapeFn, inputs: str, expected: str, **attrs: Any) -> None:
     """Assert that ``fn`` infers ``expected`` from ``inputs``.
 
     Inputs are shapes separated by ``;`` (``"[2,?];?"``); expected outputs likewise, where
@@ -446,9 +442,7 @@ def infer_ok(
         raise AssertionError(f"inferred {shown!r} from {inputs!r}, expected {expected!r}")
 
 
-def infer_error(
-    op: OpDef | None, fn: ShapeFn, inputs: str, message: str, **attrs: Any
-) -> None:
+def infer_error(op: OpDef | None, fn: ShapeFn, inputs: str, message: str, **attrs: Any) -> None:
     """Assert that ``fn`` rejects ``inputs`` with an error containing ``message``."""
     try:
         got = _run(op, fn, inputs, attrs)

@@ -42,16 +42,25 @@ _TIMES_TYPE = re.compile(r"\*[" + _SPACE + r"]*([A-Za-z][A-Za-z0-9_]*)[" + _SPAC
 _CONTROL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _DOC_NAME = re.compile(r"([A-Za-z][A-Za-z0-9_]*)[" + _SPACE + r"]*:[" + _SPACE + r"]*")
 _COMPOUND_PREFIXES = (
-    "numbertype", "numerictype", "quantizedtype", "realnumbertype", "realnumberictype",
-)  # fmt: skip
+    "numbertype",
+    "numerictype",
+    "quantizedtype",
+    "realnumbertype",
+    "realnumberictype",
+)
 _BASE_TYPE_PREFIXES = ("string", "int", "float", "bool", "type", "shape", "tensor", "func")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_TENSOR_NEST = 100
 _DEFAULT_EXAMPLES = {
-    "string": "'foo'", "int": "-3", "float": "1e-05", "bool": "true", "type": "DT_INT32",
+    "string": "'foo'",
+    "int": "-3",
+    "float": "1e-05",
+    "bool": "true",
+    "type": "DT_INT32",
     "shape": "{ dim { size: 2 } } or { unknown_rank: true }",
-    "tensor": "{ dtype: DT_INT32 int_val: 5 }", "func": "{ name: 'f' }",
-}  # fmt: skip
+    "tensor": "{ dtype: DT_INT32 int_val: 5 }",
+    "func": "{ name: 'f' }",
+}
 
 
 @dataclass
@@ -69,9 +78,14 @@ class MutableAttr:
     def freeze(self) -> AttrDef:
         allowed = None if self.allowed_values is None else tuple(self.allowed_values)
         return AttrDef(
-            self.name, self.type, self.default, allowed, self.has_minimum, self.minimum,
+            self.name,
+            self.type,
+            self.default,
+            allowed,
+            self.has_minimum,
+            self.minimum,
             self.description,
-        )  # fmt: skip
+        )
 
 
 @dataclass
@@ -88,9 +102,14 @@ class MutableArg:
 
     def freeze(self) -> ArgDef:
         return ArgDef(
-            self.name, DType(self.type), self.type_attr, self.number_attr, self.type_list_attr,
-            self.is_ref, self.description,
-        )  # fmt: skip
+            self.name,
+            DType(self.type),
+            self.type_attr,
+            self.number_attr,
+            self.type_list_attr,
+            self.is_ref,
+            self.description,
+        )
 
 
 def _strip_leading(s: str) -> str:

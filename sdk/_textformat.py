@@ -23,9 +23,12 @@ from opmarket.sdk._tfproto import messages
 __all__ = ["opdef_from_proto", "opdef_to_proto", "opdefs_from_pbtxt", "opdefs_to_pbtxt"]
 
 _FLAGS = (
-    "is_commutative", "is_aggregate", "is_stateful", "allows_uninitialized_input",
+    "is_commutative",
+    "is_aggregate",
+    "is_stateful",
+    "allows_uninitialized_input",
     "is_distributed_communication",
-)  # fmt: skip
+)
 
 
 # Python's printer writes 1.0 where TensorFlow's C++ printer writes 1; match TensorFlow.

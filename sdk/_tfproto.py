@@ -19,22 +19,54 @@ _PKG = "tensorflow"
 
 # FullTypeId (full_type.proto): name -> number.
 FULL_TYPE_IDS: dict[str, int] = {
-    "TFT_UNSET": 0, "TFT_VAR": 1, "TFT_ANY": 2, "TFT_PRODUCT": 3, "TFT_NAMED": 4,
-    "TFT_FOR_EACH": 20, "TFT_CALLABLE": 100, "TFT_TENSOR": 1000, "TFT_ARRAY": 1001,
-    "TFT_OPTIONAL": 1002, "TFT_LITERAL": 1003, "TFT_ENCODED": 1004, "TFT_SHAPE_TENSOR": 1005,
-    "TFT_BOOL": 200, "TFT_UINT8": 201, "TFT_UINT16": 202, "TFT_UINT32": 203, "TFT_UINT64": 204,
-    "TFT_INT8": 205, "TFT_INT16": 206, "TFT_INT32": 207, "TFT_INT64": 208, "TFT_HALF": 209,
-    "TFT_FLOAT": 210, "TFT_DOUBLE": 211, "TFT_BFLOAT16": 215, "TFT_COMPLEX64": 212,
-    "TFT_COMPLEX128": 213, "TFT_STRING": 214, "TFT_DATASET": 10102, "TFT_RAGGED": 10103,
-    "TFT_ITERATOR": 10104, "TFT_MUTEX_LOCK": 10202, "TFT_LEGACY_VARIANT": 10203,
-}  # fmt: skip
+    "TFT_UNSET": 0,
+    "TFT_VAR": 1,
+    "TFT_ANY": 2,
+    "TFT_PRODUCT": 3,
+    "TFT_NAMED": 4,
+    "TFT_FOR_EACH": 20,
+    "TFT_CALLABLE": 100,
+    "TFT_TENSOR": 1000,
+    "TFT_ARRAY": 1001,
+    "TFT_OPTIONAL": 1002,
+    "TFT_LITERAL": 1003,
+    "TFT_ENCODED": 1004,
+    "TFT_SHAPE_TENSOR": 1005,
+    "TFT_BOOL": 200,
+    "TFT_UINT8": 201,
+    "TFT_UINT16": 202,
+    "TFT_UINT32": 203,
+    "TFT_UINT64": 204,
+    "TFT_INT8": 205,
+    "TFT_INT16": 206,
+    "TFT_INT32": 207,
+    "TFT_INT64": 208,
+    "TFT_HALF": 209,
+    "TFT_FLOAT": 210,
+    "TFT_DOUBLE": 211,
+    "TFT_BFLOAT16": 215,
+    "TFT_COMPLEX64": 212,
+    "TFT_COMPLEX128": 213,
+    "TFT_STRING": 214,
+    "TFT_DATASET": 10102,
+    "TFT_RAGGED": 10103,
+    "TFT_ITERATOR": 10104,
+    "TFT_MUTEX_LOCK": 10202,
+    "TFT_LEGACY_VARIANT": 10203,
+}
 
 _F = descriptor_pb2.FieldDescriptorProto
 _T = {
-    "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES, "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64, "uint32": _F.TYPE_UINT32, "uint64": _F.TYPE_UINT64,
-    "float": _F.TYPE_FLOAT, "double": _F.TYPE_DOUBLE, "bool": _F.TYPE_BOOL,
-}  # fmt: skip
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
+    "int32": _F.TYPE_INT32,
+    "int64": _F.TYPE_INT64,
+    "uint32": _F.TYPE_UINT32,
+    "uint64": _F.TYPE_UINT64,
+    "float": _F.TYPE_FLOAT,
+    "double": _F.TYPE_DOUBLE,
+    "bool": _F.TYPE_BOOL,
+}
 
 # message name -> [(field, number, type, repeated, oneof index or None)]
 # A type that is not a scalar names a message (".tensorflow.X") or enum ("enum:.tensorflow.X").

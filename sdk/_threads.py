@@ -45,8 +45,11 @@ def _initial() -> int:
     if value < 1:
         # A bad setting must not break every native library's import: say so, use the default.
         default = _default()
-        warnings.warn(f"{ENV_VAR}={text!r} is not a positive number of threads; using "
-                      f"{default}", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{ENV_VAR}={text!r} is not a positive number of threads; using {default}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return default
     return value
 

@@ -26,8 +26,15 @@ __all__ = [
 
 #: The attr types an OpDef may declare, each also inside ``list(...)``.
 ATTR_BASE_TYPES: tuple[str, ...] = (
-    "string", "int", "float", "bool", "type", "shape", "tensor", "func",
-)  # fmt: skip
+    "string",
+    "int",
+    "float",
+    "bool",
+    "type",
+    "shape",
+    "tensor",
+    "func",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,12 @@ def opmarket_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the build's output is kept beside it in ``build.log``."""
     out = tmp_path_factory.mktemp("dist")
     # From the sdist, as pip builds a download: no stale build/ folder can leak in.
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out),
-                           str(REPO)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     (out / "build.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (found,) = out.glob("opmarket-*.whl")

@@ -53,12 +53,17 @@ def test_invalid_ops_list_every_problem_and_write_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "no such file"), ('{"x": 1}', "neither an opmarket op-set"),
-     ("{not json", "invalid JSON"), ("op { name: ", "not TensorFlow text format"),
-     ('{"format": "opmarket.opset", "format_version": 7, "ops": []}', "upgrade opmarket"),
-     ("", "empty file"), ("[" * 100_000, "nested too deeply"),
-     ("op { attr { default_value { tensor {" + " variant_val { tensors {" * 400, "nested")],
-)  # fmt: skip
+    [
+        (None, "no such file"),
+        ('{"x": 1}', "neither an opmarket op-set"),
+        ("{not json", "invalid JSON"),
+        ("op { name: ", "not TensorFlow text format"),
+        ('{"format": "opmarket.opset", "format_version": 7, "ops": []}', "upgrade opmarket"),
+        ("", "empty file"),
+        ("[" * 100_000, "nested too deeply"),
+        ("op { attr { default_value { tensor {" + " variant_val { tensors {" * 400, "nested"),
+    ],
+)
 def test_unreadable_input_is_exit_2_with_one_line(
     tmp_path: Path, content: str | None, message: str
 ) -> None:
@@ -84,23 +89,29 @@ def test_help_explains_formats_and_exit_codes() -> None:
 
 
 def test_full_types_left_out_of_spec_form_are_noted(shared_testdata: Path) -> None:
-    done = run("convert", str(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"),
-               "--to", "spec")  # fmt: skip
+    done = run(
+        "convert", str(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"), "--to", "spec"
+    )
     assert done.returncode == 0
     assert "note: op MapDataset: the full type of output 'handle'" in done.stderr
 
 
 def test_converting_away_from_json_says_kernels_are_left_out(tmp_path: Path) -> None:
     path = tmp_path / "k.json"
-    path.write_text(json.dumps({
-        "format": "opmarket.opset", "format_version": 1, "ops": [{"name": "A"}],
-        "kernels": [{"op": "A", "device": "CPU"}],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "format": "opmarket.opset",
+                "format_version": 1,
+                "ops": [{"name": "A"}],
+                "kernels": [{"op": "A", "device": "CPU"}],
+            }
+        )
+    )
     done = run("convert", str(path), "--to", "tf-pbtxt")
     assert done.returncode == 0
     assert "note: 1 kernel(s) left out: only canonical JSON carries kernels" in done.stderr
     assert "note:" not in run("convert", str(path), "--to", "json").stderr
-
 
 
 # What a command's --help may import: click and opmarket's CLI modules, nothing that does work.

@@ -89,8 +89,7 @@ SDK = [
     "unknown_shape",
     "validate_opdef",
 ]
-FACADE = ["device", "hookimpl", "kernel", "load_library", "load_plugins", "op", "ops",
-          "register"]  # fmt: skip
+FACADE = ["device", "hookimpl", "kernel", "load_library", "load_plugins", "op", "ops", "register"]
 
 
 def test_sdk_public_names_are_pinned() -> None:
@@ -108,8 +107,9 @@ def test_facade_public_names_are_pinned_and_lazy() -> None:
         " or m.startswith('opmarket.')]\n"
         "print(heavy)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd="/")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    )
     assert done.stdout.strip() == "[]"
 
 

@@ -11,8 +11,9 @@ import pytest
 from opmarket.registry import check_conformance, isolated_registry, load_plugins
 
 REPO = Path(__file__).resolve().parents[1]
-FIRST_PARTY = sorted(p.name for p in (REPO / "plugins").iterdir()
-                     if (p / "pyproject.toml").is_file())
+FIRST_PARTY = sorted(
+    p.name for p in (REPO / "plugins").iterdir() if (p / "pyproject.toml").is_file()
+)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,8 @@ def test_every_kernel_of_every_first_party_plugin_matches_its_reference() -> Non
 
 
 def test_the_environment_variables_limit_and_disable_discovery(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("OPMARKET_PLUGINS", "atan")
     with isolated_registry(plugins=True) as reg:
         assert [p.name for p in load_plugins()] == ["atan"]
@@ -67,9 +69,16 @@ def test_first_party_plugins_import_only_the_sdk() -> None:
     found = []
     for path in sorted((REPO / "plugins").glob("*/src/**/*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
-                     else [])
-            found += [f"{path.relative_to(REPO)}:{node.lineno}: {name}" for name in names
-                      if name.split(".")[0] == "opmarket" and not name.startswith("opmarket.sdk")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            found += [
+                f"{path.relative_to(REPO)}:{node.lineno}: {name}"
+                for name in names
+                if name.split(".")[0] == "opmarket" and not name.startswith("opmarket.sdk")
+            ]
     assert found == []

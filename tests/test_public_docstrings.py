@@ -127,9 +127,14 @@ def test_the_check_finds_what_is_undocumented() -> None:
     # CONSTANT is neither a function nor a class: the check passes over it.
     vars(module).update(exported, __all__=list(exported))
     assert undocumented([module]) == [
-        "fake.Record", "fake.Record.empty", "fake.Record.of", "fake.Record.unit",
-        "fake.Record.double", "fake.Record.grow", "fake.function",
-    ]  # fmt: skip
+        "fake.Record",
+        "fake.Record.empty",
+        "fake.Record.of",
+        "fake.Record.unit",
+        "fake.Record.double",
+        "fake.Record.grow",
+        "fake.function",
+    ]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

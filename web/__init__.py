@@ -37,13 +37,23 @@ if TYPE_CHECKING:
     from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 _LAZY = {
-    "app_from_environment": "_app", "create_app": "_app",
-    "Previous": "_pipeline", "Step": "_pipeline", "Verdict": "_pipeline",
-    "validate_wheel": "_pipeline", "Limits": "_sandbox", "Settings": "_settings",
-    "LocalFileStore": "_storage", "Storage": "_storage", "StorageError": "_storage",
-    "storage_from_url": "_storage", "WheelError": "_wheels", "WheelInfo": "_wheels",
-    "WheelLimits": "_wheels", "inspect_wheel": "_wheels",
-}  # fmt: skip
+    "app_from_environment": "_app",
+    "create_app": "_app",
+    "Previous": "_pipeline",
+    "Step": "_pipeline",
+    "Verdict": "_pipeline",
+    "validate_wheel": "_pipeline",
+    "Limits": "_sandbox",
+    "Settings": "_settings",
+    "LocalFileStore": "_storage",
+    "Storage": "_storage",
+    "StorageError": "_storage",
+    "storage_from_url": "_storage",
+    "WheelError": "_wheels",
+    "WheelInfo": "_wheels",
+    "WheelLimits": "_wheels",
+    "inspect_wheel": "_wheels",
+}
 #: Old public names: still there, with a DeprecationWarning, until 1.0.
 _DEPRECATED = {"WheelProblem": "WheelError"}
 
@@ -59,7 +69,10 @@ def __getattr__(name: str) -> Any:
         import warnings
 
         new = _DEPRECATED[name]
-        warnings.warn(f"opmarket.web.{name} is deprecated: use opmarket.web.{new}",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"opmarket.web.{name} is deprecated: use opmarket.web.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return __getattr__(new)
     raise AttributeError(f"module 'opmarket.web' has no attribute {name!r}")

@@ -22,7 +22,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
-_ERRORS = {404: {"description": "Not found: `{\"error\": {\"status\", \"code\", \"message\"}}`"}}
+_ERRORS = {404: {"description": 'Not found: `{"error": {"status", "code", "message"}}`'}}
 
 
 @router.get("/packages", summary="Search packages")
@@ -41,8 +41,9 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
         raise HTTPError(400, "bad-query", str(exc)) from None
 
 
-@router.get("/packages/{name}", summary="One package: versions, files, ops, validation",
-            responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI's loose responses type
+@router.get(
+    "/packages/{name}", summary="One package: versions, files, ops, validation", responses=_ERRORS
+)  # type: ignore[arg-type]  # FastAPI's loose responses type
 def package(name: str, session: SessionDep) -> PackageDetail:
     found = get_package(session, name)
     if found is None:
@@ -50,8 +51,11 @@ def package(name: str, session: SessionDep) -> PackageDetail:
     return found
 
 
-@router.get("/ops/{name}", summary="Which packages provide an op, kernels per device and dtype",
-            responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI's loose responses type
+@router.get(
+    "/ops/{name}",
+    summary="Which packages provide an op, kernels per device and dtype",
+    responses=_ERRORS,
+)  # type: ignore[arg-type]  # FastAPI's loose responses type
 def op(name: str, session: SessionDep) -> OpDetail:
     found = get_op(session, name)
     if found is None:

@@ -31,8 +31,13 @@ def open_state(settings: Settings) -> AppState:
     """Database (migrated), store and queue for ``settings``."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.database)
-    return AppState(settings=settings, db=db, storage=storage_from_url(settings.storage),
-                    queue=JobQueue(db), pages=PageCache(settings.index_cache_ttl_s))
+    return AppState(
+        settings=settings,
+        db=db,
+        storage=storage_from_url(settings.storage),
+        queue=JobQueue(db),
+        pages=PageCache(settings.index_cache_ttl_s),
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -59,22 +64,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.db.dispose()
 
     app = FastAPI(
-        title="opmarket", version=__version__, lifespan=lifespan,
+        title="opmarket",
+        version=__version__,
+        lifespan=lifespan,
         description="A pip-compatible index of validated op/kernel plugin wheels: the simple "
         "repository API (PEP 503/691/700/658/714/592), uploads at /legacy/ (twine, uv "
         "publish), and the catalog as JSON. Errors are "
         '`{"error": {"status": int, "code": str, "message": str}}`.',
-    )  # fmt: skip
+    )
     app.state.opmarket = state
     install_error_handlers(app)
-    app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
-                       max_upload_bytes=settings.max_upload_bytes,
-                       timeout_s=settings.body_timeout_s)
+    app.add_middleware(
+        BodyLimits,
+        max_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        timeout_s=settings.body_timeout_s,
+    )
     for module in (_simple, _files, _upload, _api, _pages):
         app.include_router(module.router)
     # Editable installs link each file into place: follow those links (the folder is ours).
-    app.mount("/static", StaticFiles(directory=Path(__file__).with_name("static"),
-                                     follow_symlink=True), name="static")
+    app.mount(
+        "/static",
+        StaticFiles(directory=Path(__file__).with_name("static"), follow_symlink=True),
+        name="static",
+    )
     return app
 
 

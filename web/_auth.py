@@ -53,8 +53,13 @@ def create_token(session: Session, user_name: str, project: str | None = None) -
     if user is None:
         raise UserError(f"no user {user_name!r}; add one with: opmarket users add NAME")
     secret = PREFIX + secrets.token_urlsafe(32)
-    session.add(Token(user_id=user.id, digest=token_digest(secret),
-                      project=str(canonicalize_name(project)) if project else None))
+    session.add(
+        Token(
+            user_id=user.id,
+            digest=token_digest(secret),
+            project=str(canonicalize_name(project)) if project else None,
+        )
+    )
     return secret
 
 
@@ -66,22 +71,31 @@ class Uploader:
 
 
 # Parses the Authorization header; a missing or malformed one is a 401 with the challenge.
-_basic = HTTPBasic(realm="opmarket", description="user __token__, password an API token",
-                   auto_error=False)
+_basic = HTTPBasic(
+    realm="opmarket", description="user __token__, password an API token", auto_error=False
+)
 
 
-def uploader(credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
-             session: SessionDep) -> Uploader:
+def uploader(
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)], session: SessionDep
+) -> Uploader:
     """Who sends the upload, from HTTP Basic credentials: user ``__token__``, an API token."""
     if credentials is None:  # none, or not Basic (malformed Basic is 401 from HTTPBasic)
-        raise HTTPError(401, "unauthenticated",
-                        "upload with an API token: user __token__, password the token",
-                        _CHALLENGE)
+        raise HTTPError(
+            401,
+            "unauthenticated",
+            "upload with an API token: user __token__, password the token",
+            _CHALLENGE,
+        )
     user_name, password = credentials.username, credentials.password
     if user_name != "__token__":
-        raise HTTPError(401, "unauthenticated",
-                        "user names and passwords are not accepted: use user __token__ "
-                        "and an API token (opmarket tokens create)", _CHALLENGE)
+        raise HTTPError(
+            401,
+            "unauthenticated",
+            "user names and passwords are not accepted: use user __token__ "
+            "and an API token (opmarket tokens create)",
+            _CHALLENGE,
+        )
     token = session.scalar(select(Token).where(Token.digest == token_digest(password)))
     if token is None:
         raise HTTPError(403, "invalid-token", "invalid or unknown API token")

@@ -31,8 +31,11 @@ class PageCache:
         """Whether the serials should be read again before serving."""
         return time.monotonic() - self._checked > self.ttl
 
-    def sync(self, read_generation: Callable[[], tuple[int, int]],
-             read_serials: Callable[[], Mapping[str, int]]) -> None:
+    def sync(
+        self,
+        read_generation: Callable[[], tuple[int, int]],
+        read_serials: Callable[[], Mapping[str, int]],
+    ) -> None:
         """Unless another thread is at it: read the catalog's generation (the number of
         projects and the sum of their serials, one row); when it moved, read every serial
         and drop the pages whose project changed."""
@@ -62,8 +65,9 @@ class PageCache:
         """Read before rendering a page, handed back to ``keep``."""
         return self._generation
 
-    def keep(self, key: str, serial: object, html: bytes, js: bytes, *,
-             seen: object) -> tuple[bytes, bytes]:
+    def keep(
+        self, key: str, serial: object, html: bytes, js: bytes, *, seen: object
+    ) -> tuple[bytes, bytes]:
         """Keep a page rendered at ``serial``, unless a check moved the generation since
         the render began (``seen``): the page may predate a change the check already
         handled, so it is served once and not kept."""

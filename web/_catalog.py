@@ -130,12 +130,14 @@ def _summary(project: Project) -> PackageSummary:
     files = _project_files(project)
     latest = _latest_file(files)
     return PackageSummary(
-        name=project.name, normalized=project.normalized, summary=project.summary,
+        name=project.name,
+        normalized=project.normalized,
+        summary=project.summary,
         latest=latest.release.version if latest else "",
         status=latest.status if latest else FileStatus.PENDING,
         ops=sorted({o.op for o in latest.ops}) if latest else [],
         devices=sorted({k.device for k in latest.kernels}) if latest else [],
-    )  # fmt: skip
+    )
 
 
 def _projects_query() -> Any:
@@ -158,36 +160,53 @@ class SearchResult(BaseModel):
     packages: list[PackageSummary]
 
 
-def search_packages(session: Session, q: str = "", device: str = "", dtype: str = "",
-                    status: str = "", *, offset: int = 0, limit: int = 100) -> SearchResult:
+def search_packages(
+    session: Session,
+    q: str = "",
+    device: str = "",
+    dtype: str = "",
+    status: str = "",
+    *,
+    offset: int = 0,
+    limit: int = 100,
+) -> SearchResult:
     """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
     whose latest file has ``status`` (every filter optional), by name, ``limit`` of them
     from ``offset``. SearchError when a filter is longer than :data:`MAX_QUERY`."""
     for field, value in (("q", q), ("device", device), ("dtype", dtype), ("status", status)):
         if len(value) > MAX_QUERY:
-            raise SearchError(f"{field} is {len(value)} characters long, more than "
-                              f"{MAX_QUERY}: {value[:40]!r}...")
+            raise SearchError(
+                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
+            )
     query = _projects_query().order_by(Project.normalized)
     if q.strip():
         like = _contains(q.strip())
-        has_op = (select(Release.project_id).join(File).join(OpEntry)
-                  .where(OpEntry.op.ilike(like, escape="\\")))
-        query = query.where(or_(
-            Project.name.ilike(like, escape="\\"), Project.summary.ilike(like, escape="\\"),
-            Project.normalized.ilike(_contains(canonicalize_name(q.strip())), escape="\\"),
-            Project.id.in_(has_op)))
+        has_op = (
+            select(Release.project_id)
+            .join(File)
+            .join(OpEntry)
+            .where(OpEntry.op.ilike(like, escape="\\"))
+        )
+        query = query.where(
+            or_(
+                Project.name.ilike(like, escape="\\"),
+                Project.summary.ilike(like, escape="\\"),
+                Project.normalized.ilike(_contains(canonicalize_name(q.strip())), escape="\\"),
+                Project.id.in_(has_op),
+            )
+        )
     if device or dtype:
         kq = select(Release.project_id).join(File).join(KernelEntry)
         if device:
             kq = kq.where(KernelEntry.device == device.upper())
         if dtype:
-            kq = kq.where(KernelEntry.dtypes.like(f"%={_contains(dtype.lower())[1:]}",
-                                                  escape="\\"))
+            kq = kq.where(KernelEntry.dtypes.like(f"%={_contains(dtype.lower())[1:]}", escape="\\"))
         query = query.where(Project.id.in_(kq))
     out = [_summary(p) for p in session.scalars(query).unique()]
     matching = [p for p in out if not status or p.status == status]
-    return SearchResult(total=len(matching), offset=offset,
-                        packages=matching[offset:offset + limit])
+    return SearchResult(
+        total=len(matching), offset=offset, packages=matching[offset : offset + limit]
+    )
 
 
 def _file_info(f: File) -> FileInfo:
@@ -195,45 +214,61 @@ def _file_info(f: File) -> FileInfo:
     steps = result.get("steps", [])
     compat = result.get("compat")
     return FileInfo(
-        filename=f.filename, version=f.release.version, url=file_url(f.sha256, f.filename),
-        sha256=f.sha256, size=f.size, uploaded=f.uploaded, status=f.status, yanked=f.yanked,
-        yanked_reason=f.yanked_reason, devices=sorted({k.device for k in f.kernels}),
-        log=f.log, steps=steps if isinstance(steps, list) else [],
+        filename=f.filename,
+        version=f.release.version,
+        url=file_url(f.sha256, f.filename),
+        sha256=f.sha256,
+        size=f.size,
+        uploaded=f.uploaded,
+        status=f.status,
+        yanked=f.yanked,
+        yanked_reason=f.yanked_reason,
+        devices=sorted({k.device for k in f.kernels}),
+        log=f.log,
+        steps=steps if isinstance(steps, list) else [],
         compat=compat if isinstance(compat, dict) else None,
-    )  # fmt: skip
+    )
 
 
 def _kernel(k: KernelEntry) -> KernelInfo:
-    return KernelInfo(op=k.op, device=k.device, dtypes=k.dtypes, status=k.status,
-                      message=k.message)
+    return KernelInfo(op=k.op, device=k.device, dtypes=k.dtypes, status=k.status, message=k.message)
 
 
 def get_package(session: Session, name: str) -> PackageDetail | None:
     normalized = str(canonicalize_name(name))
-    project = session.scalars(
-        _projects_query().where(Project.normalized == normalized)).unique().first()
+    project = (
+        session.scalars(_projects_query().where(Project.normalized == normalized)).unique().first()
+    )
     if project is None:
         return None
-    files = sorted(_project_files(project), key=lambda f: (_vkey(f.release.version),
-                                                           f.filename), reverse=True)
+    files = sorted(
+        _project_files(project), key=lambda f: (_vkey(f.release.version), f.filename), reverse=True
+    )
     latest = _latest_file(files)
     return PackageDetail(
-        **_summary(project).model_dump(), owner=project.owner.name,
+        **_summary(project).model_dump(),
+        owner=project.owner.name,
         versions=sorted({r.version for r in project.releases}, key=_vkey, reverse=True),
         files=[_file_info(f) for f in files],
-        op_details=[OpInfo(name=o.op, signature=o.signature, summary=o.summary)
-                    for o in sorted(latest.ops, key=lambda o: o.op)] if latest else [],
+        op_details=[
+            OpInfo(name=o.op, signature=o.signature, summary=o.summary)
+            for o in sorted(latest.ops, key=lambda o: o.op)
+        ]
+        if latest
+        else [],
         kernels=[_kernel(k) for k in latest.kernels] if latest else [],
-    )  # fmt: skip
+    )
 
 
 def get_op(session: Session, name: str) -> OpDetail | None:
     rows = session.scalars(
-        select(OpEntry).where(OpEntry.op == name)
-        .options(selectinload(OpEntry.file).selectinload(File.kernels),
-                 selectinload(OpEntry.file).selectinload(File.release)
-                 .selectinload(Release.project))
-    ).all()  # fmt: skip
+        select(OpEntry)
+        .where(OpEntry.op == name)
+        .options(
+            selectinload(OpEntry.file).selectinload(File.kernels),
+            selectinload(OpEntry.file).selectinload(File.release).selectinload(Release.project),
+        )
+    ).all()
     if not rows:
         return None
     by_file: dict[int, OpEntry] = {r.file_id: r for r in rows}
@@ -243,12 +278,20 @@ def get_op(session: Session, name: str) -> OpDetail | None:
         for k in entry.file.kernels:
             if k.op == name:
                 kernels[entry.file_id].append(_kernel(k))
-    for entry in sorted(by_file.values(), key=lambda e: (e.file.release.project.normalized,
-                                                         _vkey(e.file.release.version))):
+    for entry in sorted(
+        by_file.values(),
+        key=lambda e: (e.file.release.project.normalized, _vkey(e.file.release.version)),
+    ):
         f = entry.file
-        providers.append(Provider(
-            package=f.release.project.name, normalized=f.release.project.normalized,
-            version=f.release.version, filename=f.filename, status=f.status,
-            signature=entry.signature, kernels=kernels[f.id],
-        ))  # fmt: skip
+        providers.append(
+            Provider(
+                package=f.release.project.name,
+                normalized=f.release.project.normalized,
+                version=f.release.version,
+                filename=f.filename,
+                status=f.status,
+                signature=entry.signature,
+                kernels=kernels[f.id],
+            )
+        )
     return OpDetail(name=name, summary=rows[0].summary, providers=providers)

@@ -148,8 +148,9 @@ def create_job_cgroup(memory_mb: int, max_pids: int, cpus: float) -> JobCgroup |
                 group.enforced.append(f"memory {memory_mb} MiB for the whole job")
             elif controller == "pids" and _write(folder / "pids.max", str(max_pids)):
                 group.enforced.append(f"at most {max_pids} processes")
-            elif controller == "cpu" and _write(folder / "cpu.cfs_quota_us",
-                                                str(int(cpus * 100_000))):
+            elif controller == "cpu" and _write(
+                folder / "cpu.cfs_quota_us", str(int(cpus * 100_000))
+            ):
                 _write(folder / "cpu.cfs_period_us", "100000")
                 group.enforced.append(f"{cpus:g} CPU")
     except OSError:

@@ -17,10 +17,13 @@ from opmarket._usage import EXIT_PROBLEM, UsageError
 __all__ = ["serve", "tokens", "users", "validate", "worker", "yank"]
 
 _data_option = click.option(
-    "--data", "data", type=click.Path(file_okay=False, path_type=Path), default=None,
+    "--data",
+    "data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
     help="The marketplace's data folder (database and files) [env OPMARKET_DATA_DIR; "
     "default ./opmarket-data].",
-)  # fmt: skip
+)
 
 
 def _settings(**overrides: Any) -> Any:
@@ -50,30 +53,69 @@ def _state(data: Path | None) -> Any:
 @click.option("--port", type=int, default=None, help="Port [default 8000].")
 @_data_option
 @click.option("--workers", type=int, default=None, help="uvicorn worker processes [default 1].")
-@click.option("--validation-workers", type=int, default=None,
-              help="Validation threads per process (0: validate nothing here) [default 1].")
-@click.option("--max-upload-bytes", type=int, default=None,
-              help="Largest wheel accepted, in bytes [default 100 MiB].")
-@click.option("--max-header-bytes", type=int, default=None,
-              help="Largest request line and headers, in bytes; larger: 431 [default 65536].")
-@click.option("--max-headers", type=int, default=None,
-              help="Most headers in a request; more: 431 [default 100].")
-@click.option("--header-timeout", "header_timeout_s", type=float, default=None,
-              help="Seconds a request's head may take to arrive; slower: 408 [default 10].")
-@click.option("--max-body-bytes", type=int, default=None,
-              help="Largest request body except uploads, in bytes; larger: 413 "
-              "[default 65536].")
-@click.option("--body-timeout", "body_timeout_s", type=float, default=None,
-              help="Seconds to wait for the next part of a request body; then 408 "
-              "[default 30].")
-@click.option("--demo", is_flag=True,
-              help="Build the first-party plugins, upload them through /legacy/, wait for their "
-              "validation, then serve.")
+@click.option(
+    "--validation-workers",
+    type=int,
+    default=None,
+    help="Validation threads per process (0: validate nothing here) [default 1].",
+)
+@click.option(
+    "--max-upload-bytes",
+    type=int,
+    default=None,
+    help="Largest wheel accepted, in bytes [default 100 MiB].",
+)
+@click.option(
+    "--max-header-bytes",
+    type=int,
+    default=None,
+    help="Largest request line and headers, in bytes; larger: 431 [default 65536].",
+)
+@click.option(
+    "--max-headers",
+    type=int,
+    default=None,
+    help="Most headers in a request; more: 431 [default 100].",
+)
+@click.option(
+    "--header-timeout",
+    "header_timeout_s",
+    type=float,
+    default=None,
+    help="Seconds a request's head may take to arrive; slower: 408 [default 10].",
+)
+@click.option(
+    "--max-body-bytes",
+    type=int,
+    default=None,
+    help="Largest request body except uploads, in bytes; larger: 413 [default 65536].",
+)
+@click.option(
+    "--body-timeout",
+    "body_timeout_s",
+    type=float,
+    default=None,
+    help="Seconds to wait for the next part of a request body; then 408 [default 30].",
+)
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Build the first-party plugins, upload them through /legacy/, wait for their "
+    "validation, then serve.",
+)
 def serve(  # noqa: PLR0917  (click passes every option as an argument)
-    host: str | None, port: int | None, data: Path | None, workers: int | None,
-    validation_workers: int | None, max_upload_bytes: int | None,
-    max_header_bytes: int | None, max_headers: int | None, header_timeout_s: float | None,
-    max_body_bytes: int | None, body_timeout_s: float | None, demo: bool,
+    host: str | None,
+    port: int | None,
+    data: Path | None,
+    workers: int | None,
+    validation_workers: int | None,
+    max_upload_bytes: int | None,
+    max_header_bytes: int | None,
+    max_headers: int | None,
+    header_timeout_s: float | None,
+    max_body_bytes: int | None,
+    body_timeout_s: float | None,
+    demo: bool,
 ) -> None:
     """Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog
     at / and its JSON API at /api/ (OpenAPI at /docs).
@@ -83,11 +125,19 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
       opmarket serve --data ./market
       opmarket serve --demo
     """
-    settings = _settings(host=host, port=port, data_dir=data, workers=workers,
-                         validation_workers=validation_workers,
-                         max_upload_bytes=max_upload_bytes, max_header_bytes=max_header_bytes,
-                         max_headers=max_headers, header_timeout_s=header_timeout_s,
-                         max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
+    settings = _settings(
+        host=host,
+        port=port,
+        data_dir=data,
+        workers=workers,
+        validation_workers=validation_workers,
+        max_upload_bytes=max_upload_bytes,
+        max_header_bytes=max_header_bytes,
+        max_headers=max_headers,
+        header_timeout_s=header_timeout_s,
+        max_body_bytes=max_body_bytes,
+        body_timeout_s=body_timeout_s,
+    )
     import uvicorn
 
     from opmarket.web._limits import LimitedHttpToolsProtocol
@@ -97,21 +147,34 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
 
         run_demo(settings)
         return
-    click.echo(f"opmarket: serving {settings.data_dir} on http://{settings.host}:{settings.port}/",
-               err=True)
+    click.echo(
+        f"opmarket: serving {settings.data_dir} on http://{settings.host}:{settings.port}/",
+        err=True,
+    )
     if settings.workers > 1:
         # Each worker process reads the same settings back from the environment.
         for key, value in settings.model_dump(exclude_defaults=True).items():
             os.environ[f"OPMARKET_{key.upper()}"] = str(value)
         _state(settings.data_dir)  # migrate once, before the workers start
-        uvicorn.run("opmarket.web:app_from_environment", factory=True, host=settings.host,
-                    port=settings.port, workers=settings.workers, log_level="warning",
-                    http=LimitedHttpToolsProtocol)
+        uvicorn.run(
+            "opmarket.web:app_from_environment",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level="warning",
+            http=LimitedHttpToolsProtocol,
+        )
         return
     from opmarket.web._app import create_app
 
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="warning", http=LimitedHttpToolsProtocol)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        http=LimitedHttpToolsProtocol,
+    )
 
 
 @click.group()
@@ -161,9 +224,13 @@ def tokens_create(name: str, project: str | None, data: Path | None) -> None:
 
 @click.command()
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--previous", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The previous release (a wheel or an op-set file) to check compatibility "
-              "and the version bump against, as the index does with its last validated one.")
+@click.option(
+    "--previous",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The previous release (a wheel or an op-set file) to check compatibility "
+    "and the version bump against, as the index does with its last validated one.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
     """Validate WHEEL as the marketplace does on upload: archive checks, install in
@@ -188,8 +255,11 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
 
     unsandboxed = sandbox_problem(limits)
     if unsandboxed:  # an author's own wheel on their own machine: run it, but say so
-        click.echo(f"warning: no sandbox ({unsandboxed}); the wheel's code runs with your "
-                   "rights, files and network", err=True)
+        click.echo(
+            f"warning: no sandbox ({unsandboxed}); the wheel's code runs with your "
+            "rights, files and network",
+            err=True,
+        )
         limits = dataclasses.replace(limits, allow_unsandboxed=True)
     verdict = validate_wheel(wheel, previous=prior, limits=limits, wheel_limits=wheel_limits)
     if as_json:
@@ -230,8 +300,12 @@ def yank(project: str, version: str, reason: str, undo: bool, data: Path | None)
 
 @click.command()
 @_data_option
-@click.option("--threads", type=int, default=None,
-              help="Validation threads [default: OPMARKET_VALIDATION_WORKERS or 1].")
+@click.option(
+    "--threads",
+    type=int,
+    default=None,
+    help="Validation threads [default: OPMARKET_VALIDATION_WORKERS or 1].",
+)
 def worker(data: Path | None, threads: int | None) -> None:
     """Validate uploads without serving: take jobs from the catalog's database until stopped
     (Ctrl-C). Run web servers with --validation-workers 0 and as many of these as you like."""
@@ -246,7 +320,8 @@ def worker(data: Path | None, threads: int | None) -> None:
     for sig in (signals.SIGINT, signals.SIGTERM):
         signals.signal(sig, lambda *_: stop.set())
     runner.start()
-    click.echo(f"opmarket: validating jobs from {state.settings.database} with {count} "
-               "thread(s)", err=True)
+    click.echo(
+        f"opmarket: validating jobs from {state.settings.database} with {count} thread(s)", err=True
+    )
     stop.wait()
     runner.stop()

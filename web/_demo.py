@@ -38,22 +38,39 @@ def upload_wheel(base_url: str, token: str, wheel: Path) -> tuple[int, str]:
     """POST ``wheel`` to ``base_url/legacy/`` as twine does; (status, body)."""
     data = wheel.read_bytes()
     parts = wheel.name.split("-")
-    fields = {":action": "file_upload", "protocol_version": "1", "name": parts[0],
-              "version": parts[1], "filetype": "bdist_wheel", "pyversion": "py3",
-              "metadata_version": "2.1", "sha256_digest": hashlib.sha256(data).hexdigest()}
+    fields = {
+        ":action": "file_upload",
+        "protocol_version": "1",
+        "name": parts[0],
+        "version": parts[1],
+        "filetype": "bdist_wheel",
+        "pyversion": "py3",
+        "metadata_version": "2.1",
+        "sha256_digest": hashlib.sha256(data).hexdigest(),
+    }
     boundary = uuid.uuid4().hex
-    body = b"".join(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-        for k, v in fields.items()
-    ) + (f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
-         f'filename="{wheel.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-         ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    body = (
+        b"".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+            for k, v in fields.items()
+        )
+        + (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
+            f'filename="{wheel.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     auth = base64.b64encode(f"__token__:{token}".encode()).decode()
     request = urllib.request.Request(
-        f"{base_url}/legacy/", data=body, method="POST",
-        headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                 "Authorization": f"Basic {auth}"},
-    )  # fmt: skip
+        f"{base_url}/legacy/",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Authorization": f"Basic {auth}",
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
             return response.status, response.read().decode()
@@ -66,9 +83,20 @@ def _build(projects: list[Path], out: Path) -> list[Path]:
     for i, project in enumerate(projects, 1):
         click.echo(f"[{i}/{len(projects)}] building {project.name}", err=True)
         done = subprocess.run(
-            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-             str(project)], capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "build",
+                "--wheel",
+                "--no-isolation",
+                "--outdir",
+                str(out),
+                str(project),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             raise UsageError(f"building {project} failed: {done.stderr.strip()[-500:]}")
         wheels.append(max(out.glob("*.whl"), key=lambda p: p.stat().st_mtime))
@@ -118,14 +146,20 @@ def run_demo(settings: Settings) -> None:
 
     projects = find_plugins()
     if not projects:
-        raise UsageError("no first-party plugins found (plugins/*/pyproject.toml); the demo "
-                         "needs them")
+        raise UsageError(
+            "no first-party plugins found (plugins/*/pyproject.toml); the demo needs them"
+        )
     out = settings.data_dir / "demo-dist"
     out.mkdir(parents=True, exist_ok=True)
     wheels = _build(projects, out)
     # The same HTTP limits as `opmarket serve` (header size and count, slow clients).
-    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port,
-                            log_level="warning", http=LimitedHttpToolsProtocol)
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        http=LimitedHttpToolsProtocol,
+    )
     server = uvicorn.Server(config)
     base_url = f"http://{settings.host}:{settings.port}"
 

@@ -19,8 +19,9 @@ log = logging.getLogger("opmarket.web")
 class HTTPError(OpmarketError):
     """An error answer: HTTP ``status``, a stable ``code`` and a message for people."""
 
-    def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = headers or {}
@@ -30,10 +31,14 @@ class HTTPError(OpmarketError):
 HTTPProblem = HTTPError
 
 
-def error_response(status: int, code: str, message: str,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "code": code, "message": message}},
-                        status_code=status, headers=headers)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"status": status, "code": code, "message": message}},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -44,9 +49,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = {401: "unauthenticated", 404: "not-found", 405: "method-not-allowed"}.get(
-            exc.status_code, "http-error")
-        return error_response(exc.status_code, code, str(exc.detail),
-                              dict(exc.headers or {}))
+            exc.status_code, "http-error"
+        )
+        return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}))
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -58,8 +63,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal-error",
-                              f"internal error ({type(exc).__name__}); the server is still up")
+        return error_response(
+            500, "internal-error", f"internal error ({type(exc).__name__}); the server is still up"
+        )
 
     app.add_exception_handler(HTTPError, problem)
     app.add_exception_handler(StarletteHTTPException, http)

@@ -42,16 +42,25 @@ class _Download(FileResponse):
         await super().__call__(scope, receive, send)
 
 
-@router.get("/files/{sha256}/{filename}", operation_id="download_file",
-            summary="Download a validated wheel, or its METADATA (name + .metadata)")
-@router.head("/files/{sha256}/{filename}", operation_id="download_file_head",
-             summary="The headers of a download")
+@router.get(
+    "/files/{sha256}/{filename}",
+    operation_id="download_file",
+    summary="Download a validated wheel, or its METADATA (name + .metadata)",
+)
+@router.head(
+    "/files/{sha256}/{filename}",
+    operation_id="download_file_head",
+    summary="The headers of a download",
+)
 def download(sha256: str, filename: str, state: StateDep) -> Response:
     metadata = filename.endswith(".metadata")
     wheel_name = filename.removesuffix(".metadata") if metadata else filename
     with state.db.engine.connect() as conn:
-        row = conn.execute(select(File.sha256, File.metadata_sha256, File.status)
-                           .where(File.filename == wheel_name, File.sha256 == sha256)).first()
+        row = conn.execute(
+            select(File.sha256, File.metadata_sha256, File.status).where(
+                File.filename == wheel_name, File.sha256 == sha256
+            )
+        ).first()
     if row is None or row.status != FileStatus.VALIDATED:
         raise HTTPError(404, "not-found", f"no validated file {wheel_name!r} with that hash")
     key = row.metadata_sha256 if metadata else row.sha256

@@ -63,16 +63,24 @@ class JobQueue:
         with self.db.transaction() as session:
             for _ in range(5):
                 job_id = session.scalar(
-                    select(Job.id).where(Job.status == "queued", Job.kind.in_(kinds))
-                    .order_by(Job.id).limit(1)
+                    select(Job.id)
+                    .where(Job.status == "queued", Job.kind.in_(kinds))
+                    .order_by(Job.id)
+                    .limit(1)
                 )
                 if job_id is None:
                     return None
                 now = utcnow()
                 claimed = session.execute(
-                    update(Job).where(Job.id == job_id, Job.status == "queued")
-                    .values(status="running", worker=worker, started=now, heartbeat=now,
-                            attempts=Job.attempts + 1)
+                    update(Job)
+                    .where(Job.id == job_id, Job.status == "queued")
+                    .values(
+                        status="running",
+                        worker=worker,
+                        started=now,
+                        heartbeat=now,
+                        attempts=Job.attempts + 1,
+                    )
                 )
                 if getattr(claimed, "rowcount", 0) == 1:
                     return session.get(Job, job_id)
@@ -84,15 +92,17 @@ class JobQueue:
             return
         with self.db.transaction() as session:
             session.execute(
-                update(Job).where(Job.id.in_(job_ids), Job.status == "running",
-                                  Job.worker == worker).values(heartbeat=utcnow())
+                update(Job)
+                .where(Job.id.in_(job_ids), Job.status == "running", Job.worker == worker)
+                .values(heartbeat=utcnow())
             )
 
     def finish(self, job_id: int, *, error: str = "") -> None:
         """Mark the job done (or failed, with ``error``)."""
         with self.db.transaction() as session:
             session.execute(
-                update(Job).where(Job.id == job_id)
+                update(Job)
+                .where(Job.id == job_id)
                 .values(status="failed" if error else "done", finished=utcnow(), error=error)
             )
 
@@ -100,8 +110,11 @@ class JobQueue:
         """Put a running job back in the queue (its worker stops, or it failed and may be
         tried again)."""
         with self.db.transaction() as session:
-            session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
-                            .values(status="queued", worker="", error=error))
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "running")
+                .values(status="queued", worker="", error=error)
+            )
 
     def requeue_stale(self, older_than: timedelta, max_attempts: int = 3) -> list[Job]:
         """Queue again the running jobs whose lease ran out (their worker stopped renewing
@@ -110,13 +123,21 @@ class JobQueue:
         cutoff = utcnow() - older_than
         expired = or_(Job.heartbeat < cutoff, and_(Job.heartbeat.is_(None), Job.started < cutoff))
         with self.db.transaction() as session:
-            gone = list(session.scalars(select(Job).where(Job.status == "running", expired,
-                                                          Job.attempts >= max_attempts)))
+            gone = list(
+                session.scalars(
+                    select(Job).where(
+                        Job.status == "running", expired, Job.attempts >= max_attempts
+                    )
+                )
+            )
             for job in gone:
                 job.status, job.finished = "failed", utcnow()
                 job.error = f"its worker stopped during each of {job.attempts} attempts"
-            session.execute(update(Job).where(Job.status == "running", expired)
-                            .values(status="queued", worker=""))
+            session.execute(
+                update(Job)
+                .where(Job.status == "running", expired)
+                .values(status="queued", worker="")
+            )
             session.flush()
             session.expunge_all()
         return gone
@@ -126,10 +147,18 @@ class Worker:
     """Threads that take jobs from the queue and run their kind's handler, renewing each
     job's lease while it runs and reclaiming the jobs of workers that stopped."""
 
-    def __init__(self, queue: JobQueue, handlers: dict[str, Handler], *, threads: int = 1,
-                 poll_s: float = 1.0, lease_s: float = 60.0, max_attempts: int = 3,
-                 abandon: dict[str, Abandon] | None = None,
-                 housekeeping: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        handlers: dict[str, Handler],
+        *,
+        threads: int = 1,
+        poll_s: float = 1.0,
+        lease_s: float = 60.0,
+        max_attempts: int = 3,
+        abandon: dict[str, Abandon] | None = None,
+        housekeeping: Callable[[], None] | None = None,
+    ) -> None:
         self.queue = queue
         self.handlers = handlers
         self.poll_s = min(poll_s, lease_s / 4)
@@ -144,8 +173,9 @@ class Worker:
             threading.Thread(target=self._loop, name=f"opmarket-worker-{i}", daemon=True)
             for i in range(threads)
         ]
-        self._threads.append(threading.Thread(target=self._keeper, daemon=True,
-                                              name="opmarket-worker-leases"))
+        self._threads.append(
+            threading.Thread(target=self._keeper, daemon=True, name="opmarket-worker-leases")
+        )
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def start(self) -> None:
@@ -172,8 +202,7 @@ class Worker:
     def reclaim(self) -> None:
         """Queue again the jobs whose lease ran out, give up those tried too often, and
         clean what dead workers left behind."""
-        for job in self.queue.requeue_stale(timedelta(seconds=self.lease_s),
-                                            self.max_attempts):
+        for job in self.queue.requeue_stale(timedelta(seconds=self.lease_s), self.max_attempts):
             self._give_up(job.kind, dict(job.payload), job.error)
         if self.housekeeping is not None:
             self.housekeeping()

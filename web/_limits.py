@@ -95,8 +95,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             if self.transport.is_closing():
                 return
             if self._in_head:
-                self._refuse(_Refused(431, "header-too-large", "the request line and headers "
-                                      f"are larger than {self.limits.max_bytes} bytes"))
+                self._refuse(
+                    _Refused(
+                        431,
+                        "header-too-large",
+                        "the request line and headers "
+                        f"are larger than {self.limits.max_bytes} bytes",
+                    )
+                )
                 return
 
     def _feed(self, data: bytes) -> None:
@@ -126,8 +132,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """One more header, refused past ``max_headers``."""
         self._header_count += 1
         if self._header_count > self.limits.max_headers:
-            raise _Refused(431, "too-many-headers",
-                           f"the request has more than {self.limits.max_headers} headers")
+            raise _Refused(
+                431,
+                "too-many-headers",
+                f"the request has more than {self.limits.max_headers} headers",
+            )
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -161,19 +170,33 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if late < timeout:
             self._check_head_later(timeout - late)
             return
-        self._refuse(_Refused(408, "header-timeout", "the request head did not arrive "
-                              f"within {self.limits.timeout_s:g} s"))
+        self._refuse(
+            _Refused(
+                408,
+                "header-timeout",
+                f"the request head did not arrive within {self.limits.timeout_s:g} s",
+            )
+        )
 
     def _refuse(self, refused: _Refused) -> None:
         """Answer with the error (JSON, as every error) and close the connection."""
         self._stop_head_timer()
-        body = json.dumps({"error": {"status": refused.status, "code": refused.code,
-                                     "message": refused.message}}).encode()
-        self.transport.write(b"".join([
-            STATUS_LINE[refused.status], b"content-type: application/json\r\n",
-            b"content-length: ", str(len(body)).encode(), b"\r\n",
-            b"connection: close\r\n\r\n", body,
-        ]))
+        body = json.dumps(
+            {"error": {"status": refused.status, "code": refused.code, "message": refused.message}}
+        ).encode()
+        self.transport.write(
+            b"".join(
+                [
+                    STATUS_LINE[refused.status],
+                    b"content-type: application/json\r\n",
+                    b"content-length: ",
+                    str(len(body)).encode(),
+                    b"\r\n",
+                    b"connection: close\r\n\r\n",
+                    body,
+                ]
+            )
+        )
         self.transport.close()
 
 
@@ -181,8 +204,9 @@ class BodyLimits:
     """ASGI middleware: a request body over its route's limit is 413, a body whose next part
     does not come within ``timeout_s`` is 408."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, max_upload_bytes: int,
-                 timeout_s: float) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, max_upload_bytes: int, timeout_s: float
+    ) -> None:
         self.app = app
         self.max_bytes, self.max_upload_bytes = max_bytes, max_upload_bytes + FORM_OVERHEAD
         self.timeout_s = timeout_s
@@ -194,8 +218,11 @@ class BodyLimits:
         limit = self.max_upload_bytes if scope["path"] in UPLOAD_PATHS else self.max_bytes
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if declared.isdigit() and int(declared) > limit:
-            refusal = error_response(413, "too-large", f"the request body is {int(declared)} "
-                                     f"bytes, more than the limit of {limit} here")
+            refusal = error_response(
+                413,
+                "too-large",
+                f"the request body is {int(declared)} bytes, more than the limit of {limit} here",
+            )
             await refusal(scope, receive, send)
             return
         await self.app(scope, _LimitedBody(receive, limit, self.timeout_s), send)
@@ -215,14 +242,20 @@ class _LimitedBody:
         try:
             message = await asyncio.wait_for(self.receive(), self.timeout_s)
         except TimeoutError:
-            raise HTTPError(408, "body-timeout", "the next part of the request body did not "
-                            f"arrive within {self.timeout_s:g} s") from None
+            raise HTTPError(
+                408,
+                "body-timeout",
+                f"the next part of the request body did not arrive within {self.timeout_s:g} s",
+            ) from None
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
             self.done = not message.get("more_body", False)
             if self.received > self.limit:
-                raise HTTPError(413, "too-large", "the request body is larger than the "
-                                f"limit of {self.limit} bytes here")
+                raise HTTPError(
+                    413,
+                    "too-large",
+                    f"the request body is larger than the limit of {self.limit} bytes here",
+                )
         else:
             self.done = True
         return message
@@ -230,6 +263,6 @@ class _LimitedBody:
 
 def configure(settings: Settings) -> None:
     """Set this process's head limits from ``settings`` (the protocol class holds them)."""
-    LimitedHttpToolsProtocol.limits = HeadLimits(settings.max_header_bytes,
-                                                 settings.max_headers,
-                                                 settings.header_timeout_s)
+    LimitedHttpToolsProtocol.limits = HeadLimits(
+        settings.max_header_bytes, settings.max_headers, settings.header_timeout_s
+    )

@@ -49,8 +49,14 @@ def distribution_key(filename: str) -> str | None:
     except InvalidWheelFilename:
         return None
     build_tag = f"{build[0]}{build[1]}" if build else ""
-    return "/".join((name, canonicalize_version(version, strip_trailing_zero=True), build_tag,
-                     ".".join(sorted(str(t) for t in tags))))
+    return "/".join(
+        (
+            name,
+            canonicalize_version(version, strip_trailing_zero=True),
+            build_tag,
+            ".".join(sorted(str(t) for t in tags)),
+        )
+    )
 
 
 def _key_of_row(context: Any) -> str | None:
@@ -127,8 +133,9 @@ class File(Base):
     filename: Mapped[str] = mapped_column(String(300), unique=True)
     # distribution_key(filename): unique, so Foo-1.0 and foo-1.0.0 cannot both exist, even
     # when two uploads race.
-    dist_key: Mapped[str | None] = mapped_column(String(600), unique=True, index=True,
-                                                 default=_key_of_row)
+    dist_key: Mapped[str | None] = mapped_column(
+        String(600), unique=True, index=True, default=_key_of_row
+    )
     sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInteger)
     requires_python: Mapped[str] = mapped_column(String(200), default="")

@@ -9,8 +9,10 @@ HTML_V1 = "application/vnd.pypi.simple.v1+html"
 HTML = "text/html"
 #: What we serve, in the order that breaks ties (a browser's */* gets HTML).
 OFFERED = (HTML, HTML_V1, JSON_V1)
-LATEST = {"application/vnd.pypi.simple.latest+json": JSON_V1,
-          "application/vnd.pypi.simple.latest+html": HTML_V1}
+LATEST = {
+    "application/vnd.pypi.simple.latest+json": JSON_V1,
+    "application/vnd.pypi.simple.latest+html": HTML_V1,
+}
 
 
 def _ranges(accept: str) -> list[tuple[str, float]]:

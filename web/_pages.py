@@ -20,20 +20,34 @@ router = APIRouter(include_in_schema=False)
 _env = Environment(
     loader=FileSystemLoader(Path(__file__).with_name("templates")),
     autoescape=select_autoescape(default=True, default_for_string=True),
-    trim_blocks=True, lstrip_blocks=True,
-)  # fmt: skip
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 DEVICES = ("CPU", "GPU")
-DTYPES = ("float", "double", "half", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
-          "bool", "complex64", "complex128")
+DTYPES = (
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
 STATUSES = (FileStatus.VALIDATED, FileStatus.PENDING, FileStatus.REJECTED)
 PER_PAGE = 50
 
 
 def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
     base = str(request.base_url).rstrip("/")
-    page = _env.get_template(name).render(index_url=f"{base}/simple/",
-                                           upload_url=f"{base}/legacy/", **context)
+    page = _env.get_template(name).render(
+        index_url=f"{base}/simple/", upload_url=f"{base}/legacy/", **context
+    )
     return HTMLResponse(page, status_code=code)
 
 
@@ -49,16 +63,31 @@ def home(
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
     try:
-        found = search_packages(session, q, device, dtype, status,
-                                offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
+        found = search_packages(
+            session, q, device, dtype, status, offset=(page - 1) * PER_PAGE, limit=PER_PAGE
+        )
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))
-    query = urlencode({k: v for k, v in (("q", q), ("device", device), ("dtype", dtype),
-                                         ("status", status)) if v})
+    query = urlencode(
+        {k: v for k, v in (("q", q), ("device", device), ("dtype", dtype), ("status", status)) if v}
+    )
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
-    return _render(request, "home.html", packages=found.packages, total=found.total, q=q,
-                   device=device, dtype=dtype, status=status, devices=DEVICES, dtypes=DTYPES,
-                   statuses=STATUSES, page=page, pages=pages, query=query)
+    return _render(
+        request,
+        "home.html",
+        packages=found.packages,
+        total=found.total,
+        q=q,
+        device=device,
+        dtype=dtype,
+        status=status,
+        devices=DEVICES,
+        dtypes=DTYPES,
+        statuses=STATUSES,
+        page=page,
+        pages=pages,
+        query=query,
+    )
 
 
 @router.get("/project/{name}/")

@@ -91,9 +91,14 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as the marketplace stores it and ``opmarket validate --json`` prints it."""
-        return {"filename": self.filename, "status": self.status,
-                "steps": [asdict(s) for s in self.steps], "ops": self.ops,
-                "kernels": self.kernels, "compat": self.compat}
+        return {
+            "filename": self.filename,
+            "status": self.status,
+            "steps": [asdict(s) for s in self.steps],
+            "ops": self.ops,
+            "kernels": self.kernels,
+            "compat": self.compat,
+        }
 
 
 def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
@@ -101,25 +106,35 @@ def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
     if settings is None:
         return Limits(), WheelLimits()
     return (
-        Limits(timeout_s=settings.validation_timeout_s, memory_mb=settings.validation_memory_mb,
-               max_pids=settings.validation_max_pids,
-               max_output_bytes=settings.validation_max_output_bytes,
-               disk_mb=settings.validation_disk_mb, cpus=settings.validation_cpus,
-               user=settings.sandbox_user,
-               allow_unsandboxed=settings.validation_allow_unsandboxed),
-        WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
-                    settings.max_compression_ratio),
+        Limits(
+            timeout_s=settings.validation_timeout_s,
+            memory_mb=settings.validation_memory_mb,
+            max_pids=settings.validation_max_pids,
+            max_output_bytes=settings.validation_max_output_bytes,
+            disk_mb=settings.validation_disk_mb,
+            cpus=settings.validation_cpus,
+            user=settings.sandbox_user,
+            allow_unsandboxed=settings.validation_allow_unsandboxed,
+        ),
+        WheelLimits(
+            settings.max_unpacked_bytes, settings.max_zip_entries, settings.max_compression_ratio
+        ),
     )
 
 
 def _env() -> dict[str, str]:
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
         # getpass.getuser() reads these first: the sandbox has no /etc/passwd.
-        "USER": "sandbox", "LOGNAME": "sandbox",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
         # One thread per library: threads count against the process limit.
-        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these
         if name in os.environ:
@@ -141,8 +156,16 @@ def _drain(fd: int, sink: bytearray) -> None:
             sink.extend(chunk)
 
 
-def _run_probe(wheel: Path, filename: str, dist: str, limits: Limits, *, gpu: bool,
-               interpreter: str, private: Sequence[Path]) -> tuple[Any, HarnessResult | str]:
+def _run_probe(
+    wheel: Path,
+    filename: str,
+    dist: str,
+    limits: Limits,
+    *,
+    gpu: bool,
+    interpreter: str,
+    private: Sequence[Path],
+) -> tuple[Any, HarnessResult | str]:
     """Run the harness in the sandbox: its outcome, and its checked result or why none."""
     secret = secrets.token_hex(32)
     secret_r, secret_w = os.pipe()
@@ -154,11 +177,23 @@ def _run_probe(wheel: Path, filename: str, dist: str, limits: Limits, *, gpu: bo
     reader.start()
     try:
         outcome = run_sandboxed(
-            [interpreter, "-I", "/input/probe.py", "harness", str(secret_r), str(result_w),
-             f"/input/{filename}", dist, *(["--gpu"] if gpu else [])],
-            limits=limits, interpreter=interpreter, env=_env(),
+            [
+                interpreter,
+                "-I",
+                "/input/probe.py",
+                "harness",
+                str(secret_r),
+                str(result_w),
+                f"/input/{filename}",
+                dist,
+                *(["--gpu"] if gpu else []),
+            ],
+            limits=limits,
+            interpreter=interpreter,
+            env=_env(),
             binds={"/input/probe.py": _PROBE, f"/input/{filename}": wheel},
-            pass_fds=(secret_r, result_w), private=private,
+            pass_fds=(secret_r, result_w),
+            private=private,
         )
     finally:
         os.close(secret_r)
@@ -187,43 +222,94 @@ def validate_wheel(
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
-        limits = dataclasses.replace(limits, devices=tuple(sorted(
-            str(p) for pattern in ("nvidia*", "dri", "kfd") for p in Path("/dev").glob(pattern))))
+        limits = dataclasses.replace(
+            limits,
+            devices=tuple(
+                sorted(
+                    str(p)
+                    for pattern in ("nvidia*", "dri", "kfd")
+                    for p in Path("/dev").glob(pattern)
+                )
+            ),
+        )
     verdict = Verdict(filename)
     try:
         info = inspect_wheel(path, filename, wheel_limits)
     except WheelError as exc:
         verdict.steps.append(Step("inspect", "failed", [str(exc)]))
         return verdict
-    verdict.steps.append(Step("inspect", "passed", [
-        f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"]))
+    verdict.steps.append(
+        Step(
+            "inspect",
+            "passed",
+            [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
+        )
+    )
     try:
-        outcome, result = _run_probe(path.resolve(), filename, info.normalized, limits, gpu=gpu,
-                                     interpreter=interpreter, private=private)
+        outcome, result = _run_probe(
+            path.resolve(),
+            filename,
+            info.normalized,
+            limits,
+            gpu=gpu,
+            interpreter=interpreter,
+            private=private,
+        )
     except SandboxUnavailable as exc:
-        verdict.steps.append(Step("sandbox", "failed", [
-            str(exc), "the marketplace does not run uploaded code outside a sandbox "
-            "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; see docs/marketplace.md)"]))
+        verdict.steps.append(
+            Step(
+                "sandbox",
+                "failed",
+                [
+                    str(exc),
+                    "the marketplace does not run uploaded code outside a sandbox "
+                    "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; "
+                    "see docs/marketplace.md)",
+                ],
+            )
+        )
         return verdict
     note = "sandbox: " + "; ".join(outcome.protections)
     if outcome.peak_memory_bytes is not None:
         note += f"; peak memory of the whole job {outcome.peak_memory_bytes / 2**20:.0f} MiB"
     if outcome.problem or isinstance(result, str):
         why = outcome.problem or str(result)
-        verdict.steps.append(Step("load", "failed", [
-            f"the plugin's process {why}" if outcome.problem else why,
-            _tail(outcome.stderr), _tail(outcome.stdout), note]))
+        verdict.steps.append(
+            Step(
+                "load",
+                "failed",
+                [
+                    f"the plugin's process {why}" if outcome.problem else why,
+                    _tail(outcome.stderr),
+                    _tail(outcome.stdout),
+                    note,
+                ],
+            )
+        )
         return verdict
     if result.install_error:
         verdict.steps.append(Step("install", "failed", [result.install_error, note]))
         return verdict
-    verdict.steps.append(Step("install", "passed", [
-        "unpacked into the sandbox's private folder, as an installer would", note,
-        "" if result.protected else "the harness could not make itself non-dumpable"]))
+    verdict.steps.append(
+        Step(
+            "install",
+            "passed",
+            [
+                "unpacked into the sandbox's private folder, as an installer would",
+                note,
+                "" if result.protected else "the harness could not make itself non-dumpable",
+            ],
+        )
+    )
     why = _ended_badly(result)
     if why:
-        verdict.steps.append(Step("load", "failed", [
-            f"the plugin's process {why}", _tail(outcome.stderr), _tail(outcome.stdout)]))
+        verdict.steps.append(
+            Step(
+                "load",
+                "failed",
+                [f"the plugin's process {why}", _tail(outcome.stderr), _tail(outcome.stdout)],
+            )
+        )
         return verdict
     report = result.report
     assert report is not None
@@ -277,23 +363,43 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
     want = {o.name: o for o in manifest.ops}
     problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
     problems += [f"{n}: registered, not in the manifest" for n in sorted(set(have) - set(want))]
-    problems += [f"{n}: the manifest's definition differs from the registered one"
-                 for n in sorted(set(want) & set(have)) if want[n] != have[n]]
-    verdict.steps.append(Step("manifest", "failed" if problems else "passed", problems or [
-        "opmarket.opset.json matches what registers"]))
+    problems += [
+        f"{n}: the manifest's definition differs from the registered one"
+        for n in sorted(set(want) & set(have))
+        if want[n] != have[n]
+    ]
+    verdict.steps.append(
+        Step(
+            "manifest",
+            "failed" if problems else "passed",
+            problems or ["opmarket.opset.json matches what registers"],
+        )
+    )
     ran = {(k["op"], k["device"]) for k in verdict.kernels}
     declared = [(op, device, "") for op, device in registered]
-    declared += [(k.op, k.device, ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}"
-                                            for a, ts in k.constraints))
-                 for k in manifest.kernels if k.op in have]
+    declared += [
+        (
+            k.op,
+            k.device,
+            ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}" for a, ts in k.constraints),
+        )
+        for k in manifest.kernels
+        if k.op in have
+    ]
     seen: set[tuple[str, str]] = set()
     for op, device, dtypes in declared:
         if (op, device) in ran or (op, device) in seen or op not in have:
             continue
         seen.add((op, device))
-        verdict.kernels.append({"op": op, "device": device, "dtypes": dtypes,
-                                "status": f"{device.lower()}: not run",
-                                "message": "no worker with that device validated it"})
+        verdict.kernels.append(
+            {
+                "op": op,
+                "device": device,
+                "dtypes": dtypes,
+                "status": f"{device.lower()}: not run",
+                "message": "no worker with that device validated it",
+            }
+        )
 
 
 def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
@@ -302,12 +408,14 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
 
     check_sources = getattr(compat, "check_sources", None)
     if check_sources is None:
-        verdict.steps.append(Step("compat", "not available",
-                                  ["opmarket.compat has no check_sources yet"]))
+        verdict.steps.append(
+            Step("compat", "not available", ["opmarket.compat has no check_sources yet"])
+        )
         return
     if previous is None:
-        verdict.steps.append(Step("compat", "skipped",
-                                  ["first validated release: nothing to compare against"]))
+        verdict.steps.append(
+            Step("compat", "skipped", ["first validated release: nothing to compare against"])
+        )
         verdict.steps.append(Step("version policy", "skipped", ["first release"]))
         return
     try:
@@ -321,8 +429,14 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
     text = compat.render(report, "text").rstrip().splitlines()
     verdict.steps.append(Step("compat", "passed", text))
     if report.version is None:
-        verdict.steps.append(Step("version policy", "not available",
-                                  ["a version is missing on one side"]))
+        verdict.steps.append(
+            Step("version policy", "not available", ["a version is missing on one side"])
+        )
     else:
-        verdict.steps.append(Step("version policy", "passed" if report.version.ok else "failed",
-                                  [report.version.message]))
+        verdict.steps.append(
+            Step(
+                "version policy",
+                "passed" if report.version.ok else "failed",
+                [report.version.message],
+            )
+        )

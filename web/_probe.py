@@ -47,8 +47,7 @@ def unpack(wheel: str, target: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             parts = info.filename.split("/")
-            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib",
-                                                                               "platlib"):
+            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
                 parts = parts[2:]
             elif parts[0].endswith(".data"):
                 continue
@@ -69,16 +68,20 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
     sys.path.insert(0, target)
     steps: list[dict[str, Any]] = []
     out: dict[str, Any] = {"steps": steps}
-    dists = [d for d in importlib.metadata.distributions(path=[target])
-             if canonicalize_name(d.metadata["Name"] or "") == canonicalize_name(dist_name)]
+    dists = [
+        d
+        for d in importlib.metadata.distributions(path=[target])
+        if canonicalize_name(d.metadata["Name"] or "") == canonicalize_name(dist_name)
+    ]
     if not dists:
         steps.append(_step("entry point", "failed", f"{dist_name} is not installed in {target}"))
         return out
     dist = dists[0]
     eps = [ep for ep in dist.entry_points if ep.group == "opmarket"]
     if not eps:
-        steps.append(_step("entry point", "failed",
-                           "the wheel declares no entry point in group 'opmarket'"))
+        steps.append(
+            _step("entry point", "failed", "the wheel declares no entry point in group 'opmarket'")
+        )
         return out
     steps.append(_step("entry point", "passed", *(f"{ep.name} = {ep.value}" for ep in eps)))
 
@@ -90,8 +93,11 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
     if failed:
         steps.append(_step("load", "failed", *(f"{i.name}: {i.error}" for i in failed)))
         return out
-    steps.append(_step("load", "passed",
-                       *(f"{i.name}: {len(i.ops)} op(s): {', '.join(i.ops)}" for i in infos)))
+    steps.append(
+        _step(
+            "load", "passed", *(f"{i.name}: {len(i.ops)} op(s): {', '.join(i.ops)}" for i in infos)
+        )
+    )
     ops: list[Any] = []
     kernels: list[Any] = []
     for info in infos:
@@ -100,26 +106,45 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
         kernels.extend(snap.kernels)
     from opmarket.sdk import OpSet, opset_to_json
 
-    opset = OpSet.of(sorted(ops, key=lambda o: o.name), kernels,
-                     name=str(canonicalize_name(dist_name)), version=dist.version)
+    opset = OpSet.of(
+        sorted(ops, key=lambda o: o.name),
+        kernels,
+        name=str(canonicalize_name(dist_name)),
+        version=dist.version,
+    )
     if not ops:
         steps.append(_step("snapshot", "failed", "the plugin registers no ops"))
         return out
     out["opset"] = opset_to_json(opset)
-    out["ops"] = [{"name": o.name, "signature": _signature(o), "summary": o.summary}
-                  for o in opset.ops]
-    steps.append(_step("snapshot", "passed",
-                       f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)"))
+    out["ops"] = [
+        {"name": o.name, "signature": _signature(o), "summary": o.summary} for o in opset.ops
+    ]
+    steps.append(
+        _step("snapshot", "passed", f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)")
+    )
     names = [o.name for o in opset.ops]
     devices = ["CPU", "GPU"] if gpu else ["CPU"]
     report = registry.check_conformance(names, registry=reg, devices=devices)
     out["kernels"] = [
-        {"op": r.op, "device": r.device, "dtypes": ", ".join(f"{k}={v}" for k, v in r.types),
-         "status": r.status, "message": r.message} for r in report.results]
-    out["registered_kernels"] = sorted({f"{name}\t{k.device}" for name in names
-                                        for k in reg.kernels(name)})
-    steps.append(_step("conformance", "failed" if report.failures else "passed",
-                       *(str(r) for r in report.results)))
+        {
+            "op": r.op,
+            "device": r.device,
+            "dtypes": ", ".join(f"{k}={v}" for k, v in r.types),
+            "status": r.status,
+            "message": r.message,
+        }
+        for r in report.results
+    ]
+    out["registered_kernels"] = sorted(
+        {f"{name}\t{k.device}" for name in names for k in reg.kernels(name)}
+    )
+    steps.append(
+        _step(
+            "conformance",
+            "failed" if report.failures else "passed",
+            *(str(r) for r in report.results),
+        )
+    )
     return out
 
 
@@ -183,8 +208,19 @@ def _harness(argv: list[str]) -> int:
         return 0
     read_end, write_end = os.pipe()
     child = subprocess.Popen(
-        [sys.executable, "-I", __file__, "plugin", str(write_end), str(target), dist_name,
-         *argv[4:]], pass_fds=(write_end,), close_fds=True, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-I",
+            __file__,
+            "plugin",
+            str(write_end),
+            str(target),
+            dist_name,
+            *argv[4:],
+        ],
+        pass_fds=(write_end,),
+        close_fds=True,
+        stdin=subprocess.DEVNULL,
     )
     os.close(write_end)
     data = _collect(read_end, child)

@@ -60,9 +60,11 @@ class Accepted:
 
 def _spool(content: BinaryIO, tmp_dir: Path, limit: int) -> tuple[Path, dict[str, str], int]:
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    digests: dict[str, Any] = {"sha256": hashlib.sha256(),
-                               "md5": hashlib.md5(usedforsecurity=False),
-                               "blake2_256": hashlib.blake2b(digest_size=32)}
+    digests: dict[str, Any] = {
+        "sha256": hashlib.sha256(),
+        "md5": hashlib.md5(usedforsecurity=False),
+        "blake2_256": hashlib.blake2b(digest_size=32),
+    }
     fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".upload")
     path = Path(name)
     size = 0
@@ -71,8 +73,9 @@ def _spool(content: BinaryIO, tmp_dir: Path, limit: int) -> tuple[Path, dict[str
             while chunk := content.read(_CHUNK):
                 size += len(chunk)
                 if size > limit:
-                    raise HTTPError(413, "too-large", f"the file is larger than the limit of "
-                                    f"{limit} bytes")
+                    raise HTTPError(
+                        413, "too-large", f"the file is larger than the limit of {limit} bytes"
+                    )
                 for h in digests.values():
                     h.update(chunk)
                 out.write(chunk)
@@ -84,11 +87,11 @@ def _spool(content: BinaryIO, tmp_dir: Path, limit: int) -> tuple[Path, dict[str
 
 def _check_form(form: Form) -> None:
     if form.action != "file_upload":
-        raise HTTPError(400, "bad-action", f"unsupported :action {form.action!r}; only "
-                        "file_upload is supported")
+        raise HTTPError(
+            400, "bad-action", f"unsupported :action {form.action!r}; only file_upload is supported"
+        )
     if form.protocol_version not in ("", "1"):
-        raise HTTPError(400, "bad-protocol", f"unknown protocol_version "
-                        f"{form.protocol_version!r}")
+        raise HTTPError(400, "bad-protocol", f"unknown protocol_version {form.protocol_version!r}")
     if form.filetype and form.filetype != "bdist_wheel":
         raise HTTPError(400, "wheels-only", f"only wheels are accepted, not {form.filetype}")
     if not (form.sha256 or form.md5 or form.blake2_256):
@@ -107,13 +110,19 @@ def accept_upload(state: AppState, who: Uploader, form: Form, content: BinaryIO)
         path.unlink(missing_ok=True)
 
 
-def _accept_spooled(state: AppState, who: Uploader, form: Form, path: Path,  # noqa: PLR0917
-                    digests: dict[str, str], size: int) -> Accepted:
-    for key, sent in (("sha256", form.sha256), ("md5", form.md5),
-                      ("blake2_256", form.blake2_256)):
+def _accept_spooled(  # noqa: PLR0917  (one call site passes what the upload carried)
+    state: AppState,
+    who: Uploader,
+    form: Form,
+    path: Path,
+    digests: dict[str, str],
+    size: int,
+) -> Accepted:
+    for key, sent in (("sha256", form.sha256), ("md5", form.md5), ("blake2_256", form.blake2_256)):
         if sent and sent.strip().lower() != digests[key]:
-            raise HTTPError(400, "digest-mismatch",
-                            f"the {key} digest sent does not match the file received")
+            raise HTTPError(
+                400, "digest-mismatch", f"the {key} digest sent does not match the file received"
+            )
     # A file name already taken is answered first, whatever the new bytes are (as
     # Warehouse does, and what twine --skip-existing relies on).
     with state.db.session() as session:
@@ -123,24 +132,35 @@ def _accept_spooled(state: AppState, who: Uploader, form: Form, path: Path,  # n
             if taken.sha256 != digests["sha256"]:
                 raise _name_reused(form.filename)
     settings = state.settings
-    limits = WheelLimits(settings.max_unpacked_bytes, settings.max_zip_entries,
-                         settings.max_compression_ratio)
+    limits = WheelLimits(
+        settings.max_unpacked_bytes, settings.max_zip_entries, settings.max_compression_ratio
+    )
     try:
         info = inspect_wheel(path, form.filename, limits)
     except WheelError as exc:
         raise HTTPError(400, "invalid-wheel", str(exc)) from None
     if form.name and canonicalize_name(form.name) != info.normalized:
-        raise HTTPError(400, "name-mismatch", f"the form says project {form.name!r}, the "
-                        f"wheel's METADATA says {info.name!r}")
+        raise HTTPError(
+            400,
+            "name-mismatch",
+            f"the form says project {form.name!r}, the wheel's METADATA says {info.name!r}",
+        )
     try:
         if form.version and Version(form.version) != Version(info.version):
-            raise HTTPError(400, "version-mismatch", f"the form says version "
-                            f"{form.version!r}, the wheel's METADATA says {info.version!r}")
+            raise HTTPError(
+                400,
+                "version-mismatch",
+                f"the form says version "
+                f"{form.version!r}, the wheel's METADATA says {info.version!r}",
+            )
     except InvalidVersion:
         raise HTTPError(400, "version-mismatch", f"invalid version {form.version!r}") from None
     if who.project is not None and who.project != info.normalized:
-        raise HTTPError(403, "forbidden", f"this token may upload to {who.project!r} only, "
-                        f"not {info.normalized!r}")
+        raise HTTPError(
+            403,
+            "forbidden",
+            f"this token may upload to {who.project!r} only, not {info.normalized!r}",
+        )
     upload = _Upload(info, digests["sha256"], size)
     stored: list[str] = []
     for _attempt in range(_ATTEMPTS):
@@ -162,8 +182,7 @@ def _accept_spooled(state: AppState, who: Uploader, form: Form, path: Path,  # n
             _drop_unreferenced(state, stored)
             raise
     _drop_unreferenced(state, stored)
-    raise HTTPError(409, "conflict", "concurrent uploads kept changing this project; "
-                    "upload again")
+    raise HTTPError(409, "conflict", "concurrent uploads kept changing this project; upload again")
 
 
 _ATTEMPTS = 3
@@ -197,30 +216,45 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
         return None  # rejected: the same bytes again ask for another validation
     # Not this file name: a racing identical upload may have committed since the read above.
     other = File.filename != filename
-    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256,
-                                                            other))
+    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256, other))
     if same_bytes is not None:
-        raise HTTPError(400, "file-exists", f"File already exists: these bytes were "
-                        f"uploaded before as {same_bytes!r}; one file has one name")
+        raise HTTPError(
+            400,
+            "file-exists",
+            f"File already exists: these bytes were "
+            f"uploaded before as {same_bytes!r}; one file has one name",
+        )
     same_key = session.scalar(select(File.filename).where(File.dist_key == upload.key, other))
     if same_key is not None:
-        raise HTTPError(400, "file-exists", f"File already exists: {filename!r} is the same "
-                        f"project, version, build tag and tags as {same_key!r}, which "
-                        "was uploaded before; a published version never changes, so "
-                        "publish a new version")
+        raise HTTPError(
+            400,
+            "file-exists",
+            f"File already exists: {filename!r} is the same "
+            f"project, version, build tag and tags as {same_key!r}, which "
+            "was uploaded before; a published version never changes, so "
+            "publish a new version",
+        )
     return None
 
 
 def _check_owner(project: Project, who: Uploader) -> None:
     if project.owner_id != who.user.id:
-        raise HTTPError(403, "forbidden", f"project {project.normalized!r} belongs to another "
-                        f"user; {who.user.name!r} may not upload to it")
+        raise HTTPError(
+            403,
+            "forbidden",
+            f"project {project.normalized!r} belongs to another "
+            f"user; {who.user.name!r} may not upload to it",
+        )
 
 
 def _name_reused(filename: str) -> HTTPError:
-    return HTTPError(400, "file-exists", f"File already exists: {filename!r} was uploaded "
-                     "before with other contents; a file name is never reused, so publish "
-                     "a new version")
+    return HTTPError(
+        400,
+        "file-exists",
+        f"File already exists: {filename!r} was uploaded "
+        "before with other contents; a file name is never reused, so publish "
+        "a new version",
+    )
 
 
 def _put_blobs(state: AppState, path: Path, upload: _Upload) -> list[str]:
@@ -238,8 +272,9 @@ def _drop_unreferenced(state: AppState, keys: list[str]) -> None:
         return
     with state.db.session() as session:
         named = set(session.scalars(select(File.sha256).where(File.sha256.in_(keys))))
-        named |= set(session.scalars(select(File.metadata_sha256)
-                                     .where(File.metadata_sha256.in_(keys))))
+        named |= set(
+            session.scalars(select(File.metadata_sha256).where(File.metadata_sha256.in_(keys)))
+        )
     for key in keys:
         if key not in named:
             state.storage.delete(key)
@@ -260,8 +295,7 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
             # blobs, if they were lost, are back in the store).
             existing.status, existing.log = FileStatus.PENDING, "validation queued again\n"
             state.queue.enqueue(session, "validate", {"file_id": existing.id})
-            accepted = Accepted(filename, existing.sha256, normalized, FileStatus.PENDING,
-                                False)
+            accepted = Accepted(filename, existing.sha256, normalized, FileStatus.PENDING, False)
         else:
             file = _add_file(session, who, upload)
             state.queue.enqueue(session, "validate", {"file_id": file.id})
@@ -274,8 +308,13 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
     info = upload.info
     project = session.scalar(select(Project).where(Project.normalized == info.normalized))
     if project is None:
-        project = Project(name=info.name, normalized=info.normalized, owner_id=who.user.id,
-                          summary=info.summary, serial=0)
+        project = Project(
+            name=info.name,
+            normalized=info.normalized,
+            owner_id=who.user.id,
+            summary=info.summary,
+            serial=0,
+        )
         session.add(project)
         session.flush()
     release = _find_release(session, project.id, info.version)
@@ -283,11 +322,22 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
         release = Release(project_id=project.id, version=info.version)
         session.add(release)
         session.flush()
-    file = File(release_id=release.id, filename=info.filename, dist_key=upload.key,
-                sha256=upload.sha256, size=upload.size, requires_python=info.requires_python,
-                metadata_sha256=info.metadata_sha256, summary=info.summary,
-                uploader_id=who.user.id, status=FileStatus.PENDING, yanked=False,
-                yanked_reason="", log="validation queued\n", opset="")
+    file = File(
+        release_id=release.id,
+        filename=info.filename,
+        dist_key=upload.key,
+        sha256=upload.sha256,
+        size=upload.size,
+        requires_python=info.requires_python,
+        metadata_sha256=info.metadata_sha256,
+        summary=info.summary,
+        uploader_id=who.user.id,
+        status=FileStatus.PENDING,
+        yanked=False,
+        yanked_reason="",
+        log="validation queued\n",
+        opset="",
+    )
     session.add(file)
     session.flush()
     project.summary = info.summary or project.summary

@@ -58,10 +58,14 @@ def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str
         raise ReportProblem(f"{what} must be a list, not {_quote(value)}")
     out = []
     for item in value:
-        if not isinstance(item, dict) or set(item) - set(keys) or not all(
-                isinstance(item.get(k, ""), str) for k in keys):
-            raise ReportProblem(f"each of {what} must be an object of strings "
-                                f"{', '.join(keys)}; got {_quote(item)}")
+        if (
+            not isinstance(item, dict)
+            or set(item) - set(keys)
+            or not all(isinstance(item.get(k, ""), str) for k in keys)
+        ):
+            raise ReportProblem(
+                f"each of {what} must be an object of strings {', '.join(keys)}; got {_quote(item)}"
+            )
         out.append({k: str(item.get(k, "")) for k in keys})
     return out
 
@@ -74,11 +78,17 @@ def _report(data: object) -> PluginReport:
     if not isinstance(steps, list) or not steps:
         raise ReportProblem(f"the report's steps must be a non-empty list, not {_quote(steps)}")
     for step in steps:
-        if not (isinstance(step, dict) and isinstance(step.get("name"), str)
-                and step.get("status") in STATUSES and isinstance(step.get("log"), list)
-                and all(isinstance(line, str) for line in step["log"])):
-            raise ReportProblem(f"a step must be {{name, status ({', '.join(STATUSES)}), log "
-                                f"(strings)}}; got {_quote(step)}")
+        if not (
+            isinstance(step, dict)
+            and isinstance(step.get("name"), str)
+            and step.get("status") in STATUSES
+            and isinstance(step.get("log"), list)
+            and all(isinstance(line, str) for line in step["log"])
+        ):
+            raise ReportProblem(
+                f"a step must be {{name, status ({', '.join(STATUSES)}), log "
+                f"(strings)}}; got {_quote(step)}"
+            )
         report.steps.append((step["name"], step["status"], list(step["log"])))
     opset = data.get("opset", "")
     if not isinstance(opset, str):
@@ -88,9 +98,11 @@ def _report(data: object) -> PluginReport:
     report.kernels = _str_dicts(data.get("kernels", []), _KERNEL_KEYS, "kernels")
     registered = data.get("registered_kernels", [])
     if not isinstance(registered, list) or not all(
-            isinstance(r, str) and r.count("\t") == 1 for r in registered):
-        raise ReportProblem(f"registered_kernels must be 'op<TAB>device' strings, not "
-                            f"{_quote(registered)}")
+        isinstance(r, str) and r.count("\t") == 1 for r in registered
+    ):
+        raise ReportProblem(
+            f"registered_kernels must be 'op<TAB>device' strings, not {_quote(registered)}"
+        )
     report.registered_kernels = [(r.split("\t")[0], r.split("\t")[1]) for r in registered]
     return report
 

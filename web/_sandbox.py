@@ -101,18 +101,32 @@ found.update(os.path.dirname(os.path.realpath(m.__file__))
 found.update([os.path.realpath(p) for p in found])
 print(json.dumps(sorted(p for p in found if os.path.isdir(p))))
 """
-_NEVER = ("/", "/proc", "/sys", "/dev", "/tmp", "/run", "/var", "/home", "/root", "/etc",
-          WORK, "/input")
+_NEVER = (
+    "/",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/tmp",
+    "/run",
+    "/var",
+    "/home",
+    "/root",
+    "/etc",
+    WORK,
+    "/input",
+)
 
 
 @functools.cache
 def _interpreter_paths(interpreter: str) -> tuple[str, ...]:
     """The folders ``interpreter`` (and opmarket, numpy) are read from, outermost only."""
-    done = subprocess.run([interpreter, "-I", "-c", _PATHS], capture_output=True, timeout=120,
-                          check=False, cwd="/")
+    done = subprocess.run(
+        [interpreter, "-I", "-c", _PATHS], capture_output=True, timeout=120, check=False, cwd="/"
+    )
     if done.returncode != 0:
-        raise SandboxUnavailable(f"cannot list what {interpreter!r} needs: "
-                                 f"{done.stderr.decode(errors='replace')[-500:]}")
+        raise SandboxUnavailable(
+            f"cannot list what {interpreter!r} needs: {done.stderr.decode(errors='replace')[-500:]}"
+        )
     paths = sorted({os.path.normpath(p) for p in json.loads(done.stdout)} - set(_NEVER))
     outer: list[str] = []
     for p in paths:
@@ -123,15 +137,27 @@ def _interpreter_paths(interpreter: str) -> tuple[str, ...]:
 
 @functools.cache
 def _bwrap_works(bwrap: str, root: bool) -> str:
-    """"" when ``bwrap`` can make a sandbox here, else why not."""
+    """ "" when ``bwrap`` can make a sandbox here, else why not."""
     found = shutil.which(bwrap)
     if found is None:
         return f"{bwrap!r} is not installed (Debian: apt-get install bubblewrap)"
     userns = [] if root else ["--unshare-user"]
     try:
-        done = subprocess.run([found, *userns, "--unshare-pid", "--unshare-net", *_system(),
-                               "--proc", "/proc", "/bin/true"],
-                              capture_output=True, timeout=30, check=False)
+        done = subprocess.run(
+            [
+                found,
+                *userns,
+                "--unshare-pid",
+                "--unshare-net",
+                *_system(),
+                "--proc",
+                "/proc",
+                "/bin/true",
+            ],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{found} failed: {exc}"
     if done.returncode != 0:
@@ -178,25 +204,66 @@ def _parents(path: str, made: set[str], bound: Sequence[str]) -> list[str]:
     return args
 
 
-def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path],
-                private: Sequence[Path]) -> list[str]:
+def _bwrap_argv(
+    limits: Limits, interpreter: str, binds: Mapping[str, Path], private: Sequence[Path]
+) -> list[str]:
     root = os.geteuid() == 0
     disk = str(limits.disk_mb * 1024 * 1024)
-    argv = [str(shutil.which(limits.bwrap)), "--unshare-pid", "--unshare-net",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
-            "--die-with-parent", "--new-session"]
+    argv = [
+        str(shutil.which(limits.bwrap)),
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if root:  # setpriv needs these three to drop to the user, then drops them too
-        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                 "--cap-add", "CAP_SETPCAP"]
+        argv += [
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--cap-add",
+            "CAP_SETPCAP",
+        ]
     else:
         argv += ["--unshare-user", "--disable-userns"]
     argv += _system()
     # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
     # but for /dev/shm, which shared memory and multiprocessing's locks need.
-    argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
-             *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
-             "--size", disk, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--ro-bind", "/sys", "/sys", "--size", disk, "--perms", "1777", "--tmpfs", "/tmp"]
+    argv += [
+        "--proc",
+        "/proc",
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+        "--dev",
+        "/dev",
+        *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
+        "--size",
+        disk,
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--ro-bind",
+        "/sys",
+        "/sys",
+        "--size",
+        disk,
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+    ]
     made: set[str] = set()
     needed = list(_interpreter_paths(interpreter))
     for path in needed:
@@ -204,7 +271,8 @@ def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path],
             if secret == Path(path) or Path(path) in secret.parents:
                 raise SandboxUnavailable(
                     f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
-                    "sandbox must not see: install opmarket outside the server's data folder")
+                    "sandbox must not see: install opmarket outside the server's data folder"
+                )
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if root and not setpriv.startswith("/usr/"):
         needed.append(str(Path(setpriv).parent))
@@ -216,8 +284,16 @@ def _bwrap_argv(limits: Limits, interpreter: str, binds: Mapping[str, Path],
     argv += ["--size", disk, "--perms", "0777", "--tmpfs", WORK, "--chdir", WORK]
     if root:
         entry = pwd.getpwnam(limits.user)
-        argv += ["--", setpriv, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
-                 "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
+        argv += [
+            "--",
+            setpriv,
+            f"--reuid={entry.pw_uid}",
+            f"--regid={entry.pw_gid}",
+            "--clear-groups",
+            "--no-new-privs",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+        ]
     return [*argv, "--"]
 
 
@@ -225,8 +301,13 @@ def _rlimits(limits: Limits, group: JobCgroup | None) -> list[str]:
     if shutil.which("prlimit") is None:
         return []
     enforced = " ".join(group.enforced) if group is not None else ""
-    out = ["prlimit", f"--cpu={max(int(limits.timeout_s), 1)}",
-           f"--fsize={limits.max_file_mb * 1024 * 1024}", "--nofile=256", "--core=0"]
+    out = [
+        "prlimit",
+        f"--cpu={max(int(limits.timeout_s), 1)}",
+        f"--fsize={limits.max_file_mb * 1024 * 1024}",
+        "--nofile=256",
+        "--core=0",
+    ]
     if "memory" not in enforced:  # no memory group: at least each process is bounded
         out.append(f"--as={limits.memory_mb * 1024 * 1024}")
     if "processes" not in enforced:
@@ -235,8 +316,10 @@ def _rlimits(limits: Limits, group: JobCgroup | None) -> list[str]:
 
 
 # Joins the job's control groups ($1... up to --), then becomes the sandbox.
-_ENTER = ('while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; '
-          'shift; exec "$@"')
+_ENTER = (
+    'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; '
+    'shift; exec "$@"'
+)
 
 
 def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threading.Event) -> None:
@@ -249,8 +332,13 @@ def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threadin
 
 
 def run_sandboxed(
-    argv: list[str], *, limits: Limits, interpreter: str, env: Mapping[str, str],
-    binds: Mapping[str, Path] | None = None, pass_fds: Sequence[int] = (),
+    argv: list[str],
+    *,
+    limits: Limits,
+    interpreter: str,
+    env: Mapping[str, str],
+    binds: Mapping[str, Path] | None = None,
+    pass_fds: Sequence[int] = (),
     private: Sequence[Path] = (),
 ) -> Outcome:
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
@@ -268,41 +356,59 @@ def run_sandboxed(
     group = create_job_cgroup(limits.memory_mb, limits.max_pids, limits.cpus)
     scratch: Path | None = None
     try:
-        protections = [f"wall-clock timeout {limits.timeout_s:g} s, output cap "
-                       f"{limits.max_output_bytes} bytes, files up to {limits.max_file_mb} MiB, "
-                       "no core dumps"]
+        protections = [
+            f"wall-clock timeout {limits.timeout_s:g} s, output cap "
+            f"{limits.max_output_bytes} bytes, files up to {limits.max_file_mb} MiB, "
+            "no core dumps"
+        ]
         if group is not None:
             protections.append("control group: " + ", ".join(group.enforced))
         else:
-            protections.append("no writable control group: memory and processes are bounded "
-                               "per process (rlimits), not for the whole job")
+            protections.append(
+                "no writable control group: memory and processes are bounded "
+                "per process (rlimits), not for the whole job"
+            )
         run_env = dict(env)
         if problem:
             scratch = Path(tempfile.mkdtemp(prefix=f"opmarket-unsandboxed-{os.getpid()}-"))
-            protections.insert(0, f"NOT SANDBOXED ({problem}): the code ran with this user's "
-                                  "rights, file system and network")
+            protections.insert(
+                0,
+                f"NOT SANDBOXED ({problem}): the code ran with this user's "
+                "rights, file system and network",
+            )
             prefix: list[str] = []
             cwd = str(scratch)
             argv = [str(binds[a]) if a in binds else a for a in argv]
             run_env.update(HOME=cwd, TMPDIR=cwd)
         else:
-            prefix = _bwrap_argv(limits, interpreter, binds,
-                                 [Path(os.path.realpath(p)) for p in private])
+            prefix = _bwrap_argv(
+                limits, interpreter, binds, [Path(os.path.realpath(p)) for p in private]
+            )
             cwd = "/"
             run_env.update(HOME=WORK, TMPDIR="/tmp")
-            who = (f"host user {limits.user!r} ({pwd.getpwnam(limits.user).pw_uid}), no "
-                   "capabilities" if os.geteuid() == 0 else
-                   f"host uid {os.geteuid()} in a user namespace, no capabilities")
+            who = (
+                f"host user {limits.user!r} ({pwd.getpwnam(limits.user).pw_uid}), no capabilities"
+                if os.geteuid() == 0
+                else f"host uid {os.geteuid()} in a user namespace, no capabilities"
+            )
             protections.append(
                 f"bubblewrap: runs as {who}; no network, no host sockets; own PIDs; sees only "
                 f"/usr, the interpreter and its inputs, read-only; {WORK} and /tmp are private "
-                f"tmpfs of {limits.disk_mb} MiB")
+                f"tmpfs of {limits.disk_mb} MiB"
+            )
         if group is not None:
-            prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--",
-                      *prefix]
+            prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--", *prefix]
         command = [*prefix, *_rlimits(limits, group), *argv]
-        return _supervise(command, limits, run_env, cwd=cwd, pass_fds=pass_fds,
-                          protections=protections, group=group, bwrapped=not problem)
+        return _supervise(
+            command,
+            limits,
+            run_env,
+            cwd=cwd,
+            pass_fds=pass_fds,
+            protections=protections,
+            group=group,
+            bwrapped=not problem,
+        )
     finally:
         if group is not None:
             group.destroy()
@@ -310,20 +416,37 @@ def run_sandboxed(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _supervise(command: list[str], limits: Limits, env: Mapping[str, str], *, cwd: str,
-               pass_fds: Sequence[int], protections: list[str],
-               group: JobCgroup | None, bwrapped: bool) -> Outcome:
+def _supervise(
+    command: list[str],
+    limits: Limits,
+    env: Mapping[str, str],
+    *,
+    cwd: str,
+    pass_fds: Sequence[int],
+    protections: list[str],
+    group: JobCgroup | None,
+    bwrapped: bool,
+) -> Outcome:
     stdout, stderr = bytearray(), bytearray()
     over = threading.Event()
     proc = subprocess.Popen(
-        command, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(pass_fds),
+        command,
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     readers = []
     for stream, sink in ((proc.stdout, stdout), (proc.stderr, stderr)):
         assert isinstance(stream, io.BufferedReader)
-        readers.append(threading.Thread(target=_reader, daemon=True,
-                                         args=(stream, sink, limits.max_output_bytes, over)))
+        readers.append(
+            threading.Thread(
+                target=_reader, daemon=True, args=(stream, sink, limits.max_output_bytes, over)
+            )
+        )
     for r in readers:
         r.start()
     problem = ""

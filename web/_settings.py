@@ -36,15 +36,19 @@ class Settings(BaseSettings):
 
     # HTTP limits (see docs/marketplace.md, "HTTP limits"): one client must not stall the
     # others. The head is the request line and headers.
-    max_header_bytes: int = Field(default=64 * 1024, ge=1024,
-                                  description="largest request head; over it: 431")
+    max_header_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="largest request head; over it: 431"
+    )
     max_headers: int = Field(default=100, ge=1, description="most headers; over it: 431")
-    header_timeout_s: float = Field(default=10.0, gt=0,
-                                    description="time for a request head to arrive; then 408")
-    max_body_bytes: int = Field(default=64 * 1024, ge=0,
-                                description="largest body, except uploads; over it: 413")
-    body_timeout_s: float = Field(default=30.0, gt=0,
-                                  description="longest wait for the next part of a body; 408")
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="time for a request head to arrive; then 408"
+    )
+    max_body_bytes: int = Field(
+        default=64 * 1024, ge=0, description="largest body, except uploads; over it: 413"
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="longest wait for the next part of a body; 408"
+    )
 
     # Uploads, checked as Warehouse checks them.
     max_upload_bytes: int = 100 * MiB
@@ -53,8 +57,9 @@ class Settings(BaseSettings):
     max_compression_ratio: int = 200
 
     # Validation: jobs in the database, run by worker threads of each server process.
-    validation_workers: int = Field(default=1, ge=0,
-                                    description="0: this process validates nothing")
+    validation_workers: int = Field(
+        default=1, ge=0, description="0: this process validates nothing"
+    )
     validation_timeout_s: float = 300.0
     validation_memory_mb: int = 4096
     validation_max_pids: int = 256

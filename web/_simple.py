@@ -57,8 +57,9 @@ def _answer(request: Request, body: bytes, content_type: str) -> Response:
 def _chosen(request: Request) -> str:
     chosen = negotiate(request.headers.get("accept"), request.query_params.get("format"))
     if chosen is None:
-        raise HTTPError(406, "not-acceptable",
-                        "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"})
+        raise HTTPError(
+            406, "not-acceptable", "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"}
+        )
     return chosen
 
 
@@ -79,8 +80,10 @@ def _sync(state: AppState) -> None:
 
     def serials() -> dict[str, int]:
         with state.db.engine.connect() as conn:
-            return {r.normalized: r.serial for r in
-                    conn.execute(select(Project.normalized, Project.serial))}
+            return {
+                r.normalized: r.serial
+                for r in conn.execute(select(Project.normalized, Project.serial))
+            }
 
     state.pages.sync(generation, serials)
 
@@ -103,20 +106,31 @@ async def index(request: Request) -> Response:
 
 
 def _index_pages(state: AppState) -> tuple[bytes, bytes]:
-    listed = (select(Project.name, Project.normalized).join(Release).join(File)
-              .where(File.status == FileStatus.VALIDATED).distinct().order_by(Project.normalized))
+    listed = (
+        select(Project.name, Project.normalized)
+        .join(Release)
+        .join(File)
+        .where(File.status == FileStatus.VALIDATED)
+        .distinct()
+        .order_by(Project.normalized)
+    )
     seen = state.pages.generation
     with state.db.engine.connect() as conn:
         count, total = conn.execute(_GENERATION).one()
         rows = conn.execute(listed).all()
     doc = {"meta": {"api-version": API_VERSION}, "projects": [{"name": r.name} for r in rows]}
-    links = "".join(f'<a href="/simple/{html.escape(r.normalized)}/">'
-                    f"{html.escape(r.name)}</a><br>\n" for r in rows)
-    page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
-            f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
-            f"{links}</body></html>\n")
-    return state.pages.keep(INDEX, (int(count), int(total)), page.encode(),
-                            json.dumps(doc).encode(), seen=seen)
+    links = "".join(
+        f'<a href="/simple/{html.escape(r.normalized)}/">{html.escape(r.name)}</a><br>\n'
+        for r in rows
+    )
+    page = (
+        '<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" '
+        f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
+        f"{links}</body></html>\n"
+    )
+    return state.pages.keep(
+        INDEX, (int(count), int(total)), page.encode(), json.dumps(doc).encode(), seen=seen
+    )
 
 
 @router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
@@ -133,16 +147,22 @@ async def project_page(project: str, request: Request) -> Response:
 def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
     seen = state.pages.generation
     with state.db.engine.connect() as conn:
-        row = conn.execute(select(Project.id, Project.serial)
-                           .where(Project.normalized == normalized)).first()
+        row = conn.execute(
+            select(Project.id, Project.serial).where(Project.normalized == normalized)
+        ).first()
         if row is None:
             raise HTTPError(404, "not-found", f"no project {normalized!r}")
         with Session(bind=conn) as session:  # the same connection: never two at once
-            files = session.execute(
-                select(File, Release.version).join(Release)
-                .where(Release.project_id == row.id, File.status == FileStatus.VALIDATED)
-                .order_by(File.filename)
-            ).tuples().all()  # fmt: skip
+            files = (
+                session.execute(
+                    select(File, Release.version)
+                    .join(Release)
+                    .where(Release.project_id == row.id, File.status == FileStatus.VALIDATED)
+                    .order_by(File.filename)
+                )
+                .tuples()
+                .all()
+            )
     if not files:
         raise HTTPError(404, "not-found", f"no validated files for {normalized!r}")
     return state.pages.keep(normalized, row.serial, *_render(normalized, files), seen=seen)
@@ -156,12 +176,15 @@ def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
         versions.add(version)
         url = file_url(f.sha256, f.filename)
         entry: dict[str, object] = {
-            "filename": f.filename, "url": url, "hashes": {"sha256": f.sha256},
+            "filename": f.filename,
+            "url": url,
+            "hashes": {"sha256": f.sha256},
             "requires-python": f.requires_python or None,
             "core-metadata": {"sha256": f.metadata_sha256},
             "yanked": (f.yanked_reason or True) if f.yanked else False,
-            "size": f.size, "upload-time": _when(f.uploaded),
-        }  # fmt: skip
+            "size": f.size,
+            "upload-time": _when(f.uploaded),
+        }
         entries.append(entry)
         attrs = [f'href="{html.escape(url)}#sha256={f.sha256}"']
         if f.requires_python:
@@ -171,9 +194,15 @@ def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
         if f.yanked:
             attrs.append(f'data-yanked="{html.escape(f.yanked_reason)}"')
         links.append(f"<a {' '.join(attrs)}>{html.escape(f.filename)}</a><br>\n")
-    doc = {"meta": {"api-version": API_VERSION}, "name": name,
-           "versions": sorted(versions, key=_version_key), "files": entries}
-    page = ("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" "
-            f'content="{API_VERSION}"><title>Links for {html.escape(name)}</title></head>\n'
-            f"<body>\n<h1>Links for {html.escape(name)}</h1>\n{''.join(links)}</body></html>\n")
+    doc = {
+        "meta": {"api-version": API_VERSION},
+        "name": name,
+        "versions": sorted(versions, key=_version_key),
+        "files": entries,
+    }
+    page = (
+        '<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" '
+        f'content="{API_VERSION}"><title>Links for {html.escape(name)}</title></head>\n'
+        f"<body>\n<h1>Links for {html.escape(name)}</h1>\n{''.join(links)}</body></html>\n"
+    )
     return page.encode(), json.dumps(doc).encode()

@@ -88,8 +88,7 @@ class LocalFileStore:
         """A new empty file beside ``target``, unique to this call: two threads storing one
         blob at once each write their own and the last rename wins, with the same bytes."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                    suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
         return Path(name)
 

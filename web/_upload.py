@@ -36,20 +36,23 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONRes
         # length could fill it. twine and uv send the length.
         raise HTTPError(411, "length-required", "send Content-Length with the upload")
     if int(declared) > limit + FORM_OVERHEAD:
-        raise HTTPError(413, "too-large", f"the upload is larger than the limit of {limit} "
-                        "bytes")
+        raise HTTPError(413, "too-large", f"the upload is larger than the limit of {limit} bytes")
     try:
         async with request.form(max_files=1, max_fields=500) as form:
             content = form.get("content")
             if not isinstance(content, UploadFile) or not content.filename:
                 raise HTTPError(400, "no-file", "the form has no file in 'content'")
             fields = Form(
-                action=_field(form, ":action"), protocol_version=_field(form, "protocol_version"),
-                name=_field(form, "name"), version=_field(form, "version"),
-                filetype=_field(form, "filetype"), filename=content.filename,
-                sha256=_field(form, "sha256_digest"), md5=_field(form, "md5_digest"),
+                action=_field(form, ":action"),
+                protocol_version=_field(form, "protocol_version"),
+                name=_field(form, "name"),
+                version=_field(form, "version"),
+                filetype=_field(form, "filetype"),
+                filename=content.filename,
+                sha256=_field(form, "sha256_digest"),
+                md5=_field(form, "md5_digest"),
                 blake2_256=_field(form, "blake2_256_digest"),
-            )  # fmt: skip
+            )
             accepted = await run_in_threadpool(accept_upload, state, who, fields, content.file)
     except HTTPError:
         raise
@@ -57,8 +60,13 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONRes
         raise HTTPError(400, "truncated", "the upload ended before its body did") from None
     except ValueError as exc:  # a malformed multipart body
         raise HTTPError(400, "bad-form", f"unreadable upload form: {exc}") from None
-    body = {"filename": accepted.filename, "sha256": accepted.sha256,
-            "project": accepted.project, "status": accepted.status,
-            "message": "uploaded; validation queued" if accepted.new
-            else "identical file already uploaded"}
+    body = {
+        "filename": accepted.filename,
+        "sha256": accepted.sha256,
+        "project": accepted.project,
+        "status": accepted.status,
+        "message": "uploaded; validation queued"
+        if accepted.new
+        else "identical file already uploaded",
+    }
     return JSONResponse(body, status_code=200)

@@ -25,8 +25,15 @@ from opmarket.web._status import FileStatus
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
 
-__all__ = ["abandon_validation", "clean_leftovers", "previous_release", "record",
-           "run_validation", "validation_handler", "validation_worker"]
+__all__ = [
+    "abandon_validation",
+    "clean_leftovers",
+    "previous_release",
+    "record",
+    "run_validation",
+    "validation_handler",
+    "validation_worker",
+]
 
 _JOB_PREFIX = "opmarket-job-"
 
@@ -45,12 +52,19 @@ def previous_release(state: AppState, project_id: int, version: str) -> Previous
     mine = _vkey(version)
     with state.db.session() as session:
         rows = session.execute(
-            select(File.filename, File.opset, Release.version).join(Release)
-            .where(Release.project_id == project_id, File.status == FileStatus.VALIDATED,
-                   File.opset != "")
-        ).all()  # fmt: skip
-    older = [(v, r) for r in rows if (v := _vkey(r.version)) is not None and mine is not None
-             and v < mine]
+            select(File.filename, File.opset, Release.version)
+            .join(Release)
+            .where(
+                Release.project_id == project_id,
+                File.status == FileStatus.VALIDATED,
+                File.opset != "",
+            )
+        ).all()
+    older = [
+        (v, r)
+        for r in rows
+        if (v := _vkey(r.version)) is not None and mine is not None and v < mine
+    ]
     if not older:
         return None
     _, best = max(older, key=lambda pair: pair[0])
@@ -67,10 +81,19 @@ def validation_handler(state: AppState) -> Any:
 
 
 def _failure(filename: str, why: str) -> Verdict:
-    return Verdict(filename, steps=[Step("validation", "failed", [
-        f"the marketplace could not validate this file: {why}",
-        "upload the same file again to retry",
-    ])])
+    return Verdict(
+        filename,
+        steps=[
+            Step(
+                "validation",
+                "failed",
+                [
+                    f"the marketplace could not validate this file: {why}",
+                    "upload the same file again to retry",
+                ],
+            )
+        ],
+    )
 
 
 def abandon_validation(state: AppState) -> Any:
@@ -109,10 +132,14 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
         with open(local, "wb") as out:
             for chunk in state.storage.read(sha256):
                 out.write(chunk)
-        verdict = validate_wheel(local, previous=previous_release(state, project_id, version),
-                                 limits=limits, wheel_limits=wheel_limits,
-                                 gpu=state.settings.gpu_available,
-                                 private=[state.settings.data_dir.resolve()])
+        verdict = validate_wheel(
+            local,
+            previous=previous_release(state, project_id, version),
+            limits=limits,
+            wheel_limits=wheel_limits,
+            gpu=state.settings.gpu_available,
+            private=[state.settings.data_dir.resolve()],
+        )
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
         verdict = _failure(filename, f"{type(exc).__name__}: {exc}")
@@ -122,8 +149,9 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
         record(state, file_id, verdict)
     except Exception as exc:  # what it found cannot be stored: reject it with that reason
         log.exception("%s: the verdict could not be stored", filename)
-        verdict = _failure(filename, f"its verdict could not be stored: {type(exc).__name__}: "
-                                     f"{exc}")
+        verdict = _failure(
+            filename, f"its verdict could not be stored: {type(exc).__name__}: {exc}"
+        )
         record(state, file_id, verdict)
     log.info("%s: %s", filename, verdict.status)
     return verdict
@@ -168,10 +196,14 @@ def validation_worker(state: AppState, threads: int) -> Worker:
     """Worker threads for ``validate`` jobs: leases of one timeout (at least 2 s, at most
     60 s), given-up jobs rejected, leftovers of dead workers cleaned."""
     settings = state.settings
-    return Worker(state.queue, {"validate": validation_handler(state)}, threads=threads,
-                  lease_s=max(2.0, min(settings.validation_timeout_s, 60.0)),
-                  abandon={"validate": abandon_validation(state)},
-                  housekeeping=functools.partial(_housekeeping, settings))
+    return Worker(
+        state.queue,
+        {"validate": validation_handler(state)},
+        threads=threads,
+        lease_s=max(2.0, min(settings.validation_timeout_s, 60.0)),
+        abandon={"validate": abandon_validation(state)},
+        housekeeping=functools.partial(_housekeeping, settings),
+    )
 
 
 def _housekeeping(settings: Settings) -> None:
@@ -194,15 +226,25 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
         file.opset = verdict.opset
         file.validated = utcnow()
         for op in verdict.ops:
-            session.add(OpEntry(file_id=file_id, op=str(op.get("name", "")),
-                                signature=str(op.get("signature", "")),
-                                summary=str(op.get("summary", ""))))
+            session.add(
+                OpEntry(
+                    file_id=file_id,
+                    op=str(op.get("name", "")),
+                    signature=str(op.get("signature", "")),
+                    summary=str(op.get("summary", "")),
+                )
+            )
         for k in verdict.kernels:
-            session.add(KernelEntry(file_id=file_id, op=str(k.get("op", "")),
-                                    device=str(k.get("device", "")),
-                                    dtypes=str(k.get("dtypes", "")),
-                                    status=str(k.get("status", "")),
-                                    message=str(k.get("message", ""))))
+            session.add(
+                KernelEntry(
+                    file_id=file_id,
+                    op=str(k.get("op", "")),
+                    device=str(k.get("device", "")),
+                    dtypes=str(k.get("dtypes", "")),
+                    status=str(k.get("status", "")),
+                    message=str(k.get("message", "")),
+                )
+            )
         project = file.release.project
         project.serial += 1
         normalized = project.normalized

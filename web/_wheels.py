@@ -79,17 +79,25 @@ def _alias_key(name: str) -> str:
 def _check_member(info: zipfile.ZipInfo, limits: WheelLimits) -> None:
     name = info.filename
     parts = name.rstrip("/").split("/")
-    if (name.startswith("/") or "\\" in name or "\x00" in name or ".." in parts
-            or (len(name) > 1 and name[1] == ":")):
+    if (
+        name.startswith("/")
+        or "\\" in name
+        or "\x00" in name
+        or ".." in parts
+        or (len(name) > 1 and name[1] == ":")
+    ):
         raise WheelError(f"unsafe path in the archive: {name!r} (path traversal)")
     if any(part in ("", ".") for part in parts):
-        raise WheelError(f"non-canonical path in the archive: {name!r} (an alias of another "
-                         "path: empty or '.' parts)")
+        raise WheelError(
+            f"non-canonical path in the archive: {name!r} (an alias of another "
+            "path: empty or '.' parts)"
+        )
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         raise WheelError(f"symbolic link in the archive: {name!r}")
     if info.file_size > 1024 * 1024 and info.file_size > limits.max_ratio * max(
-            info.compress_size, 1):
+        info.compress_size, 1
+    ):
         raise WheelError(
             f"{name!r} unpacks to {info.file_size} bytes from {info.compress_size} "
             f"(more than {limits.max_ratio}x): refused as a zip bomb"
@@ -108,17 +116,22 @@ def _check_filename(filename: str) -> tuple[str, Version]:
     problems = []
     raw_name = filename.split("-", maxsplit=1)[0]
     if not _NAME.match(raw_name):
-        problems.append(f"the project name {raw_name!r} is not a valid name (PEP 508: ASCII "
-                        "letters, digits, '.', '_' and '-')")
+        problems.append(
+            f"the project name {raw_name!r} is not a valid name (PEP 508: ASCII "
+            "letters, digits, '.', '_' and '-')"
+        )
     if version.local is not None:
-        problems.append(f"the version {str(version)!r} has a local part (+{version.local}); "
-                        "local versions are not accepted on upload")
+        problems.append(
+            f"the version {str(version)!r} has a local part (+{version.local}); "
+            "local versions are not accepted on upload"
+        )
     for tag in sorted(tags, key=str):
-        bad = [part for part in (tag.interpreter, tag.abi, tag.platform)
-               if not _TAG.match(part)]
+        bad = [part for part in (tag.interpreter, tag.abi, tag.platform) if not _TAG.match(part)]
         if bad:
-            problems.append(f"the tag {str(tag)!r} is not a valid compatibility tag "
-                            f"({', '.join(map(repr, bad))}: only letters, digits and '_')")
+            problems.append(
+                f"the tag {str(tag)!r} is not a valid compatibility tag "
+                f"({', '.join(map(repr, bad))}: only letters, digits and '_')"
+            )
     if problems:
         raise WheelError(f"invalid wheel file name {filename!r}: " + "; ".join(problems))
     return str(name), version
@@ -174,12 +187,14 @@ def _check_record(zf: zipfile.ZipFile, filename: str, record_name: str) -> None:
         elif size_field and size_field != str(member.file_size):
             problems.append(f"{name!r} is {member.file_size} bytes, RECORD says {size_field}")
     listed.pop(record_name, None)
-    problems.extend(f"RECORD lists {name!r}, which the archive lacks" for name in listed
-                    if name not in exempt)
+    problems.extend(
+        f"RECORD lists {name!r}, which the archive lacks" for name in listed if name not in exempt
+    )
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise WheelError(f"{filename}: RECORD does not match the archive: "
-                         + "; ".join(problems[:5]) + more)
+        raise WheelError(
+            f"{filename}: RECORD does not match the archive: " + "; ".join(problems[:5]) + more
+        )
 
 
 def _field_problem(exc: Exception) -> str:
@@ -203,14 +218,16 @@ def _read_metadata(metadata: bytes, filename: str, name: str, version: Version) 
     except InvalidMetadata as exc:
         raise WheelError(f"{filename}: METADATA is not valid: {_field_problem(exc)}") from None
     if not _NAME.match(meta.name):
-        raise WheelError(f"{filename}: METADATA's Name {meta.name!r} is not a valid name "
-                         "(PEP 508: ASCII letters, digits, '.', '_' and '-')")
+        raise WheelError(
+            f"{filename}: METADATA's Name {meta.name!r} is not a valid name "
+            "(PEP 508: ASCII letters, digits, '.', '_' and '-')"
+        )
     if canonicalize_name(meta.name) != name:
-        raise WheelError(f"{filename}: the file name says {name!r}, METADATA says "
-                         f"{meta.name!r}")
+        raise WheelError(f"{filename}: the file name says {name!r}, METADATA says {meta.name!r}")
     if meta.version != version:
-        raise WheelError(f"{filename}: the file name says version {version}, METADATA "
-                         f"says {raw['version']!r}")
+        raise WheelError(
+            f"{filename}: the file name says version {version}, METADATA says {raw['version']!r}"
+        )
     return meta
 
 
@@ -225,21 +242,24 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
     with zf:
         members = zf.infolist()
         if len(members) > limits.max_entries:
-            raise WheelError(f"{filename}: {len(members)} entries, more than "
-                             f"{limits.max_entries}")
+            raise WheelError(f"{filename}: {len(members)} entries, more than {limits.max_entries}")
         seen: dict[str, str] = {}
         total = 0
         for info in members:
             _check_member(info, limits)
             key = _alias_key(info.filename)
             if key in seen:
-                raise WheelError(f"{filename}: duplicate entry {info.filename!r} (the same "
-                                 f"path as {seen[key]!r})")
+                raise WheelError(
+                    f"{filename}: duplicate entry {info.filename!r} (the same "
+                    f"path as {seen[key]!r})"
+                )
             seen[key] = info.filename
             total += info.file_size
         if total > limits.max_unpacked_bytes:
-            raise WheelError(f"{filename}: unpacks to {total} bytes, more than "
-                             f"{limits.max_unpacked_bytes}: refused as a zip bomb")
+            raise WheelError(
+                f"{filename}: unpacks to {total} bytes, more than "
+                f"{limits.max_unpacked_bytes}: refused as a zip bomb"
+            )
         dist_name, dist_version = filename.split("-")[:2]
         dist_info = f"{dist_name}-{dist_version}.dist-info"
         names = set(seen.values())
@@ -256,7 +276,12 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
         meta = _read_metadata(metadata, filename, name, version)
         _check_record(zf, filename, f"{dist_info}/RECORD")
     return WheelInfo(
-        filename=filename, name=meta.name, normalized=name, version=str(version),
-        requires_python=str(meta.requires_python or ""), summary=meta.summary or "",
-        metadata=metadata, metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+        filename=filename,
+        name=meta.name,
+        normalized=name,
+        version=str(version),
+        requires_python=str(meta.requires_python or ""),
+        summary=meta.summary or "",
+        metadata=metadata,
+        metadata_sha256=hashlib.sha256(metadata).hexdigest(),
     )

@@ -25,8 +25,14 @@ def _compiler() -> list[str]:
     return shlex.split(str(cc))
 
 
-def build_shim(name: str, source: Path, includes: Sequence[str], *, key: Sequence[str] = (),
-               flags: Sequence[str] = ("-std=c11",)) -> Path:
+def build_shim(
+    name: str,
+    source: Path,
+    includes: Sequence[str],
+    *,
+    key: Sequence[str] = (),
+    flags: Sequence[str] = ("-std=c11",),
+) -> Path:
     """The shared library built from ``source`` (cached); LibraryError with the compiler's
     output when it cannot be built."""
     digest = hashlib.sha256(source.read_bytes())
@@ -46,17 +52,29 @@ def build_shim(name: str, source: Path, includes: Sequence[str], *, key: Sequenc
         target = Path(tempfile.mkdtemp(prefix="opmarket-bridge-"), target.name)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{name}-", suffix=".so")
     os.close(fd)
-    command = [*_compiler(), "-shared", "-fPIC", "-O2", *flags,
-               *(f"-I{i}" for i in includes), str(source), "-o", tmp, "-lpthread"]
+    command = [
+        *_compiler(),
+        "-shared",
+        "-fPIC",
+        "-O2",
+        *flags,
+        *(f"-I{i}" for i in includes),
+        str(source),
+        "-o",
+        tmp,
+        "-lpthread",
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:
         os.unlink(tmp)
-        raise LibraryError(f"building {name} needs a C compiler: cannot run {command[0]!r} "
-                           f"({exc}); set CC") from None
+        raise LibraryError(
+            f"building {name} needs a C compiler: cannot run {command[0]!r} ({exc}); set CC"
+        ) from None
     if done.returncode != 0:
         os.unlink(tmp)
-        raise LibraryError(f"cannot build {name} with {shlex.join(command)}:\n"
-                           f"{done.stderr.strip()[-2000:]}")
+        raise LibraryError(
+            f"cannot build {name} with {shlex.join(command)}:\n{done.stderr.strip()[-2000:]}"
+        )
     os.replace(tmp, target)
     return target

@@ -47,8 +47,19 @@ Dim = Any  # an int, or a framework's symbolic int (torch.SymInt) while tracing
 _NO_DEFAULT = object()
 # Attr types a framework parameter can carry; others (tensor, func, list(type), ...) make
 # the op unavailable in the frameworks, with the reason.
-_ATTR_TYPES = {"int", "float", "bool", "string", "type", "shape", "list(int)", "list(float)",
-               "list(bool)", "list(string)", "list(shape)"}
+_ATTR_TYPES = {
+    "int",
+    "float",
+    "bool",
+    "string",
+    "type",
+    "shape",
+    "list(int)",
+    "list(float)",
+    "list(bool)",
+    "list(string)",
+    "list(shape)",
+}
 
 
 def require_framework(module: str, extra: str) -> None:
@@ -56,8 +67,10 @@ def require_framework(module: str, extra: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"opmarket.{extra} needs {module}, which cannot be imported ({exc}): "
-                          f"pip install 'opmarket[{extra}]'") from None
+        raise ImportError(
+            f"opmarket.{extra} needs {module}, which cannot be imported ({exc}): "
+            f"pip install 'opmarket[{extra}]'"
+        ) from None
 
 
 class ParamKind(enum.Enum):
@@ -91,6 +104,7 @@ class OutputSpec:
 
 def freeze_attrs(attrs: Mapping[str, Any]) -> Any:
     """Bound attrs as a hashable key; values keep their types (1 and 1.0 differ)."""
+
     def one(v: Any) -> Any:
         if isinstance(v, (list, tuple)):
             return (type(v), tuple(one(x) for x in v))
@@ -116,18 +130,22 @@ class BridgeOp:
         self.python_name = op_def.python_name
         #: The framework namespace: the op's namespace in lower snake case (``opm``),
         #: ``opmarket`` for an op without one.
-        self.namespace = "_".join(snake_case(p) for p in op_def.namespace.split(">")) \
-            if op_def.namespace else "opmarket"
+        self.namespace = (
+            "_".join(snake_case(p) for p in op_def.namespace.split(">"))
+            if op_def.namespace
+            else "opmarket"
+        )
         inferred: set[str] = set()
         for arg in op_def.inputs:
-            inferred.update(n for n in (arg.type_attr, arg.number_attr, arg.type_list_attr)
-                            if n)
+            inferred.update(n for n in (arg.type_attr, arg.number_attr, arg.type_list_attr) if n)
         taken: set[str] = set()
         self.input_names = [_py_name(a.name, taken) for a in op_def.inputs]
         self.params = [
-            Param(_py_name(a.name, taken), a,
-                  ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR)
-            for a in op_def.attrs if a.name not in inferred
+            Param(
+                _py_name(a.name, taken), a, ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR
+            )
+            for a in op_def.attrs
+            if a.name not in inferred
         ]
         self.unsupported = self._unsupported()
         self._runners: dict[Any, Callable[[Sequence[_Array]], list[_Array]]] = {}
@@ -144,8 +162,10 @@ class BridgeOp:
     def check_supported(self, framework: str) -> None:
         """NotFound saying why ``framework`` cannot run this op, if it cannot."""
         if _registry.builtin(self.name):
-            raise NotFound(f"{self.name} is one of opmarket's built-in graph ops; {framework} "
-                           "has its own, use that")
+            raise NotFound(
+                f"{self.name} is one of opmarket's built-in graph ops; {framework} "
+                "has its own, use that"
+            )
         if self.unsupported:
             raise NotFound(f"{self.name} cannot run in {framework}: {self.unsupported}")
 
@@ -162,8 +182,9 @@ class BridgeOp:
         for key, value in given.items():
             name = by_py.get(key)
             if name is None:
-                raise InvalidArgument(f"{self.name} has no attr {key!r} (it takes "
-                                      f"{', '.join(by_py) or 'none'})")
+                raise InvalidArgument(
+                    f"{self.name} has no attr {key!r} (it takes {', '.join(by_py) or 'none'})"
+                )
             attrs[name] = value
         stand_ins = [np.empty(0, dtype=d) for d in dtypes]
         return _registry.bind(self.op_def, stand_ins, attrs)
@@ -177,13 +198,20 @@ class BridgeOp:
             dtype = attrs[arg.type_attr] if arg.type_attr else arg.type
             npdt = DType(dtype).numpy
             if npdt is None:
-                raise InvalidArgument(f"{self.name}: output {arg.name!r} has dtype "
-                                      f"{DType(dtype).spec_name}, which has no array type")
+                raise InvalidArgument(
+                    f"{self.name}: output {arg.name!r} has dtype "
+                    f"{DType(dtype).spec_name}, which has no array type"
+                )
             out.append(npdt)
         return out
 
-    def output_specs(self, shapes: Sequence[tuple[Dim, ...]], attrs: Mapping[str, Any], *,
-                     allow_unknown: bool = False) -> list[OutputSpec]:
+    def output_specs(
+        self,
+        shapes: Sequence[tuple[Dim, ...]],
+        attrs: Mapping[str, Any],
+        *,
+        allow_unknown: bool = False,
+    ) -> list[OutputSpec]:
         """Each output's shape and dtype from the shape function, for inputs of ``shapes``.
 
         InvalidArgument when the op has no shape function or an output's shape depends on
@@ -193,38 +221,50 @@ class BridgeOp:
             raise InvalidArgument(
                 f"{self.name} has no shape function, so its output shapes are unknown until "
                 "it runs: it cannot be traced (jax.jit, torch.compile); register one with "
-                "@shape_fn")
-        c = InferenceContext(self.op_def, [tuple(s) for s in shapes], attrs,
-                             num_outputs=len(self.op_def.outputs))
+                "@shape_fn"
+            )
+        c = InferenceContext(
+            self.op_def, [tuple(s) for s in shapes], attrs, num_outputs=len(self.op_def.outputs)
+        )
         try:
             spec.fn(c)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{self.name}: {exc}") from None
         result = []
-        for arg, shape, dtype in zip(self.op_def.outputs, c.finish(),
-                                     self.output_dtypes(attrs), strict=True):
+        for arg, shape, dtype in zip(
+            self.op_def.outputs, c.finish(), self.output_dtypes(attrs), strict=True
+        ):
             if shape is None or any(d is None for d in shape):
                 if not allow_unknown:
                     ins = ", ".join(format_shape(tuple(int(d) for d in s)) for s in shapes)
                     raise InvalidArgument(
                         f"{self.name}: output {arg.name!r} has shape "
                         f"{format_shape(shape)} for inputs {ins}: its shape depends on the "
-                        "input values, which tracing (jax.jit, torch.compile) does not know")
+                        "input values, which tracing (jax.jit, torch.compile) does not know"
+                    )
                 if shape is None:
-                    raise InvalidArgument(f"{self.name}: the rank of output {arg.name!r} "
-                                          "depends on the input values")
+                    raise InvalidArgument(
+                        f"{self.name}: the rank of output {arg.name!r} depends on the input values"
+                    )
             result.append(OutputSpec(tuple(shape), dtype))
         return result
 
     # --- kernels and gradients ----------------------------------------------------------
 
-    def compute(self, inputs: Sequence[_Array], attrs: Mapping[str, Any], *,
-                device: str = "CPU", label: str = "") -> list[_Array]:
+    def compute(
+        self,
+        inputs: Sequence[_Array],
+        attrs: Mapping[str, Any],
+        *,
+        device: str = "CPU",
+        label: str = "",
+    ) -> list[_Array]:
         """Run the op's kernel for ``device`` on numpy arrays; one array per output."""
         return self.runner(attrs, device, label)(inputs)
 
-    def runner(self, attrs: Mapping[str, Any], device: str = "CPU",
-               label: str = "") -> Callable[[Sequence[_Array]], list[_Array]]:
+    def runner(
+        self, attrs: Mapping[str, Any], device: str = "CPU", label: str = ""
+    ) -> Callable[[Sequence[_Array]], list[_Array]]:
         """A prepared call for bound ``attrs`` (kernel chosen and created once, kept until
         the registry changes): numpy arrays in, one array per output out."""
         key = (freeze_attrs(attrs), device, label, _registry.version())
@@ -232,12 +272,15 @@ class BridgeOp:
         if found is None:
             call = _registry.prepared_call(self.op_def, attrs, device, label)
             if len(self.op_def.outputs) == 1:
+
                 def found(arrays: Sequence[_Array]) -> list[_Array]:
                     return [call(arrays)]
             else:
+
                 def found(arrays: Sequence[_Array]) -> list[_Array]:
                     out = call(arrays)
                     return list(out) if out is not None else []
+
             if len(self._runners) >= 256:
                 self._runners.clear()
             self._runners[key] = found
@@ -267,22 +310,31 @@ class BridgeOp:
         spec = _registry.registry().gradient(self.name)
         return spec is not None and spec.fn is not None
 
-    def gradient(self, inputs: Sequence[_Array], outputs: Sequence[_Array],
-                 attrs: Mapping[str, Any], grads: Sequence[_Array]) -> list[_Array | None]:
+    def gradient(
+        self,
+        inputs: Sequence[_Array],
+        outputs: Sequence[_Array],
+        attrs: Mapping[str, Any],
+        grads: Sequence[_Array],
+    ) -> list[_Array | None]:
         """The registered gradient: d(loss)/d(input) for each input (None where there is
         none), as arrays of the inputs' shapes and dtypes. NotFound without a gradient."""
         spec = _registry.registry().gradient(self.name)
         if spec is None:
-            raise NotFound(f"no gradient is registered for op {self.name!r}; register one with "
-                           "register_gradient, or mark it not_differentiable")
+            raise NotFound(
+                f"no gradient is registered for op {self.name!r}; register one with "
+                "register_gradient, or mark it not_differentiable"
+            )
         if spec.fn is None:
             return [None] * len(inputs)
         forward = GradientOp(self.op_def, tuple(inputs), tuple(outputs), dict(attrs))
         result = spec.fn(forward, *grads)
         items = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(items) != len(inputs):
-            raise InvalidArgument(f"the gradient of {self.name} returned {len(items)} value(s) "
-                                  f"for {len(inputs)} input(s)")
+            raise InvalidArgument(
+                f"the gradient of {self.name} returned {len(items)} value(s) "
+                f"for {len(inputs)} input(s)"
+            )
         out: list[_Array | None] = []
         for x, item in zip(inputs, items, strict=True):
             if item is None:

@@ -57,18 +57,29 @@ def bind(op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> dict[str
     return registry().dispatcher(op.name).bind(inputs, attrs)[1]
 
 
-def choose_kernel(op: OpDef, attrs: Mapping[str, Any], device: str | None,
-                  label: str = "") -> KernelSpec:
+def choose_kernel(
+    op: OpDef, attrs: Mapping[str, Any], device: str | None, label: str = ""
+) -> KernelSpec:
     """The kernel dispatch runs for bound ``attrs`` on ``device``; KernelNotFound lists
     the registered ones."""
     return registry().dispatcher(op.name).choose(attrs, device, label)
 
 
-def run_op(op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], *,
-           device: str | None, label: str = "", kernel: KernelSpec | None = None) -> Any:
+def run_op(
+    op: OpDef,
+    inputs: Sequence[Any],
+    attrs: Mapping[str, Any],
+    *,
+    device: str | None,
+    label: str = "",
+    kernel: KernelSpec | None = None,
+) -> Any:
     """Run ``op`` through opmarket's dispatch (shape and dtype checks included)."""
-    return registry().dispatcher(op.name).call(inputs, attrs, device=device, label=label,
-                                               kernel=kernel)
+    return (
+        registry()
+        .dispatcher(op.name)
+        .call(inputs, attrs, device=device, label=label, kernel=kernel)
+    )
 
 
 def is_c_abi(spec: KernelSpec) -> bool:
@@ -82,8 +93,9 @@ def is_c_abi(spec: KernelSpec) -> bool:
 _MISS = object()
 
 
-def prepared_call(op: OpDef, attrs: Mapping[str, Any], device: str,
-                  label: str = "") -> Callable[[Sequence[Any]], Any]:
+def prepared_call(
+    op: OpDef, attrs: Mapping[str, Any], device: str, label: str = ""
+) -> Callable[[Sequence[Any]], Any]:
     """A call of ``op`` with bound ``attrs`` on ``device`` prepared once: kernel chosen,
     lifecycle kernel created (shared with opmarket.ops' cache). The returned function runs
     it on numpy arrays as the generated wrapper's fast path does: the shape function (and

@@ -50,9 +50,12 @@ def library() -> ctypes.CDLL | None:
         table = _registry.bridge_table()
         lib = None
         if table is not None:
-            path = build_shim("opmarket_jax_ffi", _SOURCE,
-                              [_registry.bridge_include(), jax.ffi.include_dir()],
-                              key=[jax.__version__])
+            path = build_shim(
+                "opmarket_jax_ffi",
+                _SOURCE,
+                [_registry.bridge_include(), jax.ffi.include_dir()],
+                key=[jax.__version__],
+            )
             lib = ctypes.CDLL(str(path))
             lib.opm_jax_init.argtypes = [ctypes.c_void_p]
             lib.opm_jax_init.restype = ctypes.c_int
@@ -60,7 +63,8 @@ def library() -> ctypes.CDLL | None:
                 lib = None
             else:
                 capsule = jax.ffi.pycapsule(  # type: ignore[no-untyped-call]
-                    lib.opm_jax_capi_call)
+                    lib.opm_jax_capi_call
+                )
                 jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
         _state["lib"] = lib
         return lib
@@ -106,12 +110,23 @@ def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: st
     return Native(handle, site, tuple(attributes))
 
 
-def call(native: Native, op: BridgeOp, attrs: Mapping[str, Any], xs: Sequence[Any],
-         specs: Sequence[OutputSpec]) -> list[Any]:
+def call(
+    native: Native,
+    op: BridgeOp,
+    attrs: Mapping[str, Any],
+    xs: Sequence[Any],
+    specs: Sequence[OutputSpec],
+) -> list[Any]:
     """The custom call to ``opmarket_capi``; one array per output."""
     from opmarket.jax._ops import shape_dtype
 
     result = [shape_dtype(s.shape, s.dtype) for s in specs]
     fn = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")
-    return list(fn(*xs, opm_kernel=np.int64(native.handle), opm_site=np.int64(native.site),
-                   **dict(native.attributes)))
+    return list(
+        fn(
+            *xs,
+            opm_kernel=np.int64(native.handle),
+            opm_site=np.int64(native.site),
+            **dict(native.attributes),
+        )
+    )

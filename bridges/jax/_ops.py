@@ -59,21 +59,28 @@ def _wrapper(op: BridgeOp) -> Callable[..., Any]:
         device = _device(arrays)
         if device == "CPU" and not any(isinstance(a, jax.core.Tracer) for a in arrays):
             # Eager: the kernel reads the arrays' own memory (numpy views, no copy).
-            outs = [jnp.asarray(o) for o in op.compute([np.asarray(a) for a in arrays], attrs,
-                                                        device=device, label=_kernel)]
+            outs = [
+                jnp.asarray(o)
+                for o in op.compute(
+                    [np.asarray(a) for a in arrays], attrs, device=device, label=_kernel
+                )
+            ]
             return outs[0] if single else tuple(outs)
         key = (op, freeze_attrs(attrs), _kernel, device)
         fn = _functions.get(key)
         if fn is None:
             with _lock:
                 fn = _functions.get(key) or _functions.setdefault(
-                    key, _build(op, attrs, _kernel, device))
+                    key, _build(op, attrs, _kernel, device)
+                )
         return fn(*arrays)
 
     call.__name__ = call.__qualname__ = op.python_name
-    call.__doc__ = (f"{op.name} on jax.Arrays (jit, vmap and grad work); see "
-                    f"opmarket.ops.{op.python_name} for its arguments.\n\n"
-                    f"{op.op_def.summary}")
+    call.__doc__ = (
+        f"{op.name} on jax.Arrays (jit, vmap and grad work); see "
+        f"opmarket.ops.{op.python_name} for its arguments.\n\n"
+        f"{op.op_def.summary}"
+    )
     call.__module__ = "opmarket.jax.ops"
     call.__opmarket_op__ = op.name  # type: ignore[attr-defined]  # for introspection
     return call
@@ -100,8 +107,13 @@ def _device(arrays: Sequence[Any]) -> str:
             break
     if platform is None:
         platform = jax.default_backend()
-    return "CPU" if platform == "cpu" else "GPU" if platform in ("gpu", "cuda", "rocm") \
+    return (
+        "CPU"
+        if platform == "cpu"
+        else "GPU"
+        if platform in ("gpu", "cuda", "rocm")
         else platform.upper()
+    )
 
 
 def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
@@ -111,8 +123,9 @@ def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: A
     op = bridge_op(name)
     inputs = {a.type_attr for a in op.op_def.inputs if a.type_attr}
     given = {k: v for k, v in attrs.items() if k not in inputs}
-    dtypes = [np.dtype(attrs[a.type_attr]) if a.type_attr else a.type.numpy
-              for a in op.op_def.inputs]
+    dtypes = [
+        np.dtype(attrs[a.type_attr]) if a.type_attr else a.type.numpy for a in op.op_def.inputs
+    ]
     bound = op.bind([d for d in dtypes if d is not None], given)
     from opmarket.jax import _ffi
 
@@ -144,8 +157,15 @@ def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Call
     return fn
 
 
-def _forward(op: BridgeOp, attrs: dict[str, Any], label: str, device: str, *,
-             xs: Sequence[Any], specs: list[OutputSpec]) -> list[Any]:
+def _forward(
+    op: BridgeOp,
+    attrs: dict[str, Any],
+    label: str,
+    device: str,
+    *,
+    xs: Sequence[Any],
+    specs: list[OutputSpec],
+) -> list[Any]:
     from opmarket.jax import _ffi
 
     native = _ffi.native_kernel(op, attrs, label, device)
@@ -154,20 +174,22 @@ def _forward(op: BridgeOp, attrs: dict[str, Any], label: str, device: str, *,
     result = [shape_dtype(s.shape, s.dtype) for s in specs]
 
     def host(*arrays: Any) -> tuple[_Array, ...]:
-        return tuple(op.compute([np.asarray(a) for a in arrays], attrs, device=device,
-                                label=label))
+        return tuple(op.compute([np.asarray(a) for a in arrays], attrs, device=device, label=label))
 
     return list(jax.pure_callback(host, result, *xs, vmap_method="sequential"))
 
 
-def _backward(op: BridgeOp, attrs: dict[str, Any], xs: Sequence[Any], outs: Sequence[Any],
-              gs: Sequence[Any]) -> tuple[Any, ...]:
+def _backward(
+    op: BridgeOp, attrs: dict[str, Any], xs: Sequence[Any], outs: Sequence[Any], gs: Sequence[Any]
+) -> tuple[Any, ...]:
     if not op.differentiable:
         op.gradient([], [], attrs, [])  # NotFound without a gradient; None: not differentiable
     exact = [jnp.issubdtype(x.dtype, jnp.inexact) for x in xs]
     # Integer outputs get float0 cotangents; the opmarket gradient sees zeros of their dtype.
-    gs = [jnp.zeros(o.shape, o.dtype) if g.dtype == jax.dtypes.float0 else g
-          for g, o in zip(gs, outs, strict=True)]
+    gs = [
+        jnp.zeros(o.shape, o.dtype) if g.dtype == jax.dtypes.float0 else g
+        for g, o in zip(gs, outs, strict=True)
+    ]
     wanted = [x for x, e in zip(xs, exact, strict=True) if e]
     grads: list[Any] = []
     if wanted and op.differentiable:
@@ -176,13 +198,15 @@ def _backward(op: BridgeOp, attrs: dict[str, Any], xs: Sequence[Any], outs: Sequ
 
         def host(*arrays: Any) -> tuple[_Array, ...]:
             arrays = tuple(np.asarray(a) for a in arrays)
-            ins, os_, grads_ = arrays[:n_x], arrays[n_x:n_x + n_o], arrays[n_x + n_o:]
+            ins, os_, grads_ = arrays[:n_x], arrays[n_x : n_x + n_o], arrays[n_x + n_o :]
             got = op.gradient(ins, os_, attrs, grads_)
-            return tuple(np.zeros_like(x) if g is None else g
-                         for x, g, e in zip(ins, got, exact, strict=True) if e)
+            return tuple(
+                np.zeros_like(x) if g is None else g
+                for x, g, e in zip(ins, got, exact, strict=True)
+                if e
+            )
 
-        grads = list(jax.pure_callback(host, result, *xs, *outs, *gs,
-                                       vmap_method="sequential"))
+        grads = list(jax.pure_callback(host, result, *xs, *outs, *gs, vmap_method="sequential"))
     out: list[Any] = []
     it = iter(grads)
     for x, e in zip(xs, exact, strict=True):

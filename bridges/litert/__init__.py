@@ -18,8 +18,11 @@ from opmarket.litert._interpreter import Interpreter, custom_ops_of, interpreter
 __all__ = ["Interpreter", "custom_ops_of", "interpreter"]
 
 
-def interpreter(model_path: str | os.PathLike[str] | None = None,
-                model_content: bytes | None = None, **kwargs: Any) -> Interpreter:
+def interpreter(
+    model_path: str | os.PathLike[str] | None = None,
+    model_content: bytes | None = None,
+    **kwargs: Any,
+) -> Interpreter:
     """A ready interpreter for the model at ``model_path`` or in ``model_content``, with
     opmarket's ops registered as its custom ops. The model is scanned first: a custom op that
     no installed opmarket op (and version) provides raises ``NotFound`` naming it."""

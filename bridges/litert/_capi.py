@@ -51,12 +51,22 @@ class RankedTensorType(ctypes.Structure):
 assert ctypes.sizeof(RankedTensorType) == 72, "LiteRtRankedTensorType is 72 bytes"
 
 INIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
-OUTPUT_LAYOUTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                                  ctypes.POINTER(Layout), ctypes.c_size_t,
-                                  ctypes.POINTER(Layout))
-RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                       ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
-                       ctypes.POINTER(ctypes.c_void_p))
+OUTPUT_LAYOUTS = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.POINTER(Layout),
+    ctypes.c_size_t,
+    ctypes.POINTER(Layout),
+)
+RUN = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_size_t,
+    ctypes.POINTER(ctypes.c_void_p),
+)
 DESTROY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
@@ -73,9 +83,20 @@ class CustomOpKernel(ctypes.Structure):
 
 #: LiteRtElementType (TfLiteType numbers) to numpy.
 ELEMENT_TYPES: dict[int, Any] = {
-    1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16,
-    8: np.complex64, 9: np.int8, 10: np.float16, 11: np.float64, 12: np.complex128,
-    13: np.uint64, 16: np.uint32, 17: np.uint16,
+    1: np.float32,
+    2: np.int32,
+    3: np.uint8,
+    4: np.int64,
+    6: np.bool_,
+    7: np.int16,
+    8: np.complex64,
+    9: np.int8,
+    10: np.float16,
+    11: np.float64,
+    12: np.complex128,
+    13: np.uint64,
+    16: np.uint32,
+    17: np.uint16,
 }
 
 
@@ -100,22 +121,35 @@ _VOID = ctypes.c_void_p
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "LiteRtCreateEnvironment": (ctypes.c_int, [ctypes.c_int, _VOID, ctypes.POINTER(_VOID)]),
     "LiteRtDestroyEnvironment": (None, [_VOID]),
-    "LiteRtCreateModelFromBuffer": (ctypes.c_int, [_VOID, _VOID, ctypes.c_size_t,
-                                                   ctypes.POINTER(_VOID)]),
+    "LiteRtCreateModelFromBuffer": (
+        ctypes.c_int,
+        [_VOID, _VOID, ctypes.c_size_t, ctypes.POINTER(_VOID)],
+    ),
     "LiteRtDestroyModel": (None, [_VOID]),
     "LiteRtCreateOptions": (ctypes.c_int, [ctypes.POINTER(_VOID)]),
     "LiteRtDestroyOptions": (None, [_VOID]),
     "LiteRtSetOptionsHardwareAccelerators": (ctypes.c_int, [_VOID, ctypes.c_int]),
-    "LiteRtAddCustomOpKernelOption": (ctypes.c_int, [_VOID, ctypes.c_char_p, ctypes.c_int,
-                                                     ctypes.POINTER(CustomOpKernel), _VOID]),
+    "LiteRtAddCustomOpKernelOption": (
+        ctypes.c_int,
+        [_VOID, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(CustomOpKernel), _VOID],
+    ),
     "LiteRtCreateCompiledModel": (ctypes.c_int, [_VOID, _VOID, _VOID, ctypes.POINTER(_VOID)]),
     "LiteRtDestroyCompiledModel": (None, [_VOID]),
-    "LiteRtRunCompiledModel": (ctypes.c_int, [_VOID, ctypes.c_size_t, ctypes.c_size_t,
-                                              ctypes.POINTER(_VOID), ctypes.c_size_t,
-                                              ctypes.POINTER(_VOID)]),
+    "LiteRtRunCompiledModel": (
+        ctypes.c_int,
+        [
+            _VOID,
+            ctypes.c_size_t,
+            ctypes.c_size_t,
+            ctypes.POINTER(_VOID),
+            ctypes.c_size_t,
+            ctypes.POINTER(_VOID),
+        ],
+    ),
     "LiteRtCreateTensorBufferFromHostMemory": (
-        ctypes.c_int, [ctypes.POINTER(RankedTensorType), _VOID, ctypes.c_size_t, _VOID,
-                       ctypes.POINTER(_VOID)]),
+        ctypes.c_int,
+        [ctypes.POINTER(RankedTensorType), _VOID, ctypes.c_size_t, _VOID, ctypes.POINTER(_VOID)],
+    ),
     "LiteRtDestroyTensorBuffer": (None, [_VOID]),
     "LiteRtGetTensorBufferTensorType": (ctypes.c_int, [_VOID, ctypes.POINTER(RankedTensorType)]),
     "LiteRtLockTensorBuffer": (ctypes.c_int, [_VOID, ctypes.POINTER(_VOID), ctypes.c_int]),

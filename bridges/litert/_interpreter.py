@@ -30,9 +30,20 @@ __all__ = ["Interpreter", "custom_ops_of"]
 
 # The flatbuffer schema's TensorType numbers (not LiteRT's element types) to numpy.
 _SCHEMA_TYPES: dict[int, Any] = {
-    0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_,
-    7: np.int16, 8: np.complex64, 9: np.int8, 10: np.float64, 11: np.complex128,
-    12: np.uint64, 15: np.uint32, 16: np.uint16,
+    0: np.float32,
+    1: np.float16,
+    2: np.int32,
+    3: np.uint8,
+    4: np.int64,
+    6: np.bool_,
+    7: np.int16,
+    8: np.complex64,
+    9: np.int8,
+    10: np.float64,
+    11: np.complex128,
+    12: np.uint64,
+    15: np.uint32,
+    16: np.uint16,
 }
 _CUSTOM = 32  # BuiltinOperator.CUSTOM
 
@@ -80,8 +91,11 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
             continue
         value = raw[a.name]
         if a.base_type == "type":  # the converter writes LiteRT's tensor type numbers
-            value = ([_dtype_of_schema(int(v)) for v in value] if a.is_list
-                     else _dtype_of_schema(int(value)))
+            value = (
+                [_dtype_of_schema(int(v)) for v in value]
+                if a.is_list
+                else _dtype_of_schema(int(value))
+            )
         elif a.base_type == "string":
             value = [_text(v) for v in value] if a.is_list else _text(value)
         elif a.is_list:
@@ -90,8 +104,9 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
     return attrs
 
 
-def _output_shapes(op: OpDef, shapes: Sequence[Shape],
-                   attrs: Mapping[str, Any]) -> list[Shape] | None:
+def _output_shapes(
+    op: OpDef, shapes: Sequence[Shape], attrs: Mapping[str, Any]
+) -> list[Shape] | None:
     """The op's shape function on static input shapes (None without one)."""
     spec = get_registry().shape_fn(op.name)
     if spec is None:
@@ -115,25 +130,28 @@ class _CustomOp:
         try:
             attrs = _attrs_from_options(self.op, ctypes.string_at(data, size) if size else b"")
             if self.attrs and attrs != self.attrs:
-                raise InvalidArgument(f"{self.op.name}: the nodes of one custom op must share "
-                                      "their attrs (LiteRT's custom-op kernels do not say "
-                                      "which node runs)")
+                raise InvalidArgument(
+                    f"{self.op.name}: the nodes of one custom op must share "
+                    "their attrs (LiteRT's custom-op kernels do not say "
+                    "which node runs)"
+                )
             self.attrs = attrs
             return _capi.STATUS_OK
         except Exception as exc:
             self.errors.append(str(exc))
             return _capi.STATUS_INVALID_ARGUMENT
 
-    def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int,
-                       outputs: Any) -> int:
+    def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         try:
-            shapes = [tuple(int(d) for d in inputs[i].dimensions[:inputs[i].rank])
-                      for i in range(n_in)]
+            shapes = [
+                tuple(int(d) for d in inputs[i].dimensions[: inputs[i].rank]) for i in range(n_in)
+            ]
             out = _output_shapes(self.op, shapes, self.attrs)
-            if out is None or len(out) != n_out or any(
-                    s is None or None in s for s in out):
-                raise InvalidArgument(f"{self.op.name}: its shape function does not give "
-                                      f"static output shapes for inputs {shapes}")
+            if out is None or len(out) != n_out or any(s is None or None in s for s in out):
+                raise InvalidArgument(
+                    f"{self.op.name}: its shape function does not give "
+                    f"static output shapes for inputs {shapes}"
+                )
             for i, shape in enumerate(out):
                 assert shape is not None
                 outputs[i].rank = len(shape)
@@ -149,8 +167,9 @@ class _CustomOp:
         lib = _capi.lib()
         try:
             arrays = [_read(lib, inputs[i]) for i in range(n_in)]
-            result = get_registry().dispatcher(self.op.name).call(
-                arrays, self.attrs, kernel=self.kernel)
+            result = (
+                get_registry().dispatcher(self.op.name).call(arrays, self.attrs, kernel=self.kernel)
+            )
             results = list(result) if isinstance(result, tuple) else [result]
             for i in range(n_out):
                 _write(lib, outputs[i], np.asarray(results[i]))
@@ -163,16 +182,19 @@ class _CustomOp:
         return _capi.STATUS_OK
 
     def make_struct(self) -> Any:
-        self.struct = _capi.CustomOpKernel(_capi.INIT(self.init),
-                                           _capi.OUTPUT_LAYOUTS(self.output_layouts),
-                                           _capi.RUN(self.run), _capi.DESTROY(self.destroy))
+        self.struct = _capi.CustomOpKernel(
+            _capi.INIT(self.init),
+            _capi.OUTPUT_LAYOUTS(self.output_layouts),
+            _capi.RUN(self.run),
+            _capi.DESTROY(self.destroy),
+        )
         return self.struct
 
 
 def _buffer_type(lib: Any, buffer: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
     t = _capi.RankedTensorType()
     _check(lib, lib.LiteRtGetTensorBufferTensorType(buffer, ctypes.byref(t)), "tensor type")
-    dims = tuple(int(d) for d in t.layout.dimensions[:t.layout.rank])
+    dims = tuple(int(d) for d in t.layout.dimensions[: t.layout.rank])
     return _capi.numpy_of(t.element_type), dims
 
 
@@ -191,11 +213,12 @@ def _read(lib: Any, buffer: Any) -> np.ndarray[Any, Any]:
 def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
     dtype, dims = _buffer_type(lib, buffer)
     if value.dtype != dtype or value.shape != dims:
-        raise InvalidArgument(f"a kernel returned {value.dtype}{list(value.shape)} for an "
-                              f"output of {dtype}{list(dims)}")
+        raise InvalidArgument(
+            f"a kernel returned {value.dtype}{list(value.shape)} for an "
+            f"output of {dtype}{list(dims)}"
+        )
     addr = ctypes.c_void_p()
-    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE),
-           "lock")
+    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE), "lock")
     try:
         data = np.ascontiguousarray(value)
         ctypes.memmove(addr.value or 0, data.ctypes.data, data.nbytes)
@@ -213,8 +236,11 @@ def _aligned(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, An
     nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
     raw = np.zeros(nbytes + 64, np.uint8)
     offset = (-raw.ctypes.data) % 64
-    return raw[offset:offset + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))] \
+    return (
+        raw[offset : offset + nbytes]
+        .view(dtype)[: int(np.prod(shape, dtype=np.int64))]
         .reshape(shape)
+    )
 
 
 class Interpreter:
@@ -226,8 +252,7 @@ class Interpreter:
     def __init__(self, content: bytes, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - {"num_threads"})
         if unknown:
-            raise InvalidArgument(f"opmarket.litert.interpreter: unsupported arguments "
-                                  f"{unknown}")
+            raise InvalidArgument(f"opmarket.litert.interpreter: unsupported arguments {unknown}")
         self._content = bytes(content)
         self._errors: list[str] = []
         self._ops = self._resolve()
@@ -257,8 +282,9 @@ class Interpreter:
             spec = kernel if isinstance(kernel, KernelSpec) else None
             ops.append((name, version, _CustomOp(op, spec, self._errors)))
         if missing:
-            raise NotFound("this model's custom ops have no opmarket op or kernel: "
-                           + "; ".join(missing))
+            raise NotFound(
+                "this model's custom ops have no opmarket op or kernel: " + "; ".join(missing)
+            )
         return ops
 
     def _signature(self) -> dict[str, list[tuple[str, int]]]:
@@ -281,19 +307,30 @@ class Interpreter:
         self._handles = h
         _check(lib, lib.LiteRtCreateEnvironment(0, None, ctypes.byref(h["env"])), "environment")
         self._blob = ctypes.create_string_buffer(self._content, len(self._content))
-        _check(lib, lib.LiteRtCreateModelFromBuffer(h["env"], self._blob, len(self._content),
-                                                    ctypes.byref(h["model"])), "model")
+        _check(
+            lib,
+            lib.LiteRtCreateModelFromBuffer(
+                h["env"], self._blob, len(self._content), ctypes.byref(h["model"])
+            ),
+            "model",
+        )
         _check(lib, lib.LiteRtCreateOptions(ctypes.byref(h["options"])), "options")
         _check(lib, lib.LiteRtSetOptionsHardwareAccelerators(h["options"], _capi.CPU), "options")
         for name, version, custom in self._ops:
-            _check(lib, lib.LiteRtAddCustomOpKernelOption(
-                h["options"], name.encode(), version, ctypes.byref(custom.make_struct()), None),
-                f"custom op {name}")
-        status = lib.LiteRtCreateCompiledModel(h["env"], h["model"], h["options"],
-                                               ctypes.byref(h["compiled"]))
+            _check(
+                lib,
+                lib.LiteRtAddCustomOpKernelOption(
+                    h["options"], name.encode(), version, ctypes.byref(custom.make_struct()), None
+                ),
+                f"custom op {name}",
+            )
+        status = lib.LiteRtCreateCompiledModel(
+            h["env"], h["model"], h["options"], ctypes.byref(h["compiled"])
+        )
         if status != _capi.STATUS_OK:
-            raise InvalidArgument("LiteRT could not compile the model: "
-                                  + ("; ".join(self._errors) or str(status)))
+            raise InvalidArgument(
+                "LiteRT could not compile the model: " + ("; ".join(self._errors) or str(status))
+            )
 
     # --- the interpreter's methods -----------------------------------------------------
 
@@ -302,11 +339,18 @@ class Interpreter:
         for name, index in self._io[which]:
             t = self._tensors[index]
             shape = np.array(t.shape if t.shape is not None else [], np.int32)
-            out.append({"name": name, "index": index, "shape": shape,
-                        "shape_signature": np.array(t.shapeSignature if t.shapeSignature
-                                                    is not None else shape, np.int32),
-                        "dtype": np.dtype(_SCHEMA_TYPES[t.type]).type,
-                        "quantization": (0.0, 0)})
+            out.append(
+                {
+                    "name": name,
+                    "index": index,
+                    "shape": shape,
+                    "shape_signature": np.array(
+                        t.shapeSignature if t.shapeSignature is not None else shape, np.int32
+                    ),
+                    "dtype": np.dtype(_SCHEMA_TYPES[t.type]).type,
+                    "quantization": (0.0, 0),
+                }
+            )
         return out
 
     def get_input_details(self) -> list[dict[str, Any]]:
@@ -325,8 +369,10 @@ class Interpreter:
             t = self._tensors[index]
             shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
             if any(d < 0 for d in shape):
-                raise InvalidArgument(f"tensor {name!r} has a dynamic shape {list(shape)}; "
-                                      "opmarket.litert runs static shapes")
+                raise InvalidArgument(
+                    f"tensor {name!r} has a dynamic shape {list(shape)}; "
+                    "opmarket.litert runs static shapes"
+                )
             dtype = np.dtype(_SCHEMA_TYPES[t.type])
             array = _aligned(shape, dtype)
             ttype = _capi.RankedTensorType()
@@ -335,9 +381,17 @@ class Interpreter:
             for k, d in enumerate(shape):
                 ttype.layout.dimensions[k] = d
             buf = ctypes.c_void_p()
-            _check(lib, lib.LiteRtCreateTensorBufferFromHostMemory(
-                ctypes.byref(ttype), array.ctypes.data, max(array.nbytes, 1), None,
-                ctypes.byref(buf)), f"buffer for {name!r}")
+            _check(
+                lib,
+                lib.LiteRtCreateTensorBufferFromHostMemory(
+                    ctypes.byref(ttype),
+                    array.ctypes.data,
+                    max(array.nbytes, 1),
+                    None,
+                    ctypes.byref(buf),
+                ),
+                f"buffer for {name!r}",
+            )
             self._arrays[index] = array
             self._buffers.append(buf)
 
@@ -346,9 +400,11 @@ class Interpreter:
         array = self._array(tensor_index)
         value = np.asarray(value)
         if value.dtype != array.dtype or value.shape != array.shape:
-            raise InvalidArgument(f"tensor {tensor_index}: got {value.dtype}"
-                                  f"{list(value.shape)}, expected {array.dtype}"
-                                  f"{list(array.shape)}")
+            raise InvalidArgument(
+                f"tensor {tensor_index}: got {value.dtype}"
+                f"{list(value.shape)}, expected {array.dtype}"
+                f"{list(array.shape)}"
+            )
         array[...] = value
 
     def get_tensor(self, tensor_index: int) -> np.ndarray[Any, Any]:
@@ -365,13 +421,15 @@ class Interpreter:
         ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
         outs = (ctypes.c_void_p * max(len(values) - n_in, 1))(*values[n_in:])
         del self._errors[:]
-        status = lib.LiteRtRunCompiledModel(self._handles["compiled"], 0, n_in, ins,
-                                            len(self._buffers) - n_in, outs)
+        status = lib.LiteRtRunCompiledModel(
+            self._handles["compiled"], 0, n_in, ins, len(self._buffers) - n_in, outs
+        )
         # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
         # of it counts too.
         if status != _capi.STATUS_OK or self._errors:
-            raise InvalidArgument("; ".join(self._errors) or "LiteRT failed to run the model "
-                                  f"(status {status})")
+            raise InvalidArgument(
+                "; ".join(self._errors) or f"LiteRT failed to run the model (status {status})"
+            )
 
     def _array(self, index: int) -> np.ndarray[Any, Any]:
         if index not in self._arrays:
@@ -389,18 +447,23 @@ class Interpreter:
             lib = _capi.lib()
             self._free_buffers()
             h = self._handles
-            for key, fn in (("compiled", lib.LiteRtDestroyCompiledModel),
-                            ("options", lib.LiteRtDestroyOptions),
-                            ("model", lib.LiteRtDestroyModel),
-                            ("env", lib.LiteRtDestroyEnvironment)):
+            for key, fn in (
+                ("compiled", lib.LiteRtDestroyCompiledModel),
+                ("options", lib.LiteRtDestroyOptions),
+                ("model", lib.LiteRtDestroyModel),
+                ("env", lib.LiteRtDestroyEnvironment),
+            ):
                 if h.get(key) is not None and h[key].value:
                     fn(h[key])
         except Exception:  # interpreter shutdown: nothing left to free into
             pass
 
 
-def interpreter_from(model_path: str | os.PathLike[str] | None, model_content: bytes | None,
-                     kwargs: Mapping[str, Any]) -> Interpreter:
+def interpreter_from(
+    model_path: str | os.PathLike[str] | None,
+    model_content: bytes | None,
+    kwargs: Mapping[str, Any],
+) -> Interpreter:
     """The Interpreter for a path or bytes (exactly one)."""
     if (model_path is None) == (model_content is None):
         raise InvalidArgument("give exactly one of model_path and model_content")

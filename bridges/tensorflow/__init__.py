@@ -32,8 +32,9 @@ def register() -> None:
     problems = register_all()
     register_gradients()
     if problems:
-        raise BridgeError("opmarket ops that cannot be bridged to TensorFlow:\n  "
-                          + "\n  ".join(problems))
+        raise BridgeError(
+            "opmarket ops that cannot be bridged to TensorFlow:\n  " + "\n  ".join(problems)
+        )
 
 
 register()

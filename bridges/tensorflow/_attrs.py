@@ -10,8 +10,14 @@ import numpy as np
 
 from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape
 
-__all__ = ["disagreement", "from_attr_value", "from_get_attr", "node_def_attrs", "signature",
-           "to_tf"]
+__all__ = [
+    "disagreement",
+    "from_attr_value",
+    "from_get_attr",
+    "node_def_attrs",
+    "signature",
+    "to_tf",
+]
 
 
 def _base_from_proto(base: str, v: Any) -> Any:
@@ -38,8 +44,16 @@ def _base_from_proto(base: str, v: Any) -> Any:
     raise ValueError(f"attr type {base!r} is not bridged")
 
 
-_FIELD = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type",
-          "shape": "shape", "tensor": "tensor", "func": "func"}
+_FIELD = {
+    "string": "s",
+    "int": "i",
+    "float": "f",
+    "bool": "b",
+    "type": "type",
+    "shape": "shape",
+    "tensor": "tensor",
+    "func": "func",
+}
 
 
 def from_attr_value(attr: AttrDef, value: Any) -> Any:
@@ -61,8 +75,9 @@ def _from_python(base: str, v: Any) -> Any:
         return _base_from_proto(base, v)
     if base == "shape":
         dims = getattr(v, "dims", v)
-        return TensorShape(None if dims is None else tuple(
-            -1 if d is None else int(d) for d in dims))
+        return TensorShape(
+            None if dims is None else tuple(-1 if d is None else int(d) for d in dims)
+        )
     return v
 
 
@@ -114,17 +129,33 @@ def to_tf(attr: AttrDef, value: Any) -> Any:
 
 
 def _arg_key(arg: Any) -> tuple[Any, ...]:
-    return (arg.name, int(arg.type), arg.type_attr, arg.number_attr, arg.type_list_attr,
-            bool(arg.is_ref))
+    return (
+        arg.name,
+        int(arg.type),
+        arg.type_attr,
+        arg.number_attr,
+        arg.type_list_attr,
+        bool(arg.is_ref),
+    )
 
 
 def signature(op: OpDef) -> tuple[Any, ...]:
     """What must be equal for two registrations of an op to be one op (docs aside)."""
-    return (op.name, tuple(_arg_key(a) for a in op.inputs),
-            tuple(_arg_key(a) for a in op.outputs),
-            tuple((a.name, a.type, a.has_minimum, a.minimum,
-                   None if a.allowed_values is None else tuple(map(str, a.allowed_values)))
-                  for a in op.attrs))
+    return (
+        op.name,
+        tuple(_arg_key(a) for a in op.inputs),
+        tuple(_arg_key(a) for a in op.outputs),
+        tuple(
+            (
+                a.name,
+                a.type,
+                a.has_minimum,
+                a.minimum,
+                None if a.allowed_values is None else tuple(map(str, a.allowed_values)),
+            )
+            for a in op.attrs
+        ),
+    )
 
 
 def disagreement(op: OpDef, theirs: Any) -> str:
@@ -132,13 +163,17 @@ def disagreement(op: OpDef, theirs: Any) -> str:
     every input, output and attr agrees, TensorFlow allowing at least opmarket's types."""
     problems = []
     ours_in = [_arg_key(a) for a in op.inputs]
-    their_in = [(a.name, int(a.type), a.type_attr, a.number_attr, a.type_list_attr,
-                 bool(a.is_ref)) for a in theirs.input_arg]
+    their_in = [
+        (a.name, int(a.type), a.type_attr, a.number_attr, a.type_list_attr, bool(a.is_ref))
+        for a in theirs.input_arg
+    ]
     if ours_in != their_in:
         problems.append(f"inputs differ: opmarket {ours_in}, TensorFlow {their_in}")
     ours_out = [_arg_key(a) for a in op.outputs]
-    their_out = [(a.name, int(a.type), a.type_attr, a.number_attr, a.type_list_attr,
-                  bool(a.is_ref)) for a in theirs.output_arg]
+    their_out = [
+        (a.name, int(a.type), a.type_attr, a.number_attr, a.type_list_attr, bool(a.is_ref))
+        for a in theirs.output_arg
+    ]
     if ours_out != their_out:
         problems.append(f"outputs differ: opmarket {ours_out}, TensorFlow {their_out}")
     their_attrs: Mapping[str, Any] = {a.name: a for a in theirs.attr}
@@ -152,8 +187,11 @@ def disagreement(op: OpDef, theirs: Any) -> str:
             continue
         if a.base_type == "type" and t.HasField("allowed_values"):
             allowed = {int(x) for x in t.allowed_values.list.type}
-            ours = {int(d.value) for d in (a.allowed_values or DType)
-                    if isinstance(d, DType)} if a.allowed_values is not None else None
+            ours = (
+                {int(d.value) for d in (a.allowed_values or DType) if isinstance(d, DType)}
+                if a.allowed_values is not None
+                else None
+            )
             if ours is None or not ours <= allowed:
                 problems.append(f"attr {a.name!r} allows types TensorFlow's does not")
     extra = sorted(set(their_attrs) - {a.name for a in op.attrs})

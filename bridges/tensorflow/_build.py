@@ -33,10 +33,14 @@ def _trampolines() -> str:
     """C for SLOTS shape and create trampolines and the two tables that hand them out."""
     lines = []
     for i in range(SLOTS):
-        lines.append(f"static void opm_shape_{i}(TF_ShapeInferenceContext* c, TF_Status* s) "
-                     f"{{ shape_common({i}, c, s); }}")
-        lines.append(f"static void* opm_create_{i}(TF_OpKernelConstruction* c) "
-                     f"{{ return create_common({i}, c); }}")
+        lines.append(
+            f"static void opm_shape_{i}(TF_ShapeInferenceContext* c, TF_Status* s) "
+            f"{{ shape_common({i}, c, s); }}"
+        )
+        lines.append(
+            f"static void* opm_create_{i}(TF_OpKernelConstruction* c) "
+            f"{{ return create_common({i}, c); }}"
+        )
     shapes = ", ".join(f"opm_shape_{i}" for i in range(SLOTS))
     creates = ", ".join(f"opm_create_{i}" for i in range(SLOTS))
     lines += [
@@ -59,15 +63,25 @@ def _source() -> str:
     head = files.joinpath("_shim.cc").read_text()
     native = files.joinpath("_shim_native.cc").read_text()
     # The trampolines go between the Python part and the native part, inside extern "C".
-    return (f"#define OPM_TF_SLOTS {SLOTS}\n" + head + "\n/* ---- generated trampolines ---- */\n"
-            + _trampolines() + "\n" + native + "\n}  /* extern \"C\" */\n")
+    return (
+        f"#define OPM_TF_SLOTS {SLOTS}\n"
+        + head
+        + "\n/* ---- generated trampolines ---- */\n"
+        + _trampolines()
+        + "\n"
+        + native
+        + '\n}  /* extern "C" */\n'
+    )
 
 
 def _tf_flags() -> tuple[list[str], list[str], str]:
     import tensorflow as tf
 
-    return (list(tf.sysconfig.get_compile_flags()), list(tf.sysconfig.get_link_flags()),
-            str(tf.version.VERSION))
+    return (
+        list(tf.sysconfig.get_compile_flags()),
+        list(tf.sysconfig.get_link_flags()),
+        str(tf.version.VERSION),
+    )
 
 
 def _compiler() -> list[str]:
@@ -82,17 +96,31 @@ def _build(target: Path, source: str, cflags: list[str], ldflags: list[str]) -> 
         src = Path(tmp, "opm_tf_shim.cc")
         src.write_text(source)
         out = Path(tmp, target.name)
-        cmd = [*_compiler(), *cflags, "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-               f"-I{get_include()}", str(src), "-o", str(out), *ldflags,
-               *[f"-Wl,-rpath,{d}" for d in lib_dirs]]
+        cmd = [
+            *_compiler(),
+            *cflags,
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            f"-I{get_include()}",
+            str(src),
+            "-o",
+            str(out),
+            *ldflags,
+            *[f"-Wl,-rpath,{d}" for d in lib_dirs],
+        ]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as exc:
-            raise BridgeError(f"opmarket.tensorflow needs a C compiler to build its shim: "
-                              f"{cmd[0]!r}: {exc}") from None
+            raise BridgeError(
+                f"opmarket.tensorflow needs a C compiler to build its shim: {cmd[0]!r}: {exc}"
+            ) from None
         if done.returncode != 0:
-            raise BridgeError("opmarket.tensorflow could not build its shim:\n"
-                              f"{shlex.join(cmd)}\n{done.stderr.strip()}")
+            raise BridgeError(
+                "opmarket.tensorflow could not build its shim:\n"
+                f"{shlex.join(cmd)}\n{done.stderr.strip()}"
+            )
         os.replace(out, target)  # atomic: a concurrent builder sees the old or the new
 
 
@@ -105,10 +133,10 @@ def shim() -> ctypes.CDLL:
         if _shim is None:
             cflags, ldflags, version = _tf_flags()
             source = _source()
-            headers = [Path(get_include(), "opmarket", h).read_text()
-                       for h in ("c_api.h", "capi_bridge.h")]
-            key = hashlib.sha256("\0".join([source, *headers, version, *cflags,
-                                             *ldflags]).encode())
+            headers = [
+                Path(get_include(), "opmarket", h).read_text() for h in ("c_api.h", "capi_bridge.h")
+            ]
+            key = hashlib.sha256("\0".join([source, *headers, version, *cflags, *ldflags]).encode())
             target = cache_dir() / "tensorflow" / f"opm_tf_shim-{version}-{key.hexdigest()[:16]}.so"
             if not target.exists():
                 _build(target, source, cflags, ldflags)

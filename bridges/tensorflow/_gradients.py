@@ -32,20 +32,27 @@ def _grad_fn(op_def: OpDef) -> Any:
             attrs[a.name] = from_get_attr(a, tf_op.get_attr(a.name))
         n_in, n_out = len(inputs), len(outputs)
         node_name = str(getattr(tf_op, "name", op_def.short_name))
-        filled = [tf.zeros_like(o) if g is None else g for o, g in zip(outputs, grads,
-                                                                           strict=True)]
+        filled = [tf.zeros_like(o) if g is None else g for o, g in zip(outputs, grads, strict=True)]
         floating = [i for i, x in enumerate(inputs) if x.dtype.is_floating or x.dtype.is_complex]
 
         def backward(*values: Any) -> list[Any]:
-            ins, outs, gs = values[:n_in], values[n_in:n_in + n_out], values[n_in + n_out:]
+            ins, outs, gs = values[:n_in], values[n_in : n_in + n_out], values[n_in + n_out :]
             gop = GradientOp(op_def, tuple(ins), tuple(outs), attrs, node_name)
             result = fn(gop, *gs)
             items = result if isinstance(result, list | tuple) else [result]
-            return [np.zeros_like(ins[i]) if items[i] is None else
-                    np.asarray(items[i], dtype=ins[i].dtype) for i in floating]
+            return [
+                np.zeros_like(ins[i])
+                if items[i] is None
+                else np.asarray(items[i], dtype=ins[i].dtype)
+                for i in floating
+            ]
 
-        computed = tf.numpy_function(backward, [*inputs, *outputs, *filled],
-                                     [inputs[i].dtype for i in floating], stateful=False)
+        computed = tf.numpy_function(
+            backward,
+            [*inputs, *outputs, *filled],
+            [inputs[i].dtype for i in floating],
+            stateful=False,
+        )
         if not isinstance(computed, list | tuple):  # one Tout: one tensor, not a list
             computed = [computed]
         out: list[Any] = [None] * n_in

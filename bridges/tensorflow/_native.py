@@ -38,8 +38,17 @@ def available() -> bool:
     return bridge_pointer() is not None
 
 
-def register_kernel(kernel_name: str, op: OpDef, plan: KernelPlan, slot: int, *, names: Any,
-                    dtypes: Any, n: int, status: int) -> None:
+def register_kernel(
+    kernel_name: str,
+    op: OpDef,
+    plan: KernelPlan,
+    slot: int,
+    *,
+    names: Any,
+    dtypes: Any,
+    n: int,
+    status: int,
+) -> None:
     """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
     combination: ``n`` constraints); the TensorFlow status says why not."""
     from opmarket.registry import native_kernel_handle
@@ -49,6 +58,16 @@ def register_kernel(kernel_name: str, op: OpDef, plan: KernelPlan, slot: int, *,
     if handle is None or bridge is None:
         raise BridgeError(f"{op.name}: kernel {plan.spec.name} has no native handle")
     shim().opm_tf_register_native_kernel(
-        kernel_name.encode(), op.name.encode(), plan.spec.device.encode(), slot, names,
-        dtypes, n, plan.label.encode(), plan.priority, ctypes.c_void_p(bridge),
-        ctypes.c_void_p(handle), ctypes.c_void_p(status))
+        kernel_name.encode(),
+        op.name.encode(),
+        plan.spec.device.encode(),
+        slot,
+        names,
+        dtypes,
+        n,
+        plan.label.encode(),
+        plan.priority,
+        ctypes.c_void_p(bridge),
+        ctypes.c_void_p(handle),
+        ctypes.c_void_p(status),
+    )

@@ -30,8 +30,9 @@ def _kind(dtype: np.dtype[Any]) -> str:
     return {"u": "i", "b": "b"}.get(dtype.kind, dtype.kind)
 
 
-def _to_tensor(op: OpDef, arg_name: str, value: Any, want: DType | None,
-               candidates: Sequence[DType]) -> Any:
+def _to_tensor(
+    op: OpDef, arg_name: str, value: Any, want: DType | None, candidates: Sequence[DType]
+) -> Any:
     import tensorflow as tf
 
     if tf.is_tensor(value):
@@ -41,10 +42,13 @@ def _to_tensor(op: OpDef, arg_name: str, value: Any, want: DType | None,
             arr = np.asarray(value)
             cast = arr.astype(want.numpy)
             if (arr.dtype != object and _kind(arr.dtype) == _kind(cast.dtype)) or np.array_equal(
-                    cast.astype(arr.dtype), arr):
+                cast.astype(arr.dtype), arr
+            ):
                 return tf.convert_to_tensor(cast)
-            raise InvalidArgument(f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
-                                  f"{value!r} does not convert without changing its values")
+            raise InvalidArgument(
+                f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
+                f"{value!r} does not convert without changing its values"
+            )
         return tf.convert_to_tensor(value, dtype=tf.as_dtype(want.value))
     arr = np.asarray(value)
     if isinstance(value, np.ndarray | np.generic):
@@ -71,8 +75,9 @@ def _candidates(op: OpDef, type_attr: str) -> list[DType]:
     return out
 
 
-def _bind(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]) -> tuple[
-        list[Any], dict[str, Any], set[str]]:
+def _bind(
+    op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any], set[str]]:
     """(flat input tensors, every attr in opmarket's form, names of inferred attrs)."""
     attrs: dict[str, Any] = {k: normalize_attr(op, k, v) for k, v in given.items()}
     inferred: set[str] = set()
@@ -83,8 +88,9 @@ def _bind(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]) -> tuple[
         if have is None:
             attrs[name] = value
         elif have != value:
-            raise InvalidArgument(f"{op.name}: input {arg!r} makes {name}={value!r}, but "
-                                  f"{name} is {have!r}")
+            raise InvalidArgument(
+                f"{op.name}: input {arg!r} makes {name}={value!r}, but {name} is {have!r}"
+            )
 
     flat: list[Any] = []
     for arg, value in zip(op.inputs, inputs, strict=True):
@@ -96,8 +102,9 @@ def _bind(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]) -> tuple[
         dtypes = [normalize_dtype(t.dtype) for t in tensors]
         for d in dtypes:
             if fixed is not None and d != fixed:
-                raise InvalidArgument(f"{op.name}: input {arg.name!r} must be "
-                                      f"{fixed.spec_name}, got {d.spec_name}")
+                raise InvalidArgument(
+                    f"{op.name}: input {arg.name!r} must be {fixed.spec_name}, got {d.spec_name}"
+                )
             if arg.type_attr:
                 infer(arg.type_attr, d, arg.name)
         if arg.number_attr:
@@ -122,7 +129,7 @@ def _group(op: OpDef, attrs: Mapping[str, Any], outs: Sequence[Any]) -> Any:
     pos = 0
     for arg, n in zip(op.outputs, counts, strict=True):
         if arg.is_list:
-            grouped.append(list(outs[pos:pos + n]))
+            grouped.append(list(outs[pos : pos + n]))
         else:
             grouped.append(outs[pos])
         pos += n
@@ -135,8 +142,14 @@ def _node_name(op: OpDef) -> str:
     return op.short_name or "op"
 
 
-def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label: str = "",
-            name: str | None = None) -> Any:
+def call_op(
+    op: OpDef,
+    inputs: Sequence[Any],
+    given: Mapping[str, Any],
+    *,
+    label: str = "",
+    name: str | None = None,
+) -> Any:
     """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built."""
     import tensorflow as tf
     from tensorflow.python.eager import context, execute
@@ -154,8 +167,14 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
         for a in op.attrs:
             flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
         if eager:
-            outs = execute.execute(op.name, sum(num_outputs(op, attrs)), inputs=flat,
-                                   attrs=tuple(flat_attrs), ctx=context.context(), name=name)
+            outs = execute.execute(
+                op.name,
+                sum(num_outputs(op, attrs)),
+                inputs=flat,
+                attrs=tuple(flat_attrs),
+                ctx=context.context(),
+                name=name,
+            )
             if execute.must_record_gradient():
                 execute.record_gradient(op.name, flat, tuple(flat_attrs), outs)
             return _group(op, attrs, outs)
@@ -163,17 +182,17 @@ def call_op(op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, label
         pos = 0
         for arg in op.inputs:
             n = len(list(inputs[op.inputs.index(arg)])) if arg.is_list else 1
-            keywords[arg.name] = flat[pos:pos + n] if arg.is_list else flat[pos]
+            keywords[arg.name] = flat[pos : pos + n] if arg.is_list else flat[pos]
             pos += n
         for a in op.attrs:
             if a.name not in inferred:
                 keywords[a.name] = _attrs.to_tf(a, attrs[a.name])
         graph = tf_ops.get_default_graph()
-        labels = (graph._kernel_label_map({op.name: label}) if label
-                  else contextlib.nullcontext())
+        labels = graph._kernel_label_map({op.name: label}) if label else contextlib.nullcontext()
         with shape_hint(op.name, attrs), labels:
             _, _, node, _ = op_def_library._apply_op_helper(
-                op.name, name=name or _node_name(op), **keywords)
+                op.name, name=name or _node_name(op), **keywords
+            )
         outs = list(node.outputs)
         if execute.must_record_gradient():  # a GradientTape inside the function
             execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
@@ -195,6 +214,7 @@ def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
     key = (op.name, label, repr(sorted(given.items())))
     fn = _labelled_fns.get(key)
     if fn is None:
+
         def body(*inputs: Any) -> Any:
             return call_op(op, inputs, given, label=label)
 
@@ -208,22 +228,24 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     fn = _wrappers.get(key)
     if fn is not None:
         return fn
-    inferred = {a.type_attr for a in op.inputs if a.type_attr} | {
-        a.number_attr for a in op.inputs if a.number_attr} | {
-        a.type_list_attr for a in op.inputs if a.type_list_attr}
-    params = [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-              for a in op.inputs]
+    inferred = (
+        {a.type_attr for a in op.inputs if a.type_attr}
+        | {a.number_attr for a in op.inputs if a.number_attr}
+        | {a.type_list_attr for a in op.inputs if a.type_list_attr}
+    )
+    params = [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in op.inputs]
     attr_names = [a.name for a in op.attrs if a.name not in inferred]
     for a in op.attrs:
         if a.name in inferred:
             continue
         default = a.default if a.default is not None else inspect.Parameter.empty
-        params.append(inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
-                                        default=default))
+        params.append(inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=default))
     taken = {p.name for p in params}
     extra = [n for n in ("label", "name") if n not in taken]
-    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY,
-                                 default="" if n == "label" else None) for n in extra]
+    params += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default="" if n == "label" else None)
+        for n in extra
+    ]
     sig = inspect.Signature(params)
 
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -231,17 +253,22 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         values = bound.arguments
         given = {n: values[n] for n in attr_names if n in values}
         # Type attrs that inputs infer may still be given (they must then agree).
-        return call_op(op, [values[a.name] for a in op.inputs], given,
-                       label=str(values.get("label", "")) if "label" in extra else "",
-                       name=values.get("name") if "name" in extra else None)
+        return call_op(
+            op,
+            [values[a.name] for a in op.inputs],
+            given,
+            label=str(values.get("label", "")) if "label" in extra else "",
+            name=values.get("name") if "name" in extra else None,
+        )
 
     def typed(*args: Any, **kwargs: Any) -> Any:
         return run(*args, **kwargs)
 
     typed.__name__ = op.python_name
     typed.__qualname__ = op.python_name
-    typed.__doc__ = (f"{op.name} as a TensorFlow op (opmarket.tensorflow).\n\n"
-                     f"{op.summary}\n\n{op.description}").strip()
+    typed.__doc__ = (
+        f"{op.name} as a TensorFlow op (opmarket.tensorflow).\n\n{op.summary}\n\n{op.description}"
+    ).strip()
     typed.__signature__ = sig  # type: ignore[attr-defined]
     _wrappers[key] = typed
     return typed
@@ -265,18 +292,20 @@ class TensorFlowOps:
         if name.startswith("__"):
             raise AttributeError(name)
         prefix: tuple[str, ...] = self._prefix
-        full = [op for op in self._ops() if op.python_name == name
-                and tuple(_segments(op)) == prefix]
-        short = full or ([op for op in self._ops() if op.python_name == name] if not prefix
-                         else [])
+        full = [
+            op for op in self._ops() if op.python_name == name and tuple(_segments(op)) == prefix
+        ]
+        short = full or ([op for op in self._ops() if op.python_name == name] if not prefix else [])
         if len(short) == 1:
             return wrapper(short[0])
         if len(short) > 1:
             names = ", ".join(sorted(op.name for op in short))
-            raise AmbiguousOpName(f"ops.{name} is ambiguous: {names}; use a namespaced name "
-                                  f"(ops.<namespace>.{name}) or ops[\"NAME\"]")
+            raise AmbiguousOpName(
+                f"ops.{name} is ambiguous: {names}; use a namespaced name "
+                f'(ops.<namespace>.{name}) or ops["NAME"]'
+            )
         deeper = (*prefix, name)
-        if any(tuple(_segments(op))[:len(deeper)] == deeper for op in self._ops()):
+        if any(tuple(_segments(op))[: len(deeper)] == deeper for op in self._ops()):
             return TensorFlowOps(deeper)
         raise AttributeError(f"no opmarket op {'.'.join((*prefix, name))!r} is installed")
 
@@ -294,7 +323,7 @@ class TensorFlowOps:
         names = set()
         for op in self._ops():
             seg = tuple(_segments(op))
-            if seg[:len(prefix)] == prefix:
+            if seg[: len(prefix)] == prefix:
                 names.add(op.python_name if len(seg) == len(prefix) else seg[len(prefix)])
             if not prefix:
                 names.add(op.python_name)
@@ -303,4 +332,3 @@ class TensorFlowOps:
     def __repr__(self) -> str:
         where = ".".join(self._prefix)
         return f"<opmarket.tensorflow.ops{'.' + where if where else ''}>"
-

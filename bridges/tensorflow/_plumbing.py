@@ -112,8 +112,7 @@ def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
         if base == "type":
             return normalize_dtype(v)
         if base == "shape" and not isinstance(v, TensorShape):
-            return TensorShape(None if v is None else tuple(
-                -1 if d is None else int(d) for d in v))
+            return TensorShape(None if v is None else tuple(-1 if d is None else int(d) for d in v))
         if base == "string" and isinstance(v, bytes):
             return v.decode("utf-8", "surrogateescape")
         return v
@@ -145,8 +144,9 @@ def num_outputs(op: OpDef, attrs: Mapping[str, Any]) -> list[int]:
     return counts
 
 
-def output_shapes(registry: Registry, op: OpDef, shapes: Sequence[Shape],
-                  attrs: Mapping[str, Any]) -> list[Shape] | None:
+def output_shapes(
+    registry: Registry, op: OpDef, shapes: Sequence[Shape], attrs: Mapping[str, Any]
+) -> list[Shape] | None:
     """The op's shape function run on static input shapes (None: unknown rank, None dims:
     unknown); None when the op has none. Its InvalidArgument is raised with the op name."""
     spec = registry.shape_fn(op.name)
@@ -192,8 +192,9 @@ def _overlaps(a: KernelSpec, b: KernelSpec) -> bool:
     return True
 
 
-def kernel_plan(registry: Registry, op: str, *, devices: Sequence[str] = ("CPU",),
-                native_ok: bool = True) -> list[KernelPlan]:
+def kernel_plan(
+    registry: Registry, op: str, *, devices: Sequence[str] = ("CPU",), native_ok: bool = True
+) -> list[KernelPlan]:
     """The kernels to register for ``op`` on ``devices``: every kernel under its own label,
     native ones with NATIVE_PRIORITY_BOOST added; and a labelled native kernel also without
     its label when no unlabelled native kernel overlaps it, so that by default native wins
@@ -207,8 +208,10 @@ def kernel_plan(registry: Registry, op: str, *, devices: Sequence[str] = ("CPU",
     for k in kernels:
         if not (native_ok and is_native(k)) or not k.label:
             continue
-        if any(p.native and not p.label and p.spec.device == k.device and _overlaps(p.spec, k)
-               for p in plans):
+        if any(
+            p.native and not p.label and p.spec.device == k.device and _overlaps(p.spec, k)
+            for p in plans
+        ):
             continue
         plans.append(KernelPlan(k, "", k.priority + NATIVE_PRIORITY_BOOST + 1, True))
     return plans
@@ -218,5 +221,6 @@ def as_shape(shape: Any) -> Shape:
     """A static shape as opmarket's Shape: None for unknown rank, None for unknown dims."""
     if shape is None:
         return None
-    return tuple(None if d is None or (isinstance(d, (int, np.integer)) and d < 0)
-                 else int(d) for d in shape)
+    return tuple(
+        None if d is None or (isinstance(d, (int, np.integer)) and d < 0) else int(d) for d in shape
+    )

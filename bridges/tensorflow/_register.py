@@ -117,10 +117,14 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
         dims = (ctypes.c_int64 * _MAX_DIMS)()
         shapes: list[Shape] = []
         for i in range(n):
-            rank = lib.opm_tf_input_shape(ctypes.c_void_p(ctx), i, dims, _MAX_DIMS,
-                                          ctypes.c_void_p(status))
-            shapes.append(None if rank < 0 else tuple(
-                None if dims[k] < 0 else int(dims[k]) for k in range(rank)))
+            rank = lib.opm_tf_input_shape(
+                ctypes.c_void_p(ctx), i, dims, _MAX_DIMS, ctypes.c_void_p(status)
+            )
+            shapes.append(
+                None
+                if rank < 0
+                else tuple(None if dims[k] < 0 else int(dims[k]) for k in range(rank))
+            )
         attrs: dict[str, Any] = {}
         stack = getattr(_pending, "stack", None)
         if stack and stack[-1][0] == op.name:
@@ -144,10 +148,10 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
         for i, shape in enumerate(out or ()):
             if shape is None:
                 continue
-            arr = (ctypes.c_int64 * max(len(shape), 1))(
-                *[-1 if d is None else d for d in shape])
-            lib.opm_tf_set_output_shape(ctypes.c_void_p(ctx), i, len(shape), arr,
-                                        ctypes.c_void_p(status))
+            arr = (ctypes.c_int64 * max(len(shape), 1))(*[-1 if d is None else d for d in shape])
+            lib.opm_tf_set_output_shape(
+                ctypes.c_void_p(ctx), i, len(shape), arr, ctypes.c_void_p(status)
+            )
     except Exception as exc:  # an exception must not cross into TensorFlow
         _status_fail(status, _TF_INTERNAL, f"opmarket shape function: {exc!r}")
 
@@ -161,8 +165,10 @@ def _create_cb(slot: int, ctx: int) -> int:
             buf = lib.opm_tf_node_def(ctypes.c_void_p(ctx), ctypes.c_void_p(status))
             if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
                 raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
-            data = ctypes.string_at(lib.opm_tf_buffer_data(ctypes.c_void_p(buf)),
-                                    lib.opm_tf_buffer_length(ctypes.c_void_p(buf)))
+            data = ctypes.string_at(
+                lib.opm_tf_buffer_data(ctypes.c_void_p(buf)),
+                lib.opm_tf_buffer_length(ctypes.c_void_p(buf)),
+            )
             lib.TF_DeleteBuffer(ctypes.c_void_p(buf))
         finally:
             lib.TF_DeleteStatus(ctypes.c_void_p(status))
@@ -171,8 +177,9 @@ def _create_cb(slot: int, ctx: int) -> int:
         _instances[handle] = (op, spec, attrs)
         return handle
     except Exception as exc:
-        lib.opm_tf_construction_failure(ctypes.c_void_p(ctx), _TF_INTERNAL,
-                                        f"opmarket: {exc}".encode())
+        lib.opm_tf_construction_failure(
+            ctypes.c_void_p(ctx), _TF_INTERNAL, f"opmarket: {exc}".encode()
+        )
         return 0
 
 
@@ -189,9 +196,8 @@ def _group(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
     pos = 0
     for arg in op.inputs:
         if arg.number_attr or arg.type_list_attr:
-            n = int(attrs[arg.number_attr]) if arg.number_attr else len(
-                attrs[arg.type_list_attr])
-            out.append(flat[pos:pos + n])
+            n = int(attrs[arg.number_attr]) if arg.number_attr else len(attrs[arg.type_list_attr])
+            out.append(flat[pos : pos + n])
             pos += n
         else:
             out.append(flat[pos])
@@ -226,20 +232,33 @@ def _compute_cb(handle: int, ctx: int) -> None:
                 for info in infos[:n]:
                     npdt = DType(info.dtype).numpy
                     if npdt is None:
-                        raise BridgeError(f"{op.name}: a Python kernel cannot take "
-                                          f"{DType(info.dtype).spec_name} tensors")
-                    shape = tuple(info.dims[:info.ndim])
+                        raise BridgeError(
+                            f"{op.name}: a Python kernel cannot take "
+                            f"{DType(info.dtype).spec_name} tensors"
+                        )
+                    shape = tuple(info.dims[: info.ndim])
                     raw = ctypes.string_at(info.data, info.nbytes) if info.nbytes else b""
                     arrays.append(np.frombuffer(raw, dtype=npdt).reshape(shape).copy())
             finally:
                 lib.opm_tf_release_inputs(infos, n)
-            result = get_registry().dispatcher(op.name).call(
-                _group(op, attrs, arrays), attrs, kernel=spec)
+            result = (
+                get_registry()
+                .dispatcher(op.name)
+                .call(_group(op, attrs, arrays), attrs, kernel=spec)
+            )
             for i, value in enumerate(_flatten(op, result)):
                 arr = np.ascontiguousarray(value)
                 dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
-                lib.opm_tf_set_output(c, i, as_dtype(arr.dtype).value, dims, arr.ndim,
-                    arr.ctypes.data_as(ctypes.c_void_p), arr.nbytes, ctypes.c_void_p(status))
+                lib.opm_tf_set_output(
+                    c,
+                    i,
+                    as_dtype(arr.dtype).value,
+                    dims,
+                    arr.ndim,
+                    arr.ctypes.data_as(ctypes.c_void_p),
+                    arr.nbytes,
+                    ctypes.c_void_p(status),
+                )
                 if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
                     raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
         finally:
@@ -265,11 +284,22 @@ def _install_callbacks() -> None:
     lib.opm_tf_buffer_length.restype = ctypes.c_uint64
     lib.opm_tf_input_shape.restype = ctypes.c_int64
     lib.opm_tf_num_inputs.restype = ctypes.c_int64
-    lib.opm_tf_set_output.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
-                                      ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                                      ctypes.c_uint64, ctypes.c_void_p]
-    cbs = (_SHAPE_CB(_shape_cb), _CREATE_CB(_create_cb), _COMPUTE_CB(_compute_cb),
-           _DELETE_CB(_delete_cb))
+    lib.opm_tf_set_output.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+    ]
+    cbs = (
+        _SHAPE_CB(_shape_cb),
+        _CREATE_CB(_create_cb),
+        _COMPUTE_CB(_compute_cb),
+        _DELETE_CB(_delete_cb),
+    )
     lib.opm_tf_set_callbacks(*cbs)
     _callbacks = cbs
     # Kernels TensorFlow still holds at exit are dropped without calling back.
@@ -296,14 +326,23 @@ def _register_op(op: OpDef) -> OpRecord:
     if has_shape:
         slot = len(_shape_slots)
         _shape_slots.append(op)
-    flags = ((1 if op.is_stateful else 0) | (2 if op.is_commutative else 0)
-             | (4 if op.is_aggregate else 0) | (8 if op.allows_uninitialized_input else 0))
+    flags = (
+        (1 if op.is_stateful else 0)
+        | (2 if op.is_commutative else 0)
+        | (4 if op.is_aggregate else 0)
+        | (8 if op.allows_uninitialized_input else 0)
+    )
     status = lib.TF_NewStatus()
     try:
-        lib.opm_tf_register_op(op.name.encode(), _specs([a.spec for a in op.inputs]),
-                               _specs([a.spec for a in op.outputs]),
-                               _specs([a.spec for a in op.attrs]), flags, slot,
-                               ctypes.c_void_p(status))
+        lib.opm_tf_register_op(
+            op.name.encode(),
+            _specs([a.spec for a in op.inputs]),
+            _specs([a.spec for a in op.outputs]),
+            _specs([a.spec for a in op.attrs]),
+            flags,
+            slot,
+            ctypes.c_void_p(status),
+        )
         _check_status(lib, status, f"TensorFlow refused op {op.name}")
     finally:
         lib.TF_DeleteStatus(ctypes.c_void_p(status))
@@ -331,15 +370,32 @@ def _register_kernels(record: OpRecord) -> None:
             status = lib.TF_NewStatus()
             try:
                 if plan.native:
-                    _native.register_kernel(kernel_name, op, plan, slot, names=names,
-                                            dtypes=dtypes, n=len(combo), status=status)
+                    _native.register_kernel(
+                        kernel_name,
+                        op,
+                        plan,
+                        slot,
+                        names=names,
+                        dtypes=dtypes,
+                        n=len(combo),
+                        status=status,
+                    )
                 else:
                     lib.opm_tf_register_python_kernel(
-                        kernel_name.encode(), op.name.encode(), plan.spec.device.encode(),
-                        slot, names, dtypes, len(combo), plan.label.encode(), plan.priority,
-                        ctypes.c_void_p(status))
-                _check_status(lib, status, f"TensorFlow refused kernel {plan.spec.name} of "
-                              f"{op.name}")
+                        kernel_name.encode(),
+                        op.name.encode(),
+                        plan.spec.device.encode(),
+                        slot,
+                        names,
+                        dtypes,
+                        len(combo),
+                        plan.label.encode(),
+                        plan.priority,
+                        ctypes.c_void_p(status),
+                    )
+                _check_status(
+                    lib, status, f"TensorFlow refused kernel {plan.spec.name} of {op.name}"
+                )
             finally:
                 lib.TF_DeleteStatus(ctypes.c_void_p(status))
         record.kernels.append(plan)
@@ -360,16 +416,19 @@ def ensure_op(op: OpDef) -> OpRecord:
             if record.own and _attrs.signature(record.op_def) != _attrs.signature(op):
                 raise BridgeError(
                     f"op {op.name} was registered with TensorFlow in this process with "
-                    "another definition; TensorFlow cannot replace an op (restart the process)")
+                    "another definition; TensorFlow cannot replace an op (restart the process)"
+                )
             return record
         _install_callbacks()
         theirs = _tf_op_def(op.name)
         if theirs is not None:
             problem = _attrs.disagreement(op, theirs)
             if problem:
-                raise BridgeError(f"op {op.name} clashes with TensorFlow's own {op.name}: "
-                                  f"{problem}; rename it (a namespace such as 'Opm>') to "
-                                  "bridge it")
+                raise BridgeError(
+                    f"op {op.name} clashes with TensorFlow's own {op.name}: "
+                    f"{problem}; rename it (a namespace such as 'Opm>') to "
+                    "bridge it"
+                )
             record = OpRecord(op, own=False)
         else:
             record = _register_op(op)

@@ -19,21 +19,27 @@ _Array = np.ndarray[Any, Any]
 
 #: torch dtype -> numpy dtype (ml_dtypes' for the types numpy lacks).
 DTYPES: dict[torch.dtype, np.dtype[Any]] = {
-    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32),
-    torch.float64: np.dtype(np.float64), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
-    torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16),
-    torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
-    torch.uint8: np.dtype(np.uint8), torch.uint16: np.dtype(np.uint16),
-    torch.uint32: np.dtype(np.uint32), torch.uint64: np.dtype(np.uint64),
-    torch.bool: np.dtype(np.bool_), torch.complex64: np.dtype(np.complex64),
+    torch.float16: np.dtype(np.float16),
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+    torch.uint8: np.dtype(np.uint8),
+    torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32),
+    torch.uint64: np.dtype(np.uint64),
+    torch.bool: np.dtype(np.bool_),
+    torch.complex64: np.dtype(np.complex64),
     torch.complex128: np.dtype(np.complex128),
     torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
     torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
 }
 _TORCH = {v: k for k, v in DTYPES.items()}
 #: Types numpy has no array type of its own for: viewed through an integer of their size.
-VIA = {torch.bfloat16: torch.int16, torch.float8_e5m2: torch.int8,
-        torch.float8_e4m3fn: torch.int8}
+VIA = {torch.bfloat16: torch.int16, torch.float8_e5m2: torch.int8, torch.float8_e4m3fn: torch.int8}
 VIA_NP = {DTYPES[t]: DTYPES[i] for t, i in VIA.items()}
 
 

@@ -43,7 +43,8 @@ def torch_op(name: str) -> Any:
                 raise RegistrationError(
                     f"{op.name} changed after it was registered with torch as "
                     f"torch.ops.{op.namespace}.{op.python_name}; torch cannot redefine an "
-                    "operator in a running process")
+                    "operator in a running process"
+                )
             return found[1]
         op.check_supported("PyTorch")
         packet = _register(op)
@@ -81,13 +82,20 @@ class _Call:
         given = {k: self.convert[k](v) for k, v in kwargs.items() if v is not None}
         return self.op.bind(dtypes, given)
 
-    def prepared(self, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any],
-                 device: str, label: str) -> tuple[dict[str, Any], Any]:
+    def prepared(
+        self, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any], device: str, label: str
+    ) -> tuple[dict[str, Any], Any]:
         """(attrs, the prepared kernel call) for this call."""
         reg = get_registry()
         try:
-            key: Any = (id(reg), reg.version, device, label, *(t.dtype for t in tensors),
-                        *_items(kwargs))
+            key: Any = (
+                id(reg),
+                reg.version,
+                device,
+                label,
+                *(t.dtype for t in tensors),
+                *_items(kwargs),
+            )
             found = self.cache.get(key)
         except TypeError:  # values nothing makes hashable
             key, found = None, None
@@ -96,7 +104,8 @@ class _Call:
             if device != "CPU" and not self.op.has_kernel(attrs, device, label):
                 raise KernelNotFound(
                     f"{self.op.name} has no {device} kernel; its input is on "
-                    f"{tensors[0].device}\n" + _kernel_list(self.op))
+                    f"{tensors[0].device}\n" + _kernel_list(self.op)
+                )
             found = (attrs, self.op.runner(attrs, device, label))
             if key is not None:
                 if len(self.cache) >= 1024:
@@ -123,35 +132,42 @@ def _converter(attr_type: str, kind: ParamKind) -> Callable[[Any], Any]:
     return lambda v: v
 
 
-def _run(call: _Call, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any],
-         label: str) -> list[torch.Tensor]:
+def _run(
+    call: _Call, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any], label: str
+) -> list[torch.Tensor]:
     """The kernel on the tensors' memory: CPU tensors' storage is what the kernel reads;
     a GPU kernel's tensors travel through host memory, as opmarket's GPU kernels take it."""
     if all(t.is_cpu for t in tensors):
         reg = get_registry()
         try:  # the per-call path: one dict lookup for the prepared kernel call
-            runner = call.fast[(id(reg), reg.version, label, *[t.dtype for t in tensors],
-                                *_items(kwargs))]
+            runner = call.fast[
+                (id(reg), reg.version, label, *[t.dtype for t in tensors], *_items(kwargs))
+            ]
         except (KeyError, TypeError):
             runner = call.prepared(tensors, kwargs, "CPU", label)[1]
-        arrays = [t.numpy() if t.dtype not in VIA and not t.requires_grad else to_numpy(t)
-                  for t in tensors]
+        arrays = [
+            t.numpy() if t.dtype not in VIA and not t.requires_grad else to_numpy(t)
+            for t in tensors
+        ]
         where = None
     else:
         kind = tensors[0].device.type
-        _, runner = call.prepared(tensors, kwargs, "GPU" if kind == "cuda" else kind.upper(),
-                                  label)
+        _, runner = call.prepared(tensors, kwargs, "GPU" if kind == "cuda" else kind.upper(), label)
         arrays = [to_numpy(t.cpu()) for t in tensors]
         where = tensors[0].device
     result = []
     for out in runner(arrays):
         # torch custom ops may not return their inputs or views of them
         if (out.base is not None or any(out is x for x in arrays)) and any(
-                np.may_share_memory(out, x) for x in arrays):
+            np.may_share_memory(out, x) for x in arrays
+        ):
             out = out.copy()  # noqa: PLW2901
         flags = out.flags
-        t = torch.from_numpy(out) if flags.c_contiguous and flags.writeable and (
-            out.dtype not in VIA_NP) else from_numpy(out)
+        t = (
+            torch.from_numpy(out)
+            if flags.c_contiguous and flags.writeable and (out.dtype not in VIA_NP)
+            else from_numpy(out)
+        )
         result.append(t if where is None else t.to(where))
     return result
 
@@ -164,15 +180,17 @@ def _kernel_list(op: BridgeOp) -> str:
     return "\n".join(lines)
 
 
-def _fake_shapes(op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor],
-                 kwargs: dict[str, Any]) -> list[tuple[Any, np.dtype[Any]]]:
+def _fake_shapes(
+    op: BridgeOp, call: _Call, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any]
+) -> list[tuple[Any, np.dtype[Any]]]:
     attrs = call.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
     shapes = [tuple(t.shape) for t in tensors]
     try:  # symbolic sizes pass through Python shape functions
         specs = op.output_specs(shapes, attrs, allow_unknown=True)
     except (TypeError, ValueError, OverflowError):  # a compiled one: specialise to ints
-        specs = op.output_specs([tuple(int(d) for d in s) for s in shapes], attrs,
-                                allow_unknown=True)
+        specs = op.output_specs(
+            [tuple(int(d) for d in s) for s in shapes], attrs, allow_unknown=True
+        )
     return [(s.shape, s.dtype) for s in specs]
 
 
@@ -180,16 +198,22 @@ def _labels(op: BridgeOp) -> list[str]:
     """The kernel labels of the op's registered kernels that can name an overload."""
     from opmarket._bridge._registry import registry
 
-    return sorted({k.label for k in registry().kernels(op.name)
-                   if k.label and k.label.isidentifier() and k.label != "default"})
+    return sorted(
+        {
+            k.label
+            for k in registry().kernels(op.name)
+            if k.label and k.label.isidentifier() and k.label != "default"
+        }
+    )
 
 
 def _register(op: BridgeOp) -> Any:
     qualname = f"{op.namespace}::{op.python_name}"
     other = _qualnames.get(qualname)
     if other is not None and other != op.name:
-        raise RegistrationError(f"{op.name} and {other} both map to torch.ops."
-                                f"{op.namespace}.{op.python_name}")
+        raise RegistrationError(
+            f"{op.name} and {other} both map to torch.ops.{op.namespace}.{op.python_name}"
+        )
     _qualnames[qualname] = op.name
     call = _Call(op)
     single = len(op.op_def.outputs) == 1
@@ -220,19 +244,24 @@ def _register(op: BridgeOp) -> Any:
                     dims.append(ctx.new_dynamic_size())
                 else:
                     dims.append(d)
-            outs.append(args[0].new_empty(dims, dtype=_torch_dtype(dtype)) if args
-                        else torch.empty(dims, dtype=_torch_dtype(dtype)))
+            outs.append(
+                args[0].new_empty(dims, dtype=_torch_dtype(dtype))
+                if args
+                else torch.empty(dims, dtype=_torch_dtype(dtype))
+            )
         return outs[0] if single else tuple(outs)
 
-    defined = torch.library.custom_op(qualname, make_impl(""), mutates_args=(),
-                                      schema=forward_schema(op))
+    defined = torch.library.custom_op(
+        qualname, make_impl(""), mutates_args=(), schema=forward_schema(op)
+    )
     defined.register_fake(fake)
     autograd: tuple[Any, Any] | None = None
     if op.differentiable:
         backward = _register_backward(op, call)
 
-        def setup_context(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: Any = None,
-                          output: Any = None) -> None:
+        def setup_context(
+            ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: Any = None, output: Any = None
+        ) -> None:
             ctx.save_for_backward(*inputs[:n_in], *([output] if single else output))
             kw = dict(keyword_only_inputs or {})
             kw.update(zip(names, inputs[n_in:], strict=False))
@@ -241,11 +270,12 @@ def _register(op: BridgeOp) -> Any:
         def backward_fn(ctx: Any, *grads: Any) -> Any:
             saved = ctx.saved_tensors
             xs, outs = saved[:n_in], saved[n_in:]
-            gs = [torch.zeros_like(o) if g is None else g
-                  for g, o in zip(grads, outs, strict=True)]
+            gs = [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outs, strict=True)]
             got = backward(*xs, *outs, *gs, **ctx.kw)
-            return tuple(g if x.is_floating_point() or x.is_complex() else None
-                         for g, x in zip(got, xs, strict=True))
+            return tuple(
+                g if x.is_floating_point() or x.is_complex() else None
+                for g, x in zip(got, xs, strict=True)
+            )
 
         autograd = (backward_fn, setup_context)
         defined.register_autograd(backward_fn, setup_context=setup_context)
@@ -257,8 +287,9 @@ def _register(op: BridgeOp) -> Any:
         overload = f"{qualname}.{label}"
         torch.library.register_fake(overload, fake, lib=lib)
         if autograd is not None:
-            torch.library.register_autograd(overload, autograd[0], setup_context=autograd[1],
-                                            lib=lib)
+            torch.library.register_autograd(
+                overload, autograd[0], setup_context=autograd[1], lib=lib
+            )
     return getattr(getattr(torch.ops, op.namespace), op.python_name)
 
 
@@ -270,7 +301,8 @@ def _library(namespace: str) -> Any:
     lib = _libraries.get(namespace)
     if lib is None:
         lib = _libraries[namespace] = torch.library.Library(  # type: ignore[no-untyped-call]
-            namespace, "FRAGMENT")
+            namespace, "FRAGMENT"
+        )
     return lib
 
 
@@ -288,7 +320,7 @@ def _register_backward(op: BridgeOp, call: _Call) -> Any:
 
     def impl(*tensors: torch.Tensor, **kwargs: Any) -> list[torch.Tensor]:
         arrays = [to_numpy(t if t.device.type == "cpu" else t.cpu()) for t in tensors]
-        xs, outs, gs = arrays[:n_in], arrays[n_in:n_in + n_out], arrays[n_in + n_out:]
+        xs, outs, gs = arrays[:n_in], arrays[n_in : n_in + n_out], arrays[n_in + n_out :]
         attrs = call.attrs([x.dtype for x in xs], kwargs)
         got = op.gradient(xs, outs, attrs, gs)
         result = []
@@ -302,7 +334,11 @@ def _register_backward(op: BridgeOp, call: _Call) -> Any:
     def fake(*tensors: torch.Tensor, **kwargs: Any) -> list[torch.Tensor]:
         return [torch.empty_like(t) for t in tensors[:n_in]]
 
-    defined = torch.library.custom_op(f"{op.namespace}::{op.python_name}_opm_backward", impl,
-                                      mutates_args=(), schema=backward_schema(op))
+    defined = torch.library.custom_op(
+        f"{op.namespace}::{op.python_name}_opm_backward",
+        impl,
+        mutates_args=(),
+        schema=backward_schema(op),
+    )
     defined.register_fake(fake)
     return getattr(getattr(torch.ops, op.namespace), f"{op.python_name}_opm_backward")

@@ -23,8 +23,18 @@ class BuildWithLibrary(build_py):
         target = Path(self.build_lib, "opmarket_bitcast", LIBRARY)
         target.parent.mkdir(parents=True, exist_ok=True)
         cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-        command = [*cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-                   f"-I{opmarket.sdk.get_include()}", str(SOURCE), "-o", str(target)]
+        command = [
+            *cc,
+            "-std=c99",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            f"-I{opmarket.sdk.get_include()}",
+            str(SOURCE),
+            "-o",
+            str(target),
+        ]
         print(" ".join(command))
         subprocess.run(command, check=True)
 
@@ -40,5 +50,6 @@ class Py3Wheel(bdist_wheel):
         return "py3", "none", platform
 
 
-setup(distclass=BinaryDistribution,
-      cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": Py3Wheel})
+setup(
+    distclass=BinaryDistribution, cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": Py3Wheel}
+)

@@ -19,8 +19,14 @@ import opmarket.sdk
 
 CUDA_SOURCE = "src/opmarket_time_two/time_two_gpu.cu"
 GPU_LIBRARY = "libopm_time_two_gpu.so"
-ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
-         "-gencode", "arch=compute_75,code=compute_75"]
+ARCHS = [
+    "-gencode",
+    "arch=compute_80,code=sm_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-gencode",
+    "arch=compute_75,code=compute_75",
+]
 
 
 def find_nvcc() -> str | None:
@@ -38,8 +44,9 @@ def runtime_dirs(nvcc: str) -> list[str]:
     homes = [os.environ.get("CUDA_HOME"), str(Path(nvcc).resolve().parent.parent)]
     try:
         # "Cuda compilation tools, release 13.0" -> /usr/local/cuda-13.0, else /usr/local/cuda
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
-                             check=False).stdout
+        out = subprocess.run(
+            [nvcc, "--version"], capture_output=True, text=True, check=False
+        ).stdout
         release = out.split("release ", 1)[1].split(",", 1)[0]
         homes += [f"/usr/local/cuda-{release}", "/usr/local/cuda"]
     except (OSError, IndexError):
@@ -75,8 +82,21 @@ class BuildWithCuda(build_ext):
             return
         # Where this toolkit's runtime is, as a run path (found elsewhere at run time too).
         rpaths = [f"-Xlinker=-rpath,{d}" for d in runtime_dirs(nvcc)]
-        cmd = [nvcc, "-O2", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
-               "-cudart", "shared", *ARCHS, *rpaths, "-o", str(target), CUDA_SOURCE]
+        cmd = [
+            nvcc,
+            "-O2",
+            "-std=c++17",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC,-fvisibility=hidden",
+            "-cudart",
+            "shared",
+            *ARCHS,
+            *rpaths,
+            "-o",
+            str(target),
+            CUDA_SOURCE,
+        ]
         print(" ".join(cmd))
         subprocess.run(cmd, check=True)
 

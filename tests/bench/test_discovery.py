@@ -11,9 +11,16 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "discovery.py"
 
 
 def test_prints_the_summary_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--dists", "60", "--plugins", "6",
-                           "--rounds", "2"], capture_output=True, text=True, cwd=tmp_path,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--dists", "60", "--plugins", "6", "--rounds", "2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
     last = done.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"discovery: \d+\.\d ms cold, \d+\.\d\d ms warm "
-                        r"\(importlib\.metadata scan: \d+\.\d ms\)", last), last
+    assert re.fullmatch(
+        r"discovery: \d+\.\d ms cold, \d+\.\d\d ms warm "
+        r"\(importlib\.metadata scan: \d+\.\d ms\)",
+        last,
+    ), last

@@ -11,8 +11,16 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "dispatch.py"
 
 
 def test_prints_the_summary_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--calls", "2000", "--rounds", "1"],
-                          capture_output=True, text=True, cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--calls", "2000", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
     last = done.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"dispatch overhead: -?\d+\.\d\d us per call over a direct kernel "
-                        r"call \(ratio \d+\.\d\d\)", last), last
+    assert re.fullmatch(
+        r"dispatch overhead: -?\d+\.\d\d us per call over a direct kernel "
+        r"call \(ratio \d+\.\d\d\)",
+        last,
+    ), last

@@ -15,8 +15,16 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "median_pool.py"
 def test_prints_the_summary_line(tmp_path: Path) -> None:
     pytest.importorskip("opmarket_median_pool", reason="the median_pool plugin is not installed")
     pytest.importorskip("scipy", reason="scipy (the dev extra) is not installed")
-    done = subprocess.run([sys.executable, str(BENCH), "--size", "128", "--rounds", "1"],
-                          capture_output=True, text=True, cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--size", "128", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
     last = done.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"median_pool: \d+\.\dx over the numpy composition, \d+\.\dx over "
-                        r"scipy\.ndimage\.median_filter", last), last
+    assert re.fullmatch(
+        r"median_pool: \d+\.\dx over the numpy composition, \d+\.\dx over "
+        r"scipy\.ndimage\.median_filter",
+        last,
+    ), last

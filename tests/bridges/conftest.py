@@ -31,22 +31,51 @@ def _image() -> list[_Array]:
 
 
 CASES = [
-    Case("zero_out", "Opm>ZeroOut", lambda: [np.array([5, 4, 3, 2], np.float32)],
-         {"preserve_index": 2}),
-    Case("zero_out_c_abi", "Opm>ZeroOut", lambda: [np.array([5, 4, 3, 2], np.float32)],
-         {"preserve_index": 1}, label="c_abi"),
-    Case("zero_out_c_abi_int32", "Opm>ZeroOut", lambda: [np.array([7, 8, 9], np.int32)],
-         {}, label="c_abi"),
+    Case(
+        "zero_out",
+        "Opm>ZeroOut",
+        lambda: [np.array([5, 4, 3, 2], np.float32)],
+        {"preserve_index": 2},
+    ),
+    Case(
+        "zero_out_c_abi",
+        "Opm>ZeroOut",
+        lambda: [np.array([5, 4, 3, 2], np.float32)],
+        {"preserve_index": 1},
+        label="c_abi",
+    ),
+    Case(
+        "zero_out_c_abi_int32",
+        "Opm>ZeroOut",
+        lambda: [np.array([7, 8, 9], np.int32)],
+        {},
+        label="c_abi",
+    ),
     Case("time_two", "Opm>TimeTwo", lambda: [np.arange(-3, 9, dtype=np.float32).reshape(3, 4)]),
     Case("atan", "Opm>Atan", lambda: [np.linspace(-4, 4, 9, dtype=np.float32)]),
-    Case("median_pool", "Opm>MedianPool", _image,
-         {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"}),
-    Case("bitcast_same_size", "Opm>Bitcast", lambda: [np.array([1.5, -2.0], np.float32)],
-         {"type": np.dtype(np.int32)}),
-    Case("bitcast_smaller", "Opm>Bitcast", lambda: [np.array([1.5, -2.0], np.float32)],
-         {"type": np.dtype(np.uint8)}),
-    Case("do_custom_call", "Opm>DoCustomCall",
-         lambda: [np.arange(1, 5, dtype=np.float32), np.linspace(0, 1, 11, dtype=np.float32)]),
+    Case(
+        "median_pool",
+        "Opm>MedianPool",
+        _image,
+        {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"},
+    ),
+    Case(
+        "bitcast_same_size",
+        "Opm>Bitcast",
+        lambda: [np.array([1.5, -2.0], np.float32)],
+        {"type": np.dtype(np.int32)},
+    ),
+    Case(
+        "bitcast_smaller",
+        "Opm>Bitcast",
+        lambda: [np.array([1.5, -2.0], np.float32)],
+        {"type": np.dtype(np.uint8)},
+    ),
+    Case(
+        "do_custom_call",
+        "Opm>DoCustomCall",
+        lambda: [np.arange(1, 5, dtype=np.float32), np.linspace(0, 1, 11, dtype=np.float32)],
+    ),
 ]
 
 
@@ -54,15 +83,25 @@ def expected(case: Case) -> _Array:
     """What ``opmarket.ops`` gives (the labelled kernel through the registry's dispatcher)."""
     from opmarket.registry import get_registry
 
-    return get_registry().dispatcher(case.op).call(case.inputs(), case.attrs,  # type: ignore[no-any-return]
-                                                   label=case.label)
+    return (
+        get_registry()
+        .dispatcher(case.op)
+        .call(
+            case.inputs(),
+            case.attrs,  # type: ignore[no-any-return]
+            label=case.label,
+        )
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _first_party_plugins() -> None:
     import opmarket
 
-    missing = [n for n in ("zero_out", "atan", "bitcast", "time_two", "median_pool",
-                           "do_custom_call") if n not in dir(opmarket.ops)]
+    missing = [
+        n
+        for n in ("zero_out", "atan", "bitcast", "time_two", "median_pool", "do_custom_call")
+        if n not in dir(opmarket.ops)
+    ]
     if missing:
         pytest.fail(f"first-party plugins are not installed ({missing}): run scripts/setup")

@@ -53,15 +53,18 @@ def test_dtype_attrs_take_jnp_dtypes_and_names() -> None:
     x = jnp.asarray([1.5, -2.0], jnp.float32)
     want = np.asarray(x).view(np.int32)
     for spelling in (jnp.int32, np.int32, "int32", "DT_INT32"):
-        np.testing.assert_array_equal(np.asarray(jax.jit(
-            lambda x, s=spelling: oj.ops.bitcast(x, type=s))(x)), want)
+        np.testing.assert_array_equal(
+            np.asarray(jax.jit(lambda x, s=spelling: oj.ops.bitcast(x, type=s))(x)), want
+        )
 
 
 def test_grad_of_atan_is_one_over_one_plus_x_squared() -> None:
     x = jnp.linspace(-3, 3, 7, dtype=jnp.float32)
     want = 1 / (1 + np.asarray(x) ** 2)
-    for grad in (jax.grad(lambda x: oj.ops.atan(x).sum()),
-                 jax.jit(jax.grad(lambda x: oj.ops.atan(x).sum()))):
+    for grad in (
+        jax.grad(lambda x: oj.ops.atan(x).sum()),
+        jax.jit(jax.grad(lambda x: oj.ops.atan(x).sum())),
+    ):
         np.testing.assert_allclose(np.asarray(grad(x)), want, rtol=1e-6)
     _, vjp = jax.vjp(oj.ops.atan, x)
     np.testing.assert_allclose(np.asarray(vjp(jnp.full_like(x, 2.0))[0]), 2 * want, rtol=1e-6)
@@ -92,15 +95,20 @@ def _has_bridge_interface() -> bool:
     return hasattr(reg, "capi_bridge") and hasattr(reg, "native_kernel_handle")
 
 
-needs_bridge = pytest.mark.skipif(not _has_bridge_interface(),
-                                  reason="this opmarket's C-ABI host has no bridge interface")
+needs_bridge = pytest.mark.skipif(
+    not _has_bridge_interface(), reason="this opmarket's C-ABI host has no bridge interface"
+)
 
 
 @needs_bridge
-@pytest.mark.parametrize(("call", "args"), [
-    (lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi"), [np.float32([1, 2, 3])]),
-    (lambda x: oj.ops.bitcast(x, type=jnp.uint8), [np.float32([1, 2, 3])]),
-], ids=["zero_out_c_abi", "bitcast"])
+@pytest.mark.parametrize(
+    ("call", "args"),
+    [
+        (lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi"), [np.float32([1, 2, 3])]),
+        (lambda x: oj.ops.bitcast(x, type=jnp.uint8), [np.float32([1, 2, 3])]),
+    ],
+    ids=["zero_out_c_abi", "bitcast"],
+)
 def test_c_abi_kernels_are_ffi_custom_calls(call: Any, args: list[Any]) -> None:
     text = jax.jit(call).lower(*args).as_text()
     assert "stablehlo.custom_call @opmarket_capi" in text, text
@@ -203,12 +211,13 @@ def test_an_eager_call_reads_the_arrays_memory_without_a_copy() -> None:
 
 
 def test_import_opmarket_stays_light_and_a_missing_jax_names_the_extra() -> None:
-    code = ("import sys, opmarket; opmarket.ops; "
-            "assert 'jax' not in sys.modules and 'torch' not in sys.modules, 'heavy'; "
-            "sys.modules['jax'] = None\n"
-            "try:\n import opmarket.jax\nexcept ImportError as e:\n print(e)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys, opmarket; opmarket.ops; "
+        "assert 'jax' not in sys.modules and 'torch' not in sys.modules, 'heavy'; "
+        "sys.modules['jax'] = None\n"
+        "try:\n import opmarket.jax\nexcept ImportError as e:\n print(e)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'opmarket[jax]'" in done.stdout
 
 

@@ -23,8 +23,7 @@ from opmarket.sdk import InvalidArgument, NotFound  # noqa: E402
 
 
 def _convert(fn: Any) -> bytes:
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [fn.get_concrete_function()], fn)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], fn)
     converter.allow_custom_ops = True
     model: bytes = converter.convert()
     return model
@@ -49,7 +48,8 @@ def _run(content: bytes, *inputs: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def test_a_converted_tf_function_runs_in_litert_as_in_tensorflow(
-        atan_zero_out: tuple[Any, bytes]) -> None:
+    atan_zero_out: tuple[Any, bytes],
+) -> None:
     model, content = atan_zero_out
     assert olr.custom_ops_of(content) == [("Opm>Atan", 1), ("Opm>ZeroOut", 1)]
     x = np.array([0.5, -1.0, 2.0, 3.0, -4.0], np.float32)
@@ -58,8 +58,9 @@ def test_a_converted_tf_function_runs_in_litert_as_in_tensorflow(
     assert got[3] != 0 and not got[[0, 1, 2, 4]].any()
 
 
-def test_interpreter_methods_and_model_path(atan_zero_out: tuple[Any, bytes],
-                                            tmp_path: Path) -> None:
+def test_interpreter_methods_and_model_path(
+    atan_zero_out: tuple[Any, bytes], tmp_path: Path
+) -> None:
     _, content = atan_zero_out
     path = tmp_path / "m.tflite"
     path.write_bytes(content)
@@ -85,7 +86,8 @@ def test_bitcast_c_abi_kernel_in_litert() -> None:
 
 
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
-        atan_zero_out: tuple[Any, bytes]) -> None:
+    atan_zero_out: tuple[Any, bytes],
+) -> None:
     _, content = atan_zero_out
     renamed = content.replace(b"Opm>ZeroOut", b"Opm>ZeroOff")
     assert renamed != content
@@ -93,8 +95,7 @@ def test_an_op_nobody_provides_fails_at_creation_naming_it(
         olr.interpreter(model_content=renamed)
 
 
-def test_a_version_the_resolver_lacks_fails_at_creation(
-        atan_zero_out: tuple[Any, bytes]) -> None:
+def test_a_version_the_resolver_lacks_fails_at_creation(atan_zero_out: tuple[Any, bytes]) -> None:
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
@@ -125,7 +126,14 @@ def test_import_without_litert_names_the_extra(tmp_path: Path) -> None:
         sys.modules["ai_edge_litert"] = None  # as if it were not installed
         import opmarket.litert
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, env=dict(os.environ), check=False, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ),
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "pip install 'opmarket[litert]'" in done.stderr

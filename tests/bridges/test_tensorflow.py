@@ -43,7 +43,8 @@ def _ids(case: tuple[str, list[Any], dict[str, Any]]) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 def test_every_op_eagerly_and_in_tf_function_as_opmarket_ops(
-        case: tuple[str, list[Any], dict[str, Any]]) -> None:
+    case: tuple[str, list[Any], dict[str, Any]],
+) -> None:
     name, inputs, attrs = case
     want = getattr(opmarket.ops, name)(*inputs, **attrs)
     eager = getattr(otf.ops, name)(*inputs, **attrs)
@@ -66,18 +67,22 @@ def test_zero_out_c_abi_kernel_by_label_eagerly_and_in_tf_function() -> None:
     assert node.attr["_kernel"].s == b"c_abi"
 
 
-@pytest.mark.parametrize(("name", "spec", "attrs"), [
-    ("zero_out", [None], {}),
-    ("zero_out", [4], {}),
-    ("time_two", [None, 3, None], {}),
-    ("atan", None, {}),
-    ("median_pool", [None, 9, None, 2], POOL),
-    ("median_pool", [2, 9, 7, 3], {**POOL, "padding": "VALID"}),
-    ("bitcast", [None, 3], {"type": tf.uint8}),
-    ("bitcast", [5, 2], {"type": tf.float64}),
-])
-def test_static_shapes_are_opmarket_shape_inference(name: str, spec: list[int | None] | None,
-                                                    attrs: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("name", "spec", "attrs"),
+    [
+        ("zero_out", [None], {}),
+        ("zero_out", [4], {}),
+        ("time_two", [None, 3, None], {}),
+        ("atan", None, {}),
+        ("median_pool", [None, 9, None, 2], POOL),
+        ("median_pool", [2, 9, 7, 3], {**POOL, "padding": "VALID"}),
+        ("bitcast", [None, 3], {"type": tf.uint8}),
+        ("bitcast", [5, 2], {"type": tf.float64}),
+    ],
+)
+def test_static_shapes_are_opmarket_shape_inference(
+    name: str, spec: list[int | None] | None, attrs: dict[str, Any]
+) -> None:
     from opmarket.registry import get_registry
     from opmarket.tensorflow._plumbing import normalize_attr, output_shapes
 
@@ -91,8 +96,9 @@ def test_static_shapes_are_opmarket_shape_inference(name: str, spec: list[int | 
     full = {a.name: a.default for a in op_def.attrs if a.default is not None}
     full.update({k: normalize_attr(op_def, k, v) for k, v in attrs.items()})
     full["T"] = normalize_attr(op_def, "T", dtype)
-    (want,) = output_shapes(get_registry(), op_def, [None if spec is None else tuple(spec)],
-                            full) or [None]
+    (want,) = output_shapes(
+        get_registry(), op_def, [None if spec is None else tuple(spec)], full
+    ) or [None]
     got = out.shape.as_list() if out.shape.rank is not None else None
     assert got == (list(want) if want is not None else None)
     if spec is not None and None in spec:
@@ -105,8 +111,12 @@ def test_errors_eagerly_are_invalid_argument_with_opmarket_message() -> None:
     with pytest.raises(tf.errors.InvalidArgumentError, match="preserve_index out of range"):
         otf.ops.zero_out(np.array([1, 2], np.int32), preserve_index=5)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"'padding'.*VALIDISH"):
-        otf.ops.median_pool(np.zeros((1, 3, 3, 1), np.float32), ksize=[1, 2, 2, 1],
-                            strides=[1, 1, 1, 1], padding="VALIDISH")
+        otf.ops.median_pool(
+            np.zeros((1, 3, 3, 1), np.float32),
+            ksize=[1, 2, 2, 1],
+            strides=[1, 1, 1, 1],
+            padding="VALIDISH",
+        )
 
 
 def test_errors_while_tracing_are_value_errors() -> None:
@@ -134,13 +144,15 @@ def test_native_kernels_win_and_run_without_python() -> None:
     # TensorFlow picks the C-ABI one, which creates no Python kernel instance.
     x = np.arange(6, dtype=np.int32)
     before = _python_kernels_created()
-    np.testing.assert_array_equal(otf.ops.zero_out(x, preserve_index=4),
-                                  opmarket.ops.zero_out(x, preserve_index=4))
+    np.testing.assert_array_equal(
+        otf.ops.zero_out(x, preserve_index=4), opmarket.ops.zero_out(x, preserve_index=4)
+    )
     assert _python_kernels_created() == before
     # median_pool has only pybind11 kernels: they call back into Python (a new attr set
     # makes TensorFlow create a kernel).
-    otf.ops.median_pool(np.ones((1, 2, 2, 1), np.float32), ksize=[1, 1, 2, 1],
-                        strides=[1, 1, 1, 1], padding="VALID")
+    otf.ops.median_pool(
+        np.ones((1, 2, 2, 1), np.float32), ksize=[1, 1, 2, 1], strides=[1, 1, 1, 1], padding="VALID"
+    )
     assert _python_kernels_created() == before + 1
 
 
@@ -160,8 +172,7 @@ def test_gradient_of_atan_matches_its_formula_and_numeric_gradients() -> None:
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = otf.ops.atan(x)
-    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 1 / (1 + x.numpy() ** 2),
-                               rtol=1e-12)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 1 / (1 + x.numpy() ** 2), rtol=1e-12)
     theoretical, numerical = tf.test.compute_gradient(otf.ops.atan, [x])
     np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
 
@@ -188,14 +199,21 @@ def test_builtins_map_to_tensorflows_own_ops() -> None:
 
 
 def _run(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=tmp_path, env={**os.environ, **env}, check=False,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        check=False,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
 def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    done = _run("""
+    done = _run(
+        """
         import opmarket, opmarket.tensorflow as otf
         from opmarket.sdk import op
         opmarket.register(op("Relu").input("x: float").output("y: int32").build())
@@ -204,7 +222,9 @@ def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) ->
         except otf.BridgeError as exc:
             print("refused:", exc)
         print(otf.ops.zero_out([1, 2]).numpy())
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "op Relu clashes with TensorFlow's own Relu" in done.stdout
     assert "[1 0]" in done.stdout
@@ -212,13 +232,16 @@ def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_import_without_tensorflow_names_the_extra(tmp_path: Path) -> None:
-    done = _run("""
+    done = _run(
+        """
         import sys
         import opmarket
         assert "tensorflow" not in sys.modules
         sys.modules["tensorflow"] = None  # as if it were not installed
         import opmarket.tensorflow
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 1
     assert "pip install 'opmarket[tensorflow]'" in done.stderr
 
@@ -233,7 +256,8 @@ def test_saved_model_with_bitcast_loads_and_runs_in_a_fresh_process(tmp_path: Pa
             return otf.ops.bitcast(v, type=tf.int32)
 
     tf.saved_model.save(Module(), str(tmp_path / "model"))
-    done = _run("""
+    done = _run(
+        """
         import numpy as np
         import tensorflow as tf
         import opmarket.tensorflow
@@ -242,7 +266,9 @@ def test_saved_model_with_bitcast_loads_and_runs_in_a_fresh_process(tmp_path: Pa
         ops = {n.op for f in fn.graph.as_graph_def().library.function for n in f.node_def}
         print("ops", sorted(ops))
         print("out", loaded(tf.constant([1.0, -2.0, 0.5])).numpy().tolist())
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "Opm>Bitcast" in done.stdout
     assert f"out {x.view(np.int32).tolist()}" in done.stdout

@@ -19,13 +19,18 @@ from opmarket.sdk import InvalidArgument, NotFound, kernel, op, shape_fn, unchan
 
 from .conftest import CASES, Case, expected  # noqa: E402
 
-_TORCH_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.uint8): torch.uint8,
-                 np.dtype(np.int8): torch.int8, np.dtype(np.float32): torch.float32}
+_TORCH_DTYPES = {
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.float32): torch.float32,
+}
 
 
 def _kwargs(case: Case) -> dict[str, Any]:
-    return {k: _TORCH_DTYPES.get(v, v) if isinstance(v, np.dtype) else v
-            for k, v in case.attrs.items()}
+    return {
+        k: _TORCH_DTYPES.get(v, v) if isinstance(v, np.dtype) else v for k, v in case.attrs.items()
+    }
 
 
 def _packet(name: str) -> Any:
@@ -52,14 +57,18 @@ def test_opmarket_torch_ops_are_the_torch_ops() -> None:
 
 def test_schemas_follow_the_opdef() -> None:
     assert str(torch.ops.opm.zero_out.default._schema) == (
-        "opm::zero_out(Tensor to_zero, *, int preserve_index=0) -> Tensor")
+        "opm::zero_out(Tensor to_zero, *, int preserve_index=0) -> Tensor"
+    )
     assert str(torch.ops.opm.zero_out.c_abi._schema) == (
-        "opm::zero_out.c_abi(Tensor to_zero, *, int preserve_index=0) -> Tensor")
+        "opm::zero_out.c_abi(Tensor to_zero, *, int preserve_index=0) -> Tensor"
+    )
     assert str(torch.ops.opm.bitcast.default._schema) == (
-        "opm::bitcast(Tensor input, *, ScalarType type) -> Tensor")
+        "opm::bitcast(Tensor input, *, ScalarType type) -> Tensor"
+    )
     assert str(torch.ops.opm.atan.default._schema) == "opm::atan(Tensor x) -> Tensor"
     assert "int[] ksize, int[] strides, str padding" in str(
-        torch.ops.opm.median_pool.default._schema)
+        torch.ops.opm.median_pool.default._schema
+    )
 
 
 def test_atan_autograd_is_one_over_one_plus_x_squared() -> None:
@@ -92,8 +101,14 @@ def _sample(name: str) -> tuple[list[Any], dict[str, Any]]:
     return tensors, kwargs
 
 
-FIRST_PARTY = ["Opm>ZeroOut", "Opm>TimeTwo", "Opm>Atan", "Opm>MedianPool", "Opm>Bitcast",
-               "Opm>DoCustomCall"]
+FIRST_PARTY = [
+    "Opm>ZeroOut",
+    "Opm>TimeTwo",
+    "Opm>Atan",
+    "Opm>MedianPool",
+    "Opm>Bitcast",
+    "Opm>DoCustomCall",
+]
 
 
 @pytest.mark.parametrize("name", FIRST_PARTY)
@@ -138,8 +153,9 @@ def test_kernel_errors_and_bad_attrs_are_opmarket_errors() -> None:
     with pytest.raises(InvalidArgument, match="rank 1"):
         torch.ops.opm.zero_out(torch.ones(2, 2))
     with pytest.raises(InvalidArgument, match="padding"):
-        torch.ops.opm.median_pool(torch.ones(1, 3, 3, 1), ksize=[1, 2, 2, 1],
-                                  strides=[1, 1, 1, 1], padding="FULL")
+        torch.ops.opm.median_pool(
+            torch.ones(1, 3, 3, 1), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="FULL"
+        )
 
 
 PROBE = op("BridgeTest>TorchProbe").input("x: float").output("y: float").build()
@@ -166,11 +182,12 @@ def test_a_contiguous_cpu_tensor_reaches_the_kernel_without_a_copy() -> None:
 
 
 def test_import_opmarket_stays_light_and_a_missing_torch_names_the_extra() -> None:
-    code = ("import sys, opmarket; opmarket.ops.zero_out; "
-            "assert 'torch' not in sys.modules, 'heavy'; sys.modules['torch'] = None\n"
-            "try:\n import opmarket.torch\nexcept ImportError as e:\n print(e)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys, opmarket; opmarket.ops.zero_out; "
+        "assert 'torch' not in sys.modules, 'heavy'; sys.modules['torch'] = None\n"
+        "try:\n import opmarket.torch\nexcept ImportError as e:\n print(e)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'opmarket[torch]'" in done.stdout
 
 

@@ -17,8 +17,12 @@ from opmarket.sdk import DType, KernelDef, OpSet, op, opset_to_json
 MakeOpSet = Callable[..., OpSet]
 
 
-def zero_out(version: str = "1.0.0", *, extra_attr: str | None = None,
-             kernel_types: tuple[DType, ...] = (DType.INT32, DType.FLOAT)) -> OpSet:  # fmt: skip
+def zero_out(
+    version: str = "1.0.0",
+    *,
+    extra_attr: str | None = None,
+    kernel_types: tuple[DType, ...] = (DType.INT32, DType.FLOAT),
+) -> OpSet:
     """The tutorial's ZeroOut as one release of plugin ``opm-zero``."""
     b = op("Opm>ZeroOut").input("to_zero: T").output("zeroed: T").attr("T: {float, int32}")
     if extra_attr:
@@ -37,7 +41,7 @@ def _files(opset: OpSet) -> dict[str, str]:
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
         f"{dist}/entry_points.txt": "[opmarket]\nzero_out = opm_zero.plugin\n",
-    }  # fmt: skip
+    }
     files[f"{dist}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{dist}/RECORD,,\n"
     return files
 

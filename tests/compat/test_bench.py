@@ -13,8 +13,11 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "compat.py"
 def test_bench_prints_its_last_line(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH), "--ops", "90", "--repeat", "1"],
-        capture_output=True, text=True, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"compat: [\d.]+ ms for 90 op pairs \([\d,]+ pairs/s\)", last), last

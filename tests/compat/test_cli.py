@@ -29,8 +29,9 @@ def run(
     env = dict(os.environ)
     if path is not None:
         env["PYTHONPATH"] = str(path)
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          check=False, env=env)  # fmt: skip
+    return subprocess.run(
+        [exe, *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False, env=env
+    )
 
 
 def write(path: Path, opset: OpSet) -> Path:
@@ -79,8 +80,10 @@ def test_json_report(pair: tuple[Path, Path, Path]) -> None:
     assert report["version"]["ok"] is True and report["version"]["required"] == "major"
     (finding,) = report["findings"]
     assert {k: finding[k] for k in ("op", "rule", "severity")} == {
-        "op": "Opm>ZeroOut", "rule": "attr-added-without-default", "severity": "breaking",
-    }  # fmt: skip
+        "op": "Opm>ZeroOut",
+        "rule": "attr-added-without-default",
+        "severity": "breaking",
+    }
     assert finding["message"] and finding["hint"]
 
 
@@ -118,9 +121,11 @@ def test_wheels_carry_versions_and_kernels(release: Release, wheel: Wheel) -> No
     [
         (["missing.json", "other.json"], "compat-check: error: missing.json: no such file"),
         (["only-one.json"], "compat-check: error: expected OLD NEW, got 1 argument(s)"),
-        (["not-a-plugin", "x"],
-         "compat-check: error: not-a-plugin: no such file, and no installed distribution by "
-         "that name"),
+        (
+            ["not-a-plugin", "x"],
+            "compat-check: error: not-a-plugin: no such file, and no installed distribution by "
+            "that name",
+        ),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path) -> None:
@@ -148,14 +153,22 @@ def test_unreadable_file_exits_2_naming_it(tmp_path: Path, pair: tuple[Path, Pat
 
 @pytest.mark.parametrize("tool", ["compat-check", "snapshot"])
 def test_an_unwritable_output_exits_2_with_one_line(
-        tmp_path: Path, pair: tuple[Path, Path, Path], tool: str) -> None:
+    tmp_path: Path, pair: tuple[Path, Path, Path], tool: str
+) -> None:
     target = tmp_path / "no-such-folder" / "report.txt"
     args = [pair[0], pair[1]] if tool == "compat-check" else ["snapshot", "mymod"]
     if tool == "snapshot":
-        (tmp_path / "mymod.py").write_text("from opmarket.sdk import op\n"
-                                           "X = op('Mine>X').input('x: int32')\n")
-    done = run("compat-check" if tool == "compat-check" else "opmarket", *args, "-o", target,
-               cwd=tmp_path, path=tmp_path)
+        (tmp_path / "mymod.py").write_text(
+            "from opmarket.sdk import op\nX = op('Mine>X').input('x: int32')\n"
+        )
+    done = run(
+        "compat-check" if tool == "compat-check" else "opmarket",
+        *args,
+        "-o",
+        target,
+        cwd=tmp_path,
+        path=tmp_path,
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert f"error: {target}: cannot write: No such file or directory" in done.stderr
@@ -174,8 +187,9 @@ def test_opmarket_compat_is_the_same_command(pair: tuple[Path, Path, Path]) -> N
     assert json.loads(done.stdout)["compatible"] is False
 
 
-def test_history_workflow(tmp_path: Path, release: Release, wheel: Wheel,
-                          installed: Callable[[OpSet], Path]) -> None:  # fmt: skip
+def test_history_workflow(
+    tmp_path: Path, release: Release, wheel: Wheel, installed: Callable[[OpSet], Path]
+) -> None:
     history = tmp_path / "history.json"
     for version in ("1.0.0", "1.1.0"):
         done = run("opmarket", "snapshot", wheel(release(version)), "--append", history)
@@ -211,8 +225,11 @@ def test_history_accepts_tensorflow_ops_history(shared_testdata: Path, tmp_path:
     latest.write_text(latest.read_text(encoding="utf-8").replace(last, renamed), encoding="utf-8")
     done = run("compat-check", "--history", folder, latest, "--format", "json")
     assert done.returncode == 1
-    assert {(f["op"], f["rule"]) for f in json.loads(done.stdout)["findings"]
-            if f["severity"] == "breaking"} >= {("Relu", "attr-removed")}
+    assert {
+        (f["op"], f["rule"])
+        for f in json.loads(done.stdout)["findings"]
+        if f["severity"] == "breaking"
+    } >= {("Relu", "attr-removed")}
 
 
 def test_snapshot_of_a_module_with_ops(tmp_path: Path) -> None:
@@ -235,36 +252,57 @@ def test_snapshot_of_nothing_exits_2(tmp_path: Path) -> None:
 
 
 def _module(folder: Path) -> str:
-    (folder / "mymod.py").write_text("from opmarket.sdk import op\n"
-                                     "X = op('Mine>X').input('x: int32').output('y: int32')\n")
+    (folder / "mymod.py").write_text(
+        "from opmarket.sdk import op\nX = op('Mine>X').input('x: int32').output('y: int32')\n"
+    )
     return "mymod"
 
 
 def test_snapshot_refuses_a_version_that_is_not_pep_440(tmp_path: Path) -> None:
     history = tmp_path / "history.json"
-    done = run("opmarket", "snapshot", _module(tmp_path), "--version", "banana",
-               "--append", history, cwd=tmp_path, path=tmp_path)
+    done = run(
+        "opmarket",
+        "snapshot",
+        _module(tmp_path),
+        "--version",
+        "banana",
+        "--append",
+        history,
+        cwd=tmp_path,
+        path=tmp_path,
+    )
     assert done.returncode == 2
-    assert done.stderr == ("opmarket: error: --version: 'banana' is not a valid "
-                           "version (PEP 440)\n")
+    assert done.stderr == (
+        "opmarket: error: --version: 'banana' is not a valid version (PEP 440)\n"
+    )
     assert not history.exists()
 
 
 @pytest.mark.parametrize("kind", ["op-set", "spec", "pbtxt"])
-def test_snapshot_appends_only_to_a_history(tmp_path: Path, release: Release,
-                                            kind: str) -> None:
+def test_snapshot_appends_only_to_a_history(tmp_path: Path, release: Release, kind: str) -> None:
     from opmarket.sdk import render_document
 
     opset = release("1.0.0")
     target = tmp_path / f"ops.{'pbtxt' if kind == 'pbtxt' else 'json'}"
     formats: dict[str, Literal["json", "spec", "tf-pbtxt"]] = {
-        "op-set": "json", "spec": "spec", "pbtxt": "tf-pbtxt"}
+        "op-set": "json",
+        "spec": "spec",
+        "pbtxt": "tf-pbtxt",
+    }
     text = render_document(opset.ops, formats[kind], opset.kernels)
     target.write_text(text, encoding="utf-8")
-    done = run("opmarket", "snapshot", _module(tmp_path), "--version", "1.1.0",
-               "--append", target, cwd=tmp_path, path=tmp_path)
+    done = run(
+        "opmarket",
+        "snapshot",
+        _module(tmp_path),
+        "--version",
+        "1.1.0",
+        "--append",
+        target,
+        cwd=tmp_path,
+        path=tmp_path,
+    )
     assert done.returncode == 2
-    assert done.stderr.startswith(f"opmarket: error: {target}: not an opmarket "
-                                  "history file")
+    assert done.stderr.startswith(f"opmarket: error: {target}: not an opmarket history file")
     assert done.stderr.count("\n") == 1
     assert target.read_text(encoding="utf-8") == text

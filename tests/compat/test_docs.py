@@ -29,12 +29,35 @@ def test_exported_members() -> None:
     exported = opmarket.compat.__all__
     assert exported == sorted(exported, key=lambda n: (not n.isupper(), n[0].islower(), n))
     assert set(exported) == {
-        "ENTRY_POINT_GROUP", "FORMATS", "MANIFEST", "RULES", "RULES_BY_ID", "Example",
-        "Finding", "InvalidVersionError", "Report", "Rule", "Scope", "Severity", "Source",
-        "VersionVerdict", "add_release", "check", "check_bump", "check_sources",
-        "compare_history", "compare_ops", "compare_opsets", "load_source", "opset_from_dist",
-        "opset_from_index", "opset_from_wheel", "read_history", "render", "take_snapshot",
+        "ENTRY_POINT_GROUP",
+        "FORMATS",
+        "MANIFEST",
+        "RULES",
+        "RULES_BY_ID",
+        "Example",
+        "Finding",
+        "InvalidVersionError",
+        "Report",
+        "Rule",
+        "Scope",
+        "Severity",
+        "Source",
+        "VersionVerdict",
+        "add_release",
+        "check",
+        "check_bump",
+        "check_sources",
+        "compare_history",
+        "compare_ops",
+        "compare_opsets",
+        "load_source",
+        "opset_from_dist",
+        "opset_from_index",
+        "opset_from_wheel",
+        "read_history",
+        "render",
+        "take_snapshot",
         "write_history",
-    }  # fmt: skip
+    }
     for name in exported:
         assert getattr(opmarket.compat, name).__doc__ or name.isupper(), name

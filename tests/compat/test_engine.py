@@ -18,8 +18,10 @@ def test_order_is_old_ops_then_removed_then_added() -> None:
     a2 = op("A").input("x: T").output("y: T").attr("T: {float, int32}").attr("k: int = 1").build()
     findings = compare_opsets(OpSet.of([A, B]), OpSet.of([a2, C]))
     assert [(f.op, f.rule) for f in findings] == [
-        ("A", "attr-added"), ("B", "op-removed"), ("C", "op-added"),
-    ]  # fmt: skip
+        ("A", "attr-added"),
+        ("B", "op-removed"),
+        ("C", "op-added"),
+    ]
 
 
 def test_unchanged_op_sets_have_no_findings() -> None:

@@ -65,14 +65,16 @@ def test_graph_findings_make_the_report_incompatible(tmp_path: Path, release: Re
 
 
 def test_an_unreadable_graph_is_reported_and_the_others_replayed(
-        tmp_path: Path, release: Release) -> None:
+    tmp_path: Path, release: Release
+) -> None:
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     save_graph(_zero_out_graph("int32"), tmp_path / "good.json")
     old = release("1.0.0")
     count, findings = replay_graphs(tmp_path, old, _narrow(old))
     assert count == 2
     assert [(f.rule, f.severity.value, Path(f.graph).name) for f in findings] == [
-        ("graph-invalid-before", "warning", "bad.json"), ("graph-invalid", "breaking", "good.json")
+        ("graph-invalid-before", "warning", "bad.json"),
+        ("graph-invalid", "breaking", "good.json"),
     ]
     assert findings[0].message.startswith("unreadable: ")
 

@@ -50,8 +50,9 @@ def test_history_finds_what_only_an_older_release_had(release: Release) -> None:
     new = release("1.2.0", extra_attr="b: int = 2")
     findings = compare_history([("1.0.0", r1), ("1.1.0", r2)], new)
     assert [(f.rule, f.release, f.severity) for f in findings] == [
-        ("attr-added", "", Severity.INFO), ("attr-removed", "1.0.0", Severity.BREAKING),
-    ]  # fmt: skip
+        ("attr-added", "", Severity.INFO),
+        ("attr-removed", "1.0.0", Severity.BREAKING),
+    ]
     # As in TensorFlow, an op identical to its last recorded version is not checked again.
     assert compare_history([("1.0.0", r1), ("1.1.0", r2)], release("1.2.0")) == []
 
@@ -79,17 +80,16 @@ def test_tensorflow_history_folder_is_read_as_releases(
     releases = read_history(folder)
     assert len(releases) >= 2
     assert all({"Placeholder", "Relu", "Const"} <= {o.name for o in r} for _, r in releases)
-    latest = OpSet.of(
-        [r for _, r in releases][-1].ops
-    )
+    latest = OpSet.of([r for _, r in releases][-1].ops)
     # Today's ops pass, as they pass TensorFlow's own history check: Placeholder's shape
     # default changed in an older version, and defaults are compared with the latest only.
     assert [f for f in compare_history(releases, latest) if f.severity is Severity.BREAKING] == []
     # Going back to Placeholder's first definition breaks against the latest release.
     first = releases[0][1]
     back = OpSet.of([first["Placeholder"], latest["Relu"], latest["Const"]])
-    assert {(f.op, f.rule) for f in compare_history(releases, back)
-            if f.severity is Severity.BREAKING} >= {("Placeholder", "attr-default-changed")}
+    assert {
+        (f.op, f.rule) for f in compare_history(releases, back) if f.severity is Severity.BREAKING
+    } >= {("Placeholder", "attr-default-changed")}
 
 
 def test_older_releases_are_checked_like_tensorflows_ops_history(release: Release) -> None:
@@ -101,8 +101,9 @@ def test_older_releases_are_checked_like_tensorflows_ops_history(release: Releas
     r3 = release("1.1.0", extra_attr="a: int >= 5 = 5")
     findings = compare_history([("1.0.0", r1), ("1.1.0", r2)], r3)
     assert sorted((f.rule, f.release) for f in findings) == [
-        ("attr-default-changed", ""), ("attr-minimum-added", ""),
-    ]  # fmt: skip
+        ("attr-default-changed", ""),
+        ("attr-minimum-added", ""),
+    ]
 
 
 def test_single_tensorflow_history_file(tmp_path: Path) -> None:
@@ -125,8 +126,9 @@ def test_unreadable_history(tmp_path: Path) -> None:
         read_history(tmp_path / "missing.json")
 
 
-def test_add_release_refuses_a_version_that_is_not_pep_440(tmp_path: Path,
-                                                           release: Release) -> None:
+def test_add_release_refuses_a_version_that_is_not_pep_440(
+    tmp_path: Path, release: Release
+) -> None:
     path = tmp_path / "history.json"
     add_release(path, release("1.0.0"))
     before = path.read_text(encoding="utf-8")

@@ -14,22 +14,24 @@ _TYPES = ["float", "double", "int32", "int64", "bool", "string"]
 
 # Attr variants by name; args below only name attrs that exist.
 _ATTRS = {
-    "T": ["T: type", "T: {float, int32}", "T: {float, int32, int64} = DT_INT32",
-          "T: type = DT_FLOAT"],
+    "T": [
+        "T: type",
+        "T: {float, int32}",
+        "T: {float, int32, int64} = DT_INT32",
+        "T: type = DT_FLOAT",
+    ],
     "N": ["N: int >= 1", "N: int >= 0 = 2", "N: int >= 2"],
     "Tl": ["Tl: list(type) >= 0", "Tl: list(type) = [DT_FLOAT]"],
     "s": ["s: string = 'a'", "s: {'A', 'B'} = 'A'", "s: string"],
     "f": ["f: float = 1.5", "f: float"],
     "l": ["l: list(int) = [1, 2]", "l: list(int) >= 1"],
-}  # fmt: skip
+}
 
 
 @st.composite
 def ops(draw: st.DrawFn) -> OpDef:
     attrs = {
-        name: draw(st.sampled_from(specs))
-        for name, specs in _ATTRS.items()
-        if draw(st.booleans())
+        name: draw(st.sampled_from(specs)) for name, specs in _ATTRS.items() if draw(st.booleans())
     }
 
     def arg() -> str:
@@ -89,12 +91,10 @@ def _rebuild(o: OpDef, extra: Callable[[object], object]) -> OpDef:
 # Changes TensorFlow accepts: none of them may be breaking.
 _SAFE: dict[str, Callable[[object], object]] = {
     "attr with default": lambda b: b.attr("added: int = 3"),  # type: ignore[attr-defined]
-    "list input of default length 0": lambda b: (
-        b.attr("M: int >= 0 = 0").input("more: M * float")  # type: ignore[attr-defined]
-    ),
-    "type-list input defaulting to empty": lambda b: (
-        b.attr("Tm: list(type) >= 0 = []").input("more: Tm")  # type: ignore[attr-defined]
-    ),
+    "list input of default length 0": lambda b: b.attr("M: int >= 0 = 0").input("more: M * float"),  # type: ignore[attr-defined]
+    "type-list input defaulting to empty": lambda b: b.attr("Tm: list(type) >= 0 = []").input(
+        "more: Tm"
+    ),  # type: ignore[attr-defined]
 }
 
 
@@ -109,7 +109,7 @@ def test_compatible_changes_never_break(o: OpDef, change: str) -> None:
 @given(ops())
 def test_removing_any_attr_breaks(o: OpDef) -> None:
     for i, a in enumerate(o.attrs):
-        new = o.replace(attrs=o.attrs[:i] + o.attrs[i + 1:])
+        new = o.replace(attrs=o.attrs[:i] + o.attrs[i + 1 :])
         assert "attr-removed" in _breaking(o, new), a.name
 
 
@@ -118,8 +118,13 @@ def test_changing_a_fixed_input_type_breaks(o: OpDef, dtype: str) -> None:
     for i, arg in enumerate(o.inputs):
         if arg.type is DType.INVALID or arg.type.spec_name == dtype or arg.is_list:
             continue
-        new = o.replace(inputs=(*o.inputs[:i], arg.__class__(arg.name, type=DType[dtype.upper()]),
-                                *o.inputs[i + 1:]))  # fmt: skip
+        new = o.replace(
+            inputs=(
+                *o.inputs[:i],
+                arg.__class__(arg.name, type=DType[dtype.upper()]),
+                *o.inputs[i + 1 :],
+            )
+        )
         assert "input-signature-changed" in _breaking(o, new)
 
 
@@ -132,9 +137,13 @@ def test_a_fixed_input_made_polymorphic_with_its_old_type_as_default_is_compatib
             continue
         attr = f"P{i}: type = DT_{arg.type.name}"
         new = _rebuild(o, lambda b, attr=attr: b.attr(attr))  # type: ignore[attr-defined,misc]
-        new = new.replace(inputs=(
-            *new.inputs[:i], arg.__class__(arg.name, type_attr=f"P{i}"), *new.inputs[i + 1:],
-        ))  # fmt: skip
+        new = new.replace(
+            inputs=(
+                *new.inputs[:i],
+                arg.__class__(arg.name, type_attr=f"P{i}"),
+                *new.inputs[i + 1 :],
+            )
+        )
         assert _breaking(o, new) == []
 
 

@@ -11,10 +11,16 @@ from opmarket.compat import Finding, Report, Severity, check_bump, render
 
 def _report(*severities: Severity, version_ok: bool = True) -> Report:
     findings = [
-        Finding("Op" + str(i), {"breaking": "attr-removed", "warning": "stateful-changed",
-                                "info": "attr-added"}[s.value], s, f"message {i}")
+        Finding(
+            "Op" + str(i),
+            {"breaking": "attr-removed", "warning": "stateful-changed", "info": "attr-added"}[
+                s.value
+            ],
+            s,
+            f"message {i}",
+        )
         for i, s in enumerate(severities)
-    ]  # fmt: skip
+    ]
     version = check_bump("1.0.0", "2.0.0" if version_ok else "1.0.1", "major")
     return Report("old.json", "new.json", findings, version=version, ops_compared=3)
 
@@ -35,8 +41,10 @@ def test_exit_code(severities: tuple[Severity, ...], version_ok: bool, code: int
 def test_findings_sort_breaking_first() -> None:
     report = _report(Severity.INFO, Severity.BREAKING, Severity.WARNING)
     assert [f.severity for f in report.sorted_findings()] == [
-        Severity.BREAKING, Severity.WARNING, Severity.INFO,
-    ]  # fmt: skip
+        Severity.BREAKING,
+        Severity.WARNING,
+        Severity.INFO,
+    ]
 
 
 def test_json_has_the_documented_keys() -> None:

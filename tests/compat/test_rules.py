@@ -23,9 +23,7 @@ def test_example(rule: Rule, example: object) -> None:
     old, old_kernels = example_op(example.old)
     new, new_kernels = example_op(example.new)
     known = rule.scope is Scope.KERNELS
-    findings = compare_ops(
-        old, new, old_kernels if known else None, new_kernels if known else None
-    )
+    findings = compare_ops(old, new, old_kernels if known else None, new_kernels if known else None)
     fired = [f for f in findings if f.rule == rule.id]
     assert bool(fired) == example.fires, findings
     for f in fired:
@@ -54,21 +52,29 @@ def test_every_rule_has_summary_and_hint() -> None:
 
 def test_only_graph_and_document_rules_lack_a_check() -> None:
     unchecked = {r.id for r in RULES if r.check is None}
-    assert unchecked == {
-        r.id for r in RULES if r.scope in (Scope.GRAPH, Scope.DOCUMENT)
-    }
+    assert unchecked == {r.id for r in RULES if r.scope in (Scope.GRAPH, Scope.DOCUMENT)}
     assert unchecked == {"graph-invalid", "graph-invalid-before", "invalid-opdef"}
 
 
 def test_tensorflow_rules_are_the_breaking_ones() -> None:
     # Every TensorFlow rejection reason the issue names has its own breaking rule.
     tf = {
-        "op-removed", "attr-removed", "attr-added-without-default", "attr-type-changed",
-        "attr-allowed-values-narrowed", "attr-restriction-added", "attr-minimum-raised",
-        "attr-minimum-added", "attr-default-changed", "attr-default-removed",
-        "input-signature-changed", "output-signature-changed", "input-became-ref",
-        "output-lost-ref", "output-renamed",
-    }  # fmt: skip
+        "op-removed",
+        "attr-removed",
+        "attr-added-without-default",
+        "attr-type-changed",
+        "attr-allowed-values-narrowed",
+        "attr-restriction-added",
+        "attr-minimum-raised",
+        "attr-minimum-added",
+        "attr-default-changed",
+        "attr-default-removed",
+        "input-signature-changed",
+        "output-signature-changed",
+        "input-became-ref",
+        "output-lost-ref",
+        "output-renamed",
+    }
     assert all(RULES_BY_ID[r].severity is Severity.BREAKING for r in tf)
 
 
@@ -80,6 +86,7 @@ def test_a_removed_op_that_reappears_under_another_name_is_called_a_rename() -> 
     new = op("ZeroOutV2").input("x: int32").output("y: int32").build()
     findings = compare_opsets(OpSet.of([old]), OpSet.of([new]))
     assert [(f.rule, f.op) for f in findings] == [
-        ("op-removed", "ZeroOut"), ("op-added", "ZeroOutV2"),
-    ]  # fmt: skip
+        ("op-removed", "ZeroOut"),
+        ("op-added", "ZeroOutV2"),
+    ]
     assert "renamed to ZeroOutV2?" in findings[0].message

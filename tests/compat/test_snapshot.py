@@ -48,8 +48,9 @@ def test_package_manifest_wins(module_dir: Path, release: Release) -> None:
     assert opset.version == "3.0.0" and len(opset.kernels) == 1
 
 
-def test_wheel_and_distribution(release: Release, wheel: Callable[[OpSet], Path],
-                                installed: Callable[[OpSet], Path]) -> None:  # fmt: skip
+def test_wheel_and_distribution(
+    release: Release, wheel: Callable[[OpSet], Path], installed: Callable[[OpSet], Path]
+) -> None:
     assert take_snapshot(str(wheel(release("1.5.0")))).version == "1.5.0"
     installed(release("1.6.0"))
     assert take_snapshot("opm-zero").version == "1.6.0"

@@ -31,8 +31,11 @@ def test_canonical_json_keeps_kernels_and_version(tmp_path: Path, release: Relea
 
 def test_spec_form_json(tmp_path: Path) -> None:
     path = tmp_path / "spec.json"
-    path.write_text('{"ops": [{"name": "ZeroOut", "inputs": ["to_zero: int32"], '
-                    '"outputs": ["zeroed: int32"]}]}', encoding="utf-8")  # fmt: skip
+    path.write_text(
+        '{"ops": [{"name": "ZeroOut", "inputs": ["to_zero: int32"], '
+        '"outputs": ["zeroed: int32"]}]}',
+        encoding="utf-8",
+    )
     source = load_source(str(path))
     assert source.opset["ZeroOut"].inputs[0].type is DType.INT32
     assert not source.kernels_known
@@ -70,7 +73,8 @@ def test_broken_wheel_is_a_document_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("member", ["METADATA", "entry_points.txt", "opmarket.opset.json"])
 def test_a_wheel_member_that_is_not_utf8_is_a_document_error(
-        tmp_path: Path, release: Release, wheel: Wheel, member: str) -> None:
+    tmp_path: Path, release: Release, wheel: Wheel, member: str
+) -> None:
     good = wheel(release("1.0.0"))
     bad = tmp_path / good.name
     with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
@@ -82,7 +86,8 @@ def test_a_wheel_member_that_is_not_utf8_is_a_document_error(
 
 
 def test_a_top_level_module_plugin_has_no_manifest_as_discovery_sees_it(
-        tmp_path: Path, release: Release) -> None:
+    tmp_path: Path, release: Release
+) -> None:
     # A wheel whose entry point is a plain top-level module, with a manifest at its root:
     # installed, that file lands loose in site-packages, where discovery does not look.
     dist = "opm_zero-1.0.0.dist-info"
@@ -90,8 +95,7 @@ def test_a_top_level_module_plugin_has_no_manifest_as_discovery_sees_it(
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("plug.py", "")
         zf.writestr("opmarket.opset.json", opset_to_json(release("1.0.0")))
-        zf.writestr(f"{dist}/METADATA",
-                    "Metadata-Version: 2.1\nName: opm-zero\nVersion: 1.0.0\n")
+        zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: opm-zero\nVersion: 1.0.0\n")
         zf.writestr(f"{dist}/entry_points.txt", "[opmarket]\nzero_out = plug\n")
     with pytest.raises(DocumentError, match=r"module 'plug' has no opmarket\.opset\.json"):
         opset_from_wheel(path)
@@ -108,7 +112,8 @@ def test_installed_distribution(installed: Wheel, release: Release) -> None:
 
 
 def test_an_installed_manifest_that_is_not_utf8_is_a_document_error(
-        installed: Wheel, release: Release) -> None:
+    installed: Wheel, release: Release
+) -> None:
     site = installed(release("1.1.0"))
     manifest = site / "opm_zero" / "opmarket.opset.json"
     manifest.write_bytes(manifest.read_bytes() + b"\xff")
@@ -144,8 +149,9 @@ def test_index_rejects_a_wheel_whose_hash_does_not_match(
         load_source("opm-zero==1.0.0", index_url=url)
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[]", b'{"files": [{"url": "x"}]}',
-                                  b'{"files": 3}'])
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"[]", b'{"files": [{"url": "x"}]}', b'{"files": 3}']
+)
 def test_an_index_answering_malformed_json_is_unreadable_input(body: bytes) -> None:
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -26,19 +26,39 @@ _INT_4 = TensorValue(DType.UINT8, TensorShape((4,)), (("int_val", (255, 0, 0, 25
         ("shape", TensorShape(()), TensorShape(None), False),
         ("shape", TensorShape((2, -1)), TensorShape((2, -1)), True),
         # The same tensor spelled two ways: TensorFlow compares contents.
-        ("tensor", _INT_4, TensorValue(DType.UINT8, TensorShape((4,)), (),
-                                       bytes([255, 0, 0, 255])), True),
-        ("tensor", TensorValue(DType.INT32, TensorShape((3,)), (("int_val", (7,)),)),
-         TensorValue(DType.INT32, TensorShape((3,)), (("int_val", (7, 7, 7)),)), True),
-        ("tensor", _INT_4, TensorValue(DType.UINT8, TensorShape((4,)),
-                                       (("int_val", (255, 0, 0, 0)),)), False),
-        ("func", FuncValue("f", (("x", TaggedValue("int", 1)),)),
-         FuncValue("f", (("x", TaggedValue("int", 1)),)), True),
-        ("func", FuncValue("f", (("x", TaggedValue("int", 1)),)),
-         FuncValue("f", (("x", TaggedValue("int", 2)),)), False),
+        (
+            "tensor",
+            _INT_4,
+            TensorValue(DType.UINT8, TensorShape((4,)), (), bytes([255, 0, 0, 255])),
+            True,
+        ),
+        (
+            "tensor",
+            TensorValue(DType.INT32, TensorShape((3,)), (("int_val", (7,)),)),
+            TensorValue(DType.INT32, TensorShape((3,)), (("int_val", (7, 7, 7)),)),
+            True,
+        ),
+        (
+            "tensor",
+            _INT_4,
+            TensorValue(DType.UINT8, TensorShape((4,)), (("int_val", (255, 0, 0, 0)),)),
+            False,
+        ),
+        (
+            "func",
+            FuncValue("f", (("x", TaggedValue("int", 1)),)),
+            FuncValue("f", (("x", TaggedValue("int", 1)),)),
+            True,
+        ),
+        (
+            "func",
+            FuncValue("f", (("x", TaggedValue("int", 1)),)),
+            FuncValue("f", (("x", TaggedValue("int", 2)),)),
+            False,
+        ),
         ("func", FuncValue("f"), FuncValue("g"), False),
     ],
-)  # fmt: skip
+)
 def test_values_equal(attr_type: str, a: object, b: object, equal: bool) -> None:
     assert values_equal(attr_type, a, b) is equal
     assert values_equal(attr_type, b, a) is equal

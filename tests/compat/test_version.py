@@ -53,11 +53,19 @@ def test_below_one_message_mentions_the_shift() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "level", "why"),
     [
-        ("0.1.0", "0.1.1", "major",
-         "breaking changes need a minor bump below 1.0 (major from 1.0 on)"),
+        (
+            "0.1.0",
+            "0.1.1",
+            "major",
+            "breaking changes need a minor bump below 1.0 (major from 1.0 on)",
+        ),
         ("0.1.0", "0.1.0", "minor", "additions need a patch bump below 1.0 (minor from 1.0 on)"),
-        ("0.1.0", "0.2.0", "major",
-         "breaking changes need a minor bump below 1.0 (major from 1.0 on)"),
+        (
+            "0.1.0",
+            "0.2.0",
+            "major",
+            "breaking changes need a minor bump below 1.0 (major from 1.0 on)",
+        ),
         ("1.0.0", "1.0.1", "minor", "additions need a minor bump"),
     ],
 )

@@ -33,8 +33,10 @@ ZERO_OUT = (
     .output("zeroed: T")
     .attr("T: {float, double, int32} = DT_INT32")
     .attr("preserve_index: int >= 0 = 0")
-    .doc("Zeroes all but one element of a vector.\n\n"
-         "to_zero: the vector.\npreserve_index: the element that is kept.")
+    .doc(
+        "Zeroes all but one element of a vector.\n\n"
+        "to_zero: the vector.\npreserve_index: the element that is kept."
+    )
     .build()
 )
 
@@ -80,8 +82,14 @@ def zero_out_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any:
     return [x], {"preserve_index": int(rng.integers(0, n))}
 
 
-ZERO_OUT_ALL = (ZERO_OUT, zero_out_kernel, zero_out_shape, zero_out_grad, zero_out_reference,
-                zero_out_inputs)
+ZERO_OUT_ALL = (
+    ZERO_OUT,
+    zero_out_kernel,
+    zero_out_shape,
+    zero_out_grad,
+    zero_out_reference,
+    zero_out_inputs,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -105,8 +113,12 @@ def zero_out_def() -> OpDef:
 @pytest.fixture(scope="session")
 def add_def() -> OpDef:
     return (
-        op("Opm>Concat").input("values: N * T").output("output: T")
-        .attr("N: int >= 1").attr("T: type").build()
+        op("Opm>Concat")
+        .input("values: N * T")
+        .output("output: T")
+        .attr("N: int >= 1")
+        .attr("T: type")
+        .build()
     )
 
 
@@ -115,17 +127,23 @@ def add_def() -> OpDef:
 TEST_PLUGINS = {
     # distribution, version, entry point name, module source
     "opmarket_broken_plugin": (
-        "opmarket-broken-plugin", "0.3.0", "broken",
+        "opmarket-broken-plugin",
+        "0.3.0",
+        "broken",
         "raise ImportError('the broken plugin cannot start: libbroken.so is missing')\n",
     ),
     "opmarket_other_atan": (
-        "opmarket-other-atan", "2.0.0", "other_atan",
+        "opmarket-other-atan",
+        "2.0.0",
+        "other_atan",
         "from opmarket.sdk import hookimpl, op\n\n"
         "ATAN = op('Opm>Atan').input('x: float').output('y: float').build()\n\n\n"
         "@hookimpl\ndef register(register):\n    register(ATAN)\n",
     ),
     "opmarket_fresh_plugin": (
-        "opmarket-fresh-plugin", "1.0.0", "fresh",
+        "opmarket-fresh-plugin",
+        "1.0.0",
+        "fresh",
         "from opmarket.sdk import hookimpl, op\n\n"
         "FRESH = op('Test>Fresh').input('x: float').output('y: float').build()\n\n\n"
         "@hookimpl\ndef register(register):\n    register(FRESH)\n",
@@ -150,9 +168,23 @@ def test_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
         sources.append(str(src))
     out = root / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--disable-pip-version-check", "-w", str(out),
-                    *sources], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            *sources,
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheels = {w.name.split("-")[0].replace("_", "-"): w for w in out.glob("*.whl")}
     assert set(wheels) == {d for d, *_ in TEST_PLUGINS.values()}, wheels
     return wheels
@@ -163,8 +195,21 @@ def beside_site(test_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathF
     """A directory holding the broken plugin and the one whose Opm>Atan differs, installed
     there by pip; put it on PYTHONPATH to have them beside the first-party plugins."""
     site = tmp_path_factory.mktemp("beside-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--disable-pip-version-check", "--target", str(site),
-                    str(test_wheels["opmarket-broken-plugin"]),
-                    str(test_wheels["opmarket-other-atan"])], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(test_wheels["opmarket-broken-plugin"]),
+            str(test_wheels["opmarket-other-atan"]),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return site

@@ -29,20 +29,43 @@ HERE = Path(__file__).resolve().parent
 V1_INCLUDE = HERE / "data" / "c_api_v1"
 HEADER = Path(get_include(), "opmarket", "c_api.h")
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
-                                reason="needs a C compiler")
+pytestmark = pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None, reason="needs a C compiler"
+)
 
 
-def build(tmp_path: Path, source: str, name: str = "plugin", *, cpp: bool = False,
-          include: Path | None = None) -> Path:
+def build(
+    tmp_path: Path,
+    source: str,
+    name: str = "plugin",
+    *,
+    cpp: bool = False,
+    include: Path | None = None,
+) -> Path:
     """Compile ``source`` into a shared library as a plugin author would."""
     src = tmp_path / (f"{name}.cc" if cpp else f"{name}.c")
     src.write_text(textwrap.dedent(source), encoding="utf-8")
     out = tmp_path / f"lib{name}.so"
     compiler = ["g++", "-std=c++17"] if cpp else ["gcc", "-std=c99", "-pedantic"]
-    subprocess.run([*compiler, "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared",
-                    "-fvisibility=hidden", f"-I{include or get_include()}", str(src), "-o",
-                    str(out)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            *compiler,
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            f"-I{include or get_include()}",
+            str(src),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 
@@ -129,7 +152,8 @@ SCALE = """
 
 
 def test_a_c_plugin_declares_an_op_and_its_kernel_runs_through_dispatch(
-        tmp_path: Path, registry: Registry) -> None:
+    tmp_path: Path, registry: Registry
+) -> None:
     lib = load_library(build(tmp_path, SCALE))
     assert [o.name for o in lib.ops] == ["Test>Scale"] and lib.module is None
     op_def = registry.op_def("Test>Scale")
@@ -141,8 +165,7 @@ def test_a_c_plugin_declares_an_op_and_its_kernel_runs_through_dispatch(
     x = np.array([1.0, 2.0, 3.0], np.float32)
     assert lib.scale(x).tolist() == [2.0, 4.0, 6.0]
     # Every attr getter: float, int, bool, string.
-    assert opmarket.ops.scale(x, factor=0.5, offset=1, negate=True).tolist() == [-1.5, -2.0,
-                                                                                -2.5]
+    assert opmarket.ops.scale(x, factor=0.5, offset=1, negate=True).tolist() == [-1.5, -2.0, -2.5]
     # A non-contiguous input is made contiguous for the kernel.
     assert lib.scale(np.arange(6, dtype=np.float32)[::2]).tolist() == [0.0, 4.0, 8.0]
 
@@ -159,8 +182,9 @@ def test_c_statuses_become_python_errors(tmp_path: Path, registry: Registry) -> 
         lib.scale(np.ones(0, np.float32))
 
 
-def test_loading_the_same_library_again_registers_nothing_new(tmp_path: Path,
-                                                              registry: Registry) -> None:
+def test_loading_the_same_library_again_registers_nothing_new(
+    tmp_path: Path, registry: Registry
+) -> None:
     path = build(tmp_path, SCALE)
     load_library(path)
     load_library(path)
@@ -168,13 +192,13 @@ def test_loading_the_same_library_again_registers_nothing_new(tmp_path: Path,
 
 
 def test_a_plugin_built_against_version_1_of_the_header_still_loads(
-        tmp_path: Path, registry: Registry) -> None:
+    tmp_path: Path, registry: Registry
+) -> None:
     """The frozen copy of version 1 (tests/registry/data/c_api_v1): what a plugin built
     before version 2 appended TensorElementCount has in its binary."""
     frozen = (V1_INCLUDE / "opmarket" / "c_api.h").read_text(encoding="utf-8")
     assert "#define OPM_C_API_VERSION 1" in frozen and "TensorElementCount" not in frozen
-    source = SCALE.replace("OPM_TensorElementCount(x)",
-                           "(OPM_NumDims(x) == 1 ? OPM_Dim(x, 0) : 0)")
+    source = SCALE.replace("OPM_TensorElementCount(x)", "(OPM_NumDims(x) == 1 ? OPM_Dim(x, 0) : 0)")
     lib = load_library(build(tmp_path, source, "old", include=V1_INCLUDE))
     assert lib.scale(np.array([1.0, -1.0], np.float32)).tolist() == [2.0, -2.0]
 
@@ -187,10 +211,14 @@ def test_the_host_header_and_python_agree_on_the_version() -> None:
 
 def test_the_current_header_only_appends_to_version_1() -> None:
     """Stability: version 1's table is a prefix of the current one, field for field."""
+
     def fields(text: str) -> list[str]:
         body = text.split("typedef struct OPM_Api {", 1)[1].split("} OPM_Api;", 1)[0]
-        return [" ".join(line.split()) for line in body.splitlines()
-                if line.strip() and not line.strip().startswith("/*")]
+        return [
+            " ".join(line.split())
+            for line in body.splitlines()
+            if line.strip() and not line.strip().startswith("/*")
+        ]
 
     old = fields((V1_INCLUDE / "opmarket" / "c_api.h").read_text(encoding="utf-8"))
     new = fields(HEADER.read_text(encoding="utf-8"))
@@ -200,17 +228,45 @@ def test_the_current_header_only_appends_to_version_1() -> None:
 def test_the_header_is_plain_c99_and_the_cpp_layer_compiles(tmp_path: Path) -> None:
     text = HEADER.read_text(encoding="utf-8")
     assert "Python.h" not in text and "#include <" in text
-    assert all(h in ("stddef.h", "stdint.h") for h in
-               (line.split("<")[1].split(">")[0] for line in text.splitlines()
-                if line.startswith("#include <")))
+    assert all(
+        h in ("stddef.h", "stdint.h")
+        for h in (
+            line.split("<")[1].split(">")[0]
+            for line in text.splitlines()
+            if line.startswith("#include <")
+        )
+    )
     src = tmp_path / "use.c"
     src.write_text("#include <opmarket/c_api.h>\nint main(void) { return 0; }\n")
-    subprocess.run(["gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror",
-                    f"-I{get_include()}", "-fsyntax-only", str(src)], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=c99",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{get_include()}",
+            "-fsyntax-only",
+            str(src),
+        ],
+        check=True,
+    )
     cpp = tmp_path / "use.cc"
     cpp.write_text("#include <opmarket/c_api.hpp>\n")
-    subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{get_include()}",
-                    "-fsyntax-only", str(cpp)], check=True)
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{get_include()}",
+            "-fsyntax-only",
+            str(cpp),
+        ],
+        check=True,
+    )
 
 
 CPP_THROWS = """
@@ -249,7 +305,8 @@ def test_a_cpp_exception_stays_inside_the_plugin(tmp_path: Path, registry: Regis
 
 
 def test_a_kernel_reading_a_missing_input_fails_instead_of_crashing(
-        tmp_path: Path, registry: Registry) -> None:
+    tmp_path: Path, registry: Registry
+) -> None:
     """OpKernelContext::input(1) on a one-input op: the context fails, and the empty tensor
     the kernel goes on using has rank 0, no dims and no data (not a dangling pointer)."""
     source = """
@@ -282,25 +339,34 @@ def test_a_kernel_reading_a_missing_input_fails_instead_of_crashing(
 
 
 FAILURES = {
-    "no entry point": ("int not_a_plugin(void) { return 1; }\n",
-                       "exports no OPM_InitPlugin"),
-    "newer API": ("""
+    "no entry point": ("int not_a_plugin(void) { return 1; }\n", "exports no OPM_InitPlugin"),
+    "newer API": (
+        """
         #include <opmarket/c_api.h>
         OPM_EXPORT void OPM_InitPlugin(OPM_PluginInit* in) {
           in->plugin_api_version = OPM_C_API_VERSION + 1;
         }
-        """, "needs opmarket C API version 3; this opmarket provides version 2"),
-    "init error status": ("""
+        """,
+        "needs opmarket C API version 3; this opmarket provides version 2",
+    ),
+    "init error status": (
+        """
         #include <opmarket/c_api.h>
         static void init(OPM_Status* s) { OPM_SetStatus(s, OPM_FAILED_PRECONDITION, "no licence"); }
         OPM_PLUGIN_INIT(init)
-        """, "failed in its init: FAILED_PRECONDITION: no licence"),
-    "registers nothing": ("""
+        """,
+        "failed in its init: FAILED_PRECONDITION: no licence",
+    ),
+    "registers nothing": (
+        """
         #include <opmarket/c_api.h>
         static void init(OPM_Status* s) { (void)s; }
         OPM_PLUGIN_INIT(init)
-        """, "registered no ops or kernels"),
-    "bad spec": ("""
+        """,
+        "registered no ops or kernels",
+    ),
+    "bad spec": (
+        """
         #include <opmarket/c_api.h>
         static void init(OPM_Status* s) {
           OPM_OpDefinitionBuilder* b = OPM_NewOpDefinitionBuilder("Test>Bad");
@@ -308,8 +374,11 @@ FAILURES = {
           OPM_RegisterOpDefinition(b, s);
         }
         OPM_PLUGIN_INIT(init)
-        """, "INVALID_ARGUMENT: op 'Test>Bad': "),
-    "list argument": ("""
+        """,
+        "INVALID_ARGUMENT: op 'Test>Bad': ",
+    ),
+    "list argument": (
+        """
         #include <opmarket/c_api.h>
         static void compute(void* k, OPM_OpKernelContext* ctx) { (void)k; (void)ctx; }
         static void init(OPM_Status* s) {
@@ -322,19 +391,25 @@ FAILURES = {
                                                                  &compute, 0), s);
         }
         OPM_PLUGIN_INIT(init)
-        """, "cannot serve list arguments (inputs)"),
-    "crash in init": ("""
+        """,
+        "cannot serve list arguments (inputs)",
+    ),
+    "crash in init": (
+        """
         #include <stdlib.h>
         #include <opmarket/c_api.h>
         static void init(OPM_Status* s) { (void)s; abort(); }
         OPM_PLUGIN_INIT(init)
-        """, "crashed in its init (SIGABRT"),
+        """,
+        "crashed in its init (SIGABRT",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(FAILURES))
-def test_every_failed_load_names_the_library_and_says_why(tmp_path: Path, case: str,
-                                                          registry: Registry) -> None:
+def test_every_failed_load_names_the_library_and_says_why(
+    tmp_path: Path, case: str, registry: Registry
+) -> None:
     source, message = FAILURES[case]
     path = build(tmp_path, source, case.replace(" ", "_"))
     with pytest.raises(LibraryError) as info:
@@ -344,10 +419,13 @@ def test_every_failed_load_names_the_library_and_says_why(tmp_path: Path, case: 
 
 
 def test_an_entry_point_naming_a_library_is_loaded_and_its_failures_reported(
-        tmp_path: Path, registry: Registry) -> None:
+    tmp_path: Path, registry: Registry
+) -> None:
     site = tmp_path / "site"
-    for pkg, source in (("opmarket_scale", SCALE), ("opmarket_empty", FAILURES[
-            "registers nothing"][0])):
+    for pkg, source in (
+        ("opmarket_scale", SCALE),
+        ("opmarket_empty", FAILURES["registers nothing"][0]),
+    ):
         (site / pkg).mkdir(parents=True)
         (site / pkg / "__init__.py").write_text('"""A C-ABI plugin\'s package."""\n')
         shutil.copy(build(tmp_path, source, pkg), site / pkg / f"lib{pkg}.so")
@@ -357,16 +435,19 @@ def test_an_entry_point_naming_a_library_is_loaded_and_its_failures_reported(
         (dist / "entry_points.txt").write_text(f"[opmarket]\n{pkg} = {pkg}:lib{pkg}.so\n")
     missing = site / "opmarket_missing-1.0.dist-info"
     missing.mkdir()
-    (missing / "METADATA").write_text("Metadata-Version: 2.1\nName: opmarket_missing\n"
-                                      "Version: 1.0\n")
+    (missing / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: opmarket_missing\nVersion: 1.0\n"
+    )
     (missing / "entry_points.txt").write_text("[opmarket]\nmissing = opmarket_scale:libnone.so\n")
     sys.path.insert(0, str(site))
     try:
         infos = {i.name: i for i in load_plugins_from([str(site)], registry=registry)}
     finally:
         sys.path.remove(str(site))
-    assert (infos["opmarket_scale"].status, infos["opmarket_scale"].ops) == ("loaded",
-                                                                            ("Test>Scale",))
+    assert (infos["opmarket_scale"].status, infos["opmarket_scale"].ops) == (
+        "loaded",
+        ("Test>Scale",),
+    )
     assert infos["opmarket_empty"].status == "failed"
     assert "registered no ops or kernels" in infos["opmarket_empty"].error
     assert "libopmarket_empty.so" in infos["opmarket_empty"].error
@@ -406,8 +487,18 @@ def test_dtypes_cross_with_their_tensorflow_numbers(tmp_path: Path, registry: Re
         OPM_PLUGIN_INIT(init)
     """
     lib = load_library(build(tmp_path, source, "identity"))
-    for t in (DType.BFLOAT16, DType.HALF, DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT16,
-              DType.INT64, DType.UINT64, DType.BOOL, DType.COMPLEX128):
+    for t in (
+        DType.BFLOAT16,
+        DType.HALF,
+        DType.FLOAT,
+        DType.DOUBLE,
+        DType.INT8,
+        DType.UINT16,
+        DType.INT64,
+        DType.UINT64,
+        DType.BOOL,
+        DType.COMPLEX128,
+    ):
         assert t.numpy is not None
         x = np.arange(6).reshape(2, 3).astype(t.numpy)
         y = lib.identity(x)
@@ -421,13 +512,23 @@ def test_an_unwritable_cache_folder_still_loads_a_plugin(tmp_path: Path) -> None
     library = build(tmp_path, SCALE)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    script = ("import sys, numpy as np, opmarket\n"
-              "lib = opmarket.load_library(sys.argv[1])\n"
-              "print(lib.scale(np.ones(2, np.float32)).tolist())\n")
-    done = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True,
-                          text=True, cwd=tmp_path, check=False,
-                          env={**os.environ, "OPMARKET_CACHE_DIR": str(blocked / "cache"),
-                               "OPMARKET_DISABLE_PLUGINS": "1"})
+    script = (
+        "import sys, numpy as np, opmarket\n"
+        "lib = opmarket.load_library(sys.argv[1])\n"
+        "print(lib.scale(np.ones(2, np.float32)).tolist())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(library)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        env={
+            **os.environ,
+            "OPMARKET_CACHE_DIR": str(blocked / "cache"),
+            "OPMARKET_DISABLE_PLUGINS": "1",
+        },
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[2.0, 2.0]"
 
@@ -443,11 +544,15 @@ def test_the_entry_point_is_read_from_the_dynamic_symbol_table(tmp_path: Path) -
     stripped = tmp_path / "stripped.so"
     subprocess.run(["strip", "--strip-all", "-o", str(stripped), str(plugin)], check=True)
     assert exports_entry_point(stripped)
-    mentions = build(tmp_path, """
+    mentions = build(
+        tmp_path,
+        """
         extern void OPM_InitPlugin(void* init);
         __attribute__((visibility("default"))) const char* name(void) { return "OPM_InitPlugin"; }
         __attribute__((visibility("default"))) void call(void) { OPM_InitPlugin(0); }
-        """, "mentions")
+        """,
+        "mentions",
+    )
     assert b"OPM_InitPlugin" in mentions.read_bytes()
     assert dynamic_symbols(mentions) >= {"name", "call"} and not exports_entry_point(mentions)
     truncated = tmp_path / "truncated.so"
@@ -465,7 +570,21 @@ def test_the_host_is_compiled_abi3_and_clean_under_the_warnings() -> None:
     sources = sorted((Path(__file__).resolve().parents[2] / "registry").glob("_capi_host*.c"))
     assert len(sources) == 5
     for source in sources:
-        subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
-                        "-DPy_LIMITED_API=0x030B0000", f"-I{sysconfig.get_paths()['include']}",
-                        f"-I{np.get_include()}", f"-I{get_include()}", str(source)],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                "gcc",
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                "-DPy_LIMITED_API=0x030B0000",
+                f"-I{sysconfig.get_paths()['include']}",
+                f"-I{np.get_include()}",
+                f"-I{get_include()}",
+                str(source),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )

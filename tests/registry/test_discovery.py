@@ -46,11 +46,18 @@ def names(paths: list[str]) -> list[tuple[str, str, str, str]]:
 
 
 def test_the_scan_finds_what_importlib_metadata_finds() -> None:
-    want = sorted((ep.name, ep.value, ep.dist.metadata["Name"] if ep.dist else "",
-                   ep.dist.version if ep.dist else "")
-                  for ep in importlib.metadata.entry_points(group="opmarket"))
-    got = sorted((e.name, e.value, e.distribution, e.version)
-                 for e in scan(use_cache=False).entries)
+    want = sorted(
+        (
+            ep.name,
+            ep.value,
+            ep.dist.metadata["Name"] if ep.dist else "",
+            ep.dist.version if ep.dist else "",
+        )
+        for ep in importlib.metadata.entry_points(group="opmarket")
+    )
+    got = sorted(
+        (e.name, e.value, e.distribution, e.version) for e in scan(use_cache=False).entries
+    )
     assert got == want
     assert ("atan", "opmarket_atan", "opmarket-atan", "0.1.0") in got
     assert ("custom_call", "opmarket_custom_call", "opmarket-custom-call", "0.1.0") in got
@@ -70,8 +77,10 @@ def test_the_cache_serves_until_a_directory_changes(tmp_path: Path, cache: Path)
     fake_dist(site, "plug-b", "2.0", "[opmarket]\nb = plug_b:plugin\n")
     second = scan([str(site)])
     assert not second.from_cache
-    assert names([str(site)]) == [("a", "plug_a", "plug-a", "1.0"),
-                                  ("b", "plug_b:plugin", "plug-b", "2.0")]
+    assert names([str(site)]) == [
+        ("a", "plug_a", "plug-a", "1.0"),
+        ("b", "plug_b:plugin", "plug-b", "2.0"),
+    ]
     # Changed within the last two seconds: never cached (a later change in the same clock
     # tick would keep the time), so the next scan looks again.
     assert not scan([str(site)]).from_cache
@@ -111,12 +120,15 @@ def test_the_first_directory_on_the_path_wins(tmp_path: Path) -> None:
     fake_dist(first, "plug-a", "2.0", "[opmarket]\na = plug_a\n")
     fake_dist(second, "plug_a", "1.0", "[opmarket]\na = old_plug_a\n")
     fake_dist(second, "plug-c", "1.0", "[opmarket]\nc = plug_c\n")
-    assert names([str(first), str(second)]) == [("a", "plug_a", "plug-a", "2.0"),
-                                                ("c", "plug_c", "plug-c", "1.0")]
+    assert names([str(first), str(second)]) == [
+        ("a", "plug_a", "plug-a", "2.0"),
+        ("c", "plug_c", "plug-c", "1.0"),
+    ]
 
 
 def test_an_unusable_cache_directory_only_slows_discovery(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = tmp_path / "site"
     fake_dist(site, "plug-a", entry_points="[opmarket]\na = plug_a\n")
     age(site)
@@ -152,7 +164,8 @@ def test_a_corrupt_cache_file_is_ignored(tmp_path: Path, cache: Path) -> None:
     ],
 )
 def test_a_cache_file_of_valid_json_but_the_wrong_shape_is_ignored(
-        tmp_path: Path, cache: Path, spoil: Any) -> None:
+    tmp_path: Path, cache: Path, spoil: Any
+) -> None:
     site = tmp_path / "site"
     fake_dist(site, "plug-a", entry_points="[opmarket]\na = plug_a\n")
     age(site)
@@ -177,7 +190,8 @@ def test_old_cache_files_are_pruned(tmp_path: Path, cache: Path) -> None:
 
 
 def test_real_pip_install_and_uninstall_are_never_served_stale(
-        tmp_path: Path, test_wheels: dict[str, Path]) -> None:
+    tmp_path: Path, test_wheels: dict[str, Path]
+) -> None:
     env = tmp_path / "env"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
@@ -185,16 +199,26 @@ def test_real_pip_install_and_uninstall_are_never_served_stale(
     paths = [str(site)]
 
     def pip(*args: str) -> None:
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args,
-                        "--quiet", "--disable-pip-version-check"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(python),
+                *args,
+                "--quiet",
+                "--disable-pip-version-check",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     age(site)
     assert scan(paths).entries == ()
     assert scan(paths).from_cache
     pip("install", "--no-deps", str(test_wheels["opmarket-fresh-plugin"]))
-    assert names(paths) == [("fresh", "opmarket_fresh_plugin", "opmarket-fresh-plugin",
-                             "1.0.0")]
+    assert names(paths) == [("fresh", "opmarket_fresh_plugin", "opmarket-fresh-plugin", "1.0.0")]
     age(site)
     scan(paths)
     assert scan(paths).from_cache  # cached with the plugin in it

@@ -50,15 +50,23 @@ def test_python_values_take_an_allowed_type(zero_out: OpDef) -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda f: f(np.zeros(2, np.int64)),
-         "Opm>ZeroOut: attr 'T' may not be int64; allowed: float, double, int32"),
-        (lambda f: f(np.zeros(2, np.int32), preserve_index=-1),
-         "Opm>ZeroOut: attr 'preserve_index' is -1, below its minimum of 0"),
-        (lambda f: f(np.zeros((2, 2), np.int32)),
-         "Opm>ZeroOut: Shape must be rank 1 but is rank 2"),
+        (
+            lambda f: f(np.zeros(2, np.int64)),
+            "Opm>ZeroOut: attr 'T' may not be int64; allowed: float, double, int32",
+        ),
+        (
+            lambda f: f(np.zeros(2, np.int32), preserve_index=-1),
+            "Opm>ZeroOut: attr 'preserve_index' is -1, below its minimum of 0",
+        ),
+        (
+            lambda f: f(np.zeros((2, 2), np.int32)),
+            "Opm>ZeroOut: Shape must be rank 1 but is rank 2",
+        ),
         (lambda f: f(np.zeros(2, np.int32), preserve_index=5), "preserve_index out of range"),
-        (lambda f: f(np.zeros(2, np.int32), preserve_index="1"),
-         "attr 'preserve_index': expected int, got '1'"),
+        (
+            lambda f: f(np.zeros(2, np.int32), preserve_index="1"),
+            "attr 'preserve_index': expected int, got '1'",
+        ),
     ],
 )
 def test_checks(zero_out: OpDef, call: Any, message: str) -> None:
@@ -139,8 +147,15 @@ def test_lifecycle_kernel(registry: Registry) -> None:
     f(np.ones(4, np.float32), factor=2)
     f(x, factor=3)
     registry.register(op("Opm>Other").build())  # any change closes prepared kernels
-    assert events == ["init 2.0 b'opts'", "prepare (3,)", "prepare (4,)", "init 3.0 b'opts'",
-                      "prepare (3,)", "close", "close"]
+    assert events == [
+        "init 2.0 b'opts'",
+        "prepare (3,)",
+        "prepare (4,)",
+        "init 3.0 b'opts'",
+        "prepare (3,)",
+        "close",
+        "close",
+    ]
 
 
 def test_outputs_are_checked(registry: Registry) -> None:
@@ -156,8 +171,15 @@ def test_outputs_are_checked(registry: Registry) -> None:
 
 
 def test_list_inputs_and_several_outputs(registry: Registry) -> None:
-    split = (op("Opm>SumAndCount").input("xs: N * T").output("total: T").output("count: int32")
-             .attr("N: int >= 1").attr("T: {float, int32}").build())
+    split = (
+        op("Opm>SumAndCount")
+        .input("xs: N * T")
+        .output("total: T")
+        .output("count: int32")
+        .attr("N: int >= 1")
+        .attr("T: {float, int32}")
+        .build()
+    )
 
     @kernel("Opm>SumAndCount")
     def impl(xs: list[Any]) -> Any:
@@ -172,8 +194,9 @@ def test_list_inputs_and_several_outputs(registry: Registry) -> None:
 
 
 def test_type_attr_accepts_numpy_names_and_dtypes(registry: Registry) -> None:
-    fill = (op("Opm>Fill").output("y: dtype").attr("dtype: {float, int32}")
-            .attr("n: int = 2").build())
+    fill = (
+        op("Opm>Fill").output("y: dtype").attr("dtype: {float, int32}").attr("n: int = 2").build()
+    )
 
     @kernel("Opm>Fill")
     def impl(*, dtype: Any, n: int) -> Any:
@@ -189,8 +212,7 @@ def test_type_attr_accepts_numpy_names_and_dtypes(registry: Registry) -> None:
 
 def test_a_list_attr_set_makes_one_lifecycle_kernel_and_it_is_closed(registry: Registry) -> None:
     events: list[str] = []
-    pool = (op("Opm>Pool").input("x: float").output("y: float").attr("ksize: list(int) >= 1")
-            .build())
+    pool = op("Opm>Pool").input("x: float").output("y: float").attr("ksize: list(int) >= 1").build()
     shape_calls: list[int] = []
 
     @kernel("Opm>Pool")
@@ -231,9 +253,17 @@ def test_a_list_attr_set_makes_one_lifecycle_kernel_and_it_is_closed(registry: R
     ],
 )
 def test_an_equal_value_of_another_type_is_still_checked(
-        registry: Registry, given: dict[str, Any], message: str) -> None:
-    scale = (op("Opm>Scale").input("x: float").output("y: float").attr("factor: float = 1.0")
-             .attr("n: int = 1").attr("sizes: list(int) = [1]").build())
+    registry: Registry, given: dict[str, Any], message: str
+) -> None:
+    scale = (
+        op("Opm>Scale")
+        .input("x: float")
+        .output("y: float")
+        .attr("factor: float = 1.0")
+        .attr("n: int = 1")
+        .attr("sizes: list(int) = [1]")
+        .build()
+    )
 
     @kernel("Opm>Scale")
     def impl(x: Any, *, factor: float, n: int, sizes: Any) -> Any:
@@ -247,8 +277,14 @@ def test_an_equal_value_of_another_type_is_still_checked(
 
 
 def test_a_kernel_gets_bound_attr_values_whatever_the_spelling(registry: Registry) -> None:
-    pool = (op("Opm>Pool").input("x: float").output("y: float").attr("ksize: list(int)")
-            .attr("factor: float").build())
+    pool = (
+        op("Opm>Pool")
+        .input("x: float")
+        .output("y: float")
+        .attr("ksize: list(int)")
+        .attr("factor: float")
+        .build()
+    )
     seen: list[tuple[Any, Any]] = []
 
     @kernel("Opm>Pool")
@@ -302,23 +338,43 @@ def test_threads_share_a_lifecycle_kernel_safely(registry: Registry) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ([1.7, 2.2], "Opm>Take: input 'x' must be int32; [1.7, 2.2] (float64) does not convert "
-                     "to int32 without changing its values"),
-        (2**40, "Opm>Take: input 'x' must be int32; 1099511627776 (int64) does not convert to "
-                "int32 without changing its values"),
+        (
+            [1.7, 2.2],
+            "Opm>Take: input 'x' must be int32; [1.7, 2.2] (float64) does not convert "
+            "to int32 without changing its values",
+        ),
+        (
+            2**40,
+            "Opm>Take: input 'x' must be int32; 1099511627776 (int64) does not convert to "
+            "int32 without changing its values",
+        ),
         ("abc", "Opm>Take: input 'x' must be int32, got 'abc'"),
         (None, "Opm>Take: input 'x' must be int32, got None"),
         ([[1], [1, 2]], "Opm>Take: input 'x': cannot make an array of [[1], [1, 2]]"),
-        ({"scale": [1e300]}, "Opm>Take: input 'scale' must be float; [1e+300] (float64) does "
-                             "not convert to float without changing its values"),
-        ({"y": [0.5]}, "Opm>Take: input 'y' must be one of int32, int64; [0.5] (float64) does "
-                       "not convert to int32 without changing its values"),
+        (
+            {"scale": [1e300]},
+            "Opm>Take: input 'scale' must be float; [1e+300] (float64) does "
+            "not convert to float without changing its values",
+        ),
+        (
+            {"y": [0.5]},
+            "Opm>Take: input 'y' must be one of int32, int64; [0.5] (float64) does "
+            "not convert to int32 without changing its values",
+        ),
     ],
 )
-def test_python_values_are_not_cast_into_other_values(registry: Registry, value: Any,
-                                                      message: str) -> None:
-    take = (op("Opm>Take").input("x: int32").input("scale: float").input("y: T")
-            .output("out: int32").attr("T: {int32, int64}").build())
+def test_python_values_are_not_cast_into_other_values(
+    registry: Registry, value: Any, message: str
+) -> None:
+    take = (
+        op("Opm>Take")
+        .input("x: int32")
+        .input("scale: float")
+        .input("y: T")
+        .output("out: int32")
+        .attr("T: {int32, int64}")
+        .build()
+    )
 
     @kernel("Opm>Take")
     def impl(x: Any, scale: Any, y: Any) -> Any:
@@ -333,8 +389,15 @@ def test_python_values_are_not_cast_into_other_values(registry: Registry, value:
 
 
 def test_python_numbers_that_fit_are_converted(registry: Registry) -> None:
-    take = (op("Opm>Take").input("x: int32").input("scale: float").input("y: T")
-            .output("out: float").attr("T: {int32, int64}").build())
+    take = (
+        op("Opm>Take")
+        .input("x: int32")
+        .input("scale: float")
+        .input("y: T")
+        .output("out: float")
+        .attr("T: {int32, int64}")
+        .build()
+    )
 
     @kernel("Opm>Take")
     def impl(x: Any, scale: Any, y: Any) -> Any:
@@ -347,8 +410,14 @@ def test_python_numbers_that_fit_are_converted(registry: Registry) -> None:
 
 
 def test_a_type_attr_given_as_a_number_reaches_the_kernel_as_a_dtype(registry: Registry) -> None:
-    cast = (op("Opm>Cast").input("x: SrcT").output("y: DstT").attr("SrcT: type")
-            .attr("DstT: type").build())
+    cast = (
+        op("Opm>Cast")
+        .input("x: SrcT")
+        .output("y: DstT")
+        .attr("SrcT: type")
+        .attr("DstT: type")
+        .build()
+    )
 
     @kernel("Opm>Cast")
     def impl(x: Any, *, DstT: Any) -> Any:  # noqa: N803  # TensorFlow's attr name
@@ -364,12 +433,14 @@ def test_a_type_attr_given_as_a_number_reaches_the_kernel_as_a_dtype(registry: R
         opmarket.ops.cast(x, DstT=999)
 
 
-
 def test_docstring_shows_shape_defaults_readably(registry: Registry) -> None:
     registry.register(
-        op("Opm>Shaped").output("y: float").attr("s: shape = { dim { size: 2 } dim { size: -1 } }")
-        .attr("u: shape = { unknown_rank: true }").build()
-    )  # fmt: skip
+        op("Opm>Shaped")
+        .output("y: float")
+        .attr("s: shape = { dim { size: 2 } dim { size: -1 } }")
+        .attr("u: shape = { unknown_rank: true }")
+        .build()
+    )
     doc = opmarket.ops.shaped.__doc__ or ""
     assert "s: shape, default [2,?]." in doc
     assert "u: shape, default <unknown>." in doc

@@ -57,8 +57,7 @@ def test_invalid_graphs_do_not_run(zero_out: OpDef) -> None:
     with pytest.raises(InvalidGraph) as info:
         run_graph(g, {"x": np.ones(2, np.float32)}, "z")
     assert info.value.problems == (
-        "node 'bad' (Opm>ZeroOut): unknown attr 'colour'; Opm>ZeroOut has attrs T, "
-        "preserve_index",
+        "node 'bad' (Opm>ZeroOut): unknown attr 'colour'; Opm>ZeroOut has attrs T, preserve_index",
     )
 
 
@@ -86,9 +85,7 @@ def test_shape_inference_without_running(zero_out: OpDef) -> None:
     g.add("AddN", c, c, name="s")
     with pytest.raises(InvalidGraph) as info:
         infer_graph_shapes(g)
-    assert info.value.problems == (
-        "node 'z' (Opm>ZeroOut): Shape must be rank 1 but is rank 2",
-    )
+    assert info.value.problems == ("node 'z' (Opm>ZeroOut): Shape must be rank 1 but is rank 2",)
     assert infer_graph_shapes(g, input_shapes={"x": (5,)})["s"] == [(4,)]
 
 

@@ -68,8 +68,11 @@ def test_reverse_mode_sums_over_paths(zero_out: OpDef) -> None:
 
 
 def test_unconnected_and_stopped_gradients(registry: Registry, zero_out: OpDef) -> None:
-    registry.register(op("Opm>Stop").input("x: T").output("y: T").attr("T: type").build(),
-                      kernel("Opm>Stop")(lambda x: x), not_differentiable("Opm>Stop"))
+    registry.register(
+        op("Opm>Stop").input("x: T").output("y: T").attr("T: type").build(),
+        kernel("Opm>Stop")(lambda x: x),
+        not_differentiable("Opm>Stop"),
+    )
     g = Graph()
     x = g.placeholder(np.float64, [2], name="x")
     w = g.placeholder(np.float64, [2], name="w")
@@ -81,13 +84,18 @@ def test_unconnected_and_stopped_gradients(registry: Registry, zero_out: OpDef) 
 
 
 def test_missing_gradient_names_op_and_node(registry: Registry) -> None:
-    registry.register(op("Opm>NoGrad").input("x: double").output("y: double").build(),
-                      kernel("Opm>NoGrad")(lambda x: x))
+    registry.register(
+        op("Opm>NoGrad").input("x: double").output("y: double").build(),
+        kernel("Opm>NoGrad")(lambda x: x),
+    )
     g = Graph()
     x = g.placeholder(np.float64, [1], name="x")
     g.add("Opm>NoGrad", x, name="n")
-    with pytest.raises(NotFound, match="no gradient is registered for op 'Opm>NoGrad' "
-                                       r"\(node 'n'\)"):
+    with pytest.raises(
+        NotFound,
+        match="no gradient is registered for op 'Opm>NoGrad' "
+        r"\(node 'n'\)",
+    ):
         gradients(g, "n", "x", {"x": np.ones(1)})
 
 

@@ -13,8 +13,9 @@ from opmarket.registry._manifest import manifest_path, opset_from_code, read_man
 from opmarket.sdk import DocumentError, OpSet, opset_from_json, opset_to_json
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_PARTY = sorted(p.name for p in (REPO / "plugins").iterdir()
-                     if (p / "pyproject.toml").is_file())
+FIRST_PARTY = sorted(
+    p.name for p in (REPO / "plugins").iterdir() if (p / "pyproject.toml").is_file()
+)
 
 
 def committed(name: str) -> OpSet:
@@ -35,7 +36,8 @@ def test_each_first_party_manifest_is_what_the_code_registers(name: str) -> None
     # The entry point's value: a module, or a C-ABI library in its package (pkg:lib.so).
     code = opset_from_code(installed(name).value)
     assert [o.name for o in manifest.ops] == [o.name for o in code.ops], (
-        f"plugins/{name}: the manifest is stale; run scripts/manifests {name}")
+        f"plugins/{name}: the manifest is stale; run scripts/manifests {name}"
+    )
     assert manifest.ops == code.ops, f"plugins/{name}: run scripts/manifests {name}"
     # Every kernel the code registers is listed; the manifest may list more only for
     # devices this machine lacks (a GPU kernel registers only where a GPU is).
@@ -81,6 +83,7 @@ def test_a_module_entry_point_finds_its_packages_manifest(tmp_path: Path) -> Non
     (pkg / "__init__.py").write_text("")
     (pkg / "hooks.py").write_text("")
     (pkg / "opmarket.opset.json").write_text(opset_to_json(OpSet()))
-    entry = EntryPointRecord("pkg", "pkg_plugin.hooks", "pkg-plugin", "1.0",
-                             str(tmp_path / "pkg_plugin-1.0.dist-info"))
+    entry = EntryPointRecord(
+        "pkg", "pkg_plugin.hooks", "pkg-plugin", "1.0", str(tmp_path / "pkg_plugin-1.0.dist-info")
+    )
     assert manifest_path(entry) == pkg / "opmarket.opset.json"

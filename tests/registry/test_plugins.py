@@ -12,7 +12,7 @@ import pytest
 from opmarket.registry import isolated_registry, load_plugins
 from opmarket.sdk import ArgDef, DType, KernelDef, OpDef, OpSet, opset_to_json
 
-GOOD = '''
+GOOD = """
 import numpy as np
 from opmarket.sdk import hookimpl, kernel, op
 
@@ -27,17 +27,17 @@ def double(x):
 @hookimpl
 def register(register):
     register(DOUBLE, double)
-'''
+"""
 
 BROKEN_IMPORT = "raise RuntimeError('cannot start')\n"
 
-CONFLICT = '''
+CONFLICT = """
 from opmarket.sdk import hookimpl, op
 
 @hookimpl
 def register(register):
     register(op("Plug>Double").input("x: float").output("y: float").build())
-'''
+"""
 
 
 def install(site: Path, dist: str, entry: str, module: str, code: str) -> None:
@@ -83,8 +83,9 @@ def test_conflicting_distributions_name_both(site: Path, monkeypatch: pytest.Mon
         assert reg.source("Plug>Double") == "plugin good (opm-good 1.0)"
 
 
-def test_plugins_env_limits_and_disable_switches_off(site: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugins_env_limits_and_disable_switches_off(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPMARKET_PLUGINS", "broken")
     with isolated_registry(plugins=True):
         assert [p.name for p in load_plugins()] == ["broken"]
@@ -94,7 +95,7 @@ def test_plugins_env_limits_and_disable_switches_off(site: Path,
 
 
 def test_ops_load_plugins_lazily_in_a_fresh_process(site: Path) -> None:
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import sys
         import numpy as np
         import opmarket
@@ -103,24 +104,29 @@ def test_ops_load_plugins_lazily_in_a_fresh_process(site: Path) -> None:
         out = opmarket.ops.double(np.array([1, 2], np.int32))
         assert "opm_good_plugin" in sys.modules
         print(out.tolist())
-    ''')
+    """)
     env = {"PYTHONPATH": str(site), "OPMARKET_PLUGINS": "good,broken", "PATH": "/usr/bin"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, cwd=site, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=site, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[2, 4]"
 
 
 def test_import_opmarket_is_light(tmp_path: Path) -> None:
-    code = ("import sys, opmarket; heavy = [m for m in ('numpy', 'pluggy', 'opmarket.sdk',"
-            " 'opmarket.registry', 'importlib.metadata') if m in sys.modules]; print(heavy)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, check=True)
+    code = (
+        "import sys, opmarket; heavy = [m for m in ('numpy', 'pluggy', 'opmarket.sdk',"
+        " 'opmarket.registry', 'importlib.metadata') if m in sys.modules]; print(heavy)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
     assert done.stdout.strip() == "[]"
 
 
-def install_package(site: Path, dist: str, entry: str, package: str, code: str, *,
-                    manifest: str | None) -> None:
+def install_package(
+    site: Path, dist: str, entry: str, package: str, code: str, *, manifest: str | None
+) -> None:
     (site / package).mkdir()
     (site / package / "__init__.py").write_text(textwrap.dedent(code))
     if manifest is not None:
@@ -131,7 +137,7 @@ def install_package(site: Path, dist: str, entry: str, package: str, code: str, 
     (info / "entry_points.txt").write_text(f"[opmarket]\n{entry} = {package}\n")
 
 
-LAZY_OP = '''
+LAZY_OP = """
 import numpy as np
 from opmarket.sdk import hookimpl, kernel, op
 
@@ -146,9 +152,9 @@ def run(x):
 @hookimpl
 def register(register):
     register(OP, run)
-'''
+"""
 
-LAZY_KERNEL = '''
+LAZY_KERNEL = """
 from opmarket.sdk import hookimpl, kernel
 
 
@@ -160,11 +166,12 @@ def alpha_gpu(x):
 @hookimpl
 def register(register):
     register(alpha_gpu)
-'''
+"""
 
 
 def lazy_manifest(op: str | None, kernel_op: str, device: str = "CPU") -> str:
     """A manifest listing ``op`` (None: no op) and one kernel for ``kernel_op``."""
+
     def define(name: str) -> OpDef:
         return OpDef(name, inputs=(ArgDef("x", DType.FLOAT),), outputs=(ArgDef("y", DType.FLOAT),))
 
@@ -177,14 +184,32 @@ def test_ops_import_only_the_plugins_a_name_needs(tmp_path: Path) -> None:
     # manifest (which may declare anything, so it loads with the first op needed).
     alpha = LAZY_OP.format(name="Alpha", add=1)
     gamma = LAZY_OP.format(name="Gamma", add=3)
-    install_package(tmp_path, "lazy-alpha", "alpha", "lazy_alpha", alpha,
-                    manifest=lazy_manifest("Lazy>Alpha", "Lazy>Alpha"))
-    install_package(tmp_path, "lazy-alpha-gpu", "alpha_gpu", "lazy_alpha_gpu", LAZY_KERNEL,
-                    manifest=lazy_manifest(None, "Lazy>Alpha", "GPU"))
-    install_package(tmp_path, "lazy-gamma", "gamma", "lazy_gamma", gamma,
-                    manifest=lazy_manifest("Lazy>Gamma", "Lazy>Gamma"))
+    install_package(
+        tmp_path,
+        "lazy-alpha",
+        "alpha",
+        "lazy_alpha",
+        alpha,
+        manifest=lazy_manifest("Lazy>Alpha", "Lazy>Alpha"),
+    )
+    install_package(
+        tmp_path,
+        "lazy-alpha-gpu",
+        "alpha_gpu",
+        "lazy_alpha_gpu",
+        LAZY_KERNEL,
+        manifest=lazy_manifest(None, "Lazy>Alpha", "GPU"),
+    )
+    install_package(
+        tmp_path,
+        "lazy-gamma",
+        "gamma",
+        "lazy_gamma",
+        gamma,
+        manifest=lazy_manifest("Lazy>Gamma", "Lazy>Gamma"),
+    )
     install_package(tmp_path, "lazy-bare", "bare", "lazy_bare", "", manifest=None)
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import sys
         import numpy as np
         import opmarket
@@ -200,12 +225,21 @@ def test_ops_import_only_the_plugins_a_name_needs(tmp_path: Path) -> None:
         print(opmarket.ops.lazy.alpha(x).tolist())  # the GPU kernel comes first
         print(opmarket.ops["Lazy>Gamma"](x).tolist(), imported())
         print(sorted(p.name for p in load_plugins()), len(plugins()))
-    ''')
-    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin",
-           "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
-           "OPMARKET_PLUGINS": "alpha,alpha_gpu,gamma,bare"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, cwd=tmp_path, check=False)
+    """)
+    env = {
+        "PYTHONPATH": str(tmp_path),
+        "PATH": "/usr/bin",
+        "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+        "OPMARKET_PLUGINS": "alpha,alpha_gpu,gamma,bare",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         # Alpha's op, the plugin with a kernel for it, and the one without a manifest.
@@ -217,16 +251,22 @@ def test_ops_import_only_the_plugins_a_name_needs(tmp_path: Path) -> None:
 
 
 def test_load_plugins_from_one_folder_and_one_distribution(
-        beside_site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    beside_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from opmarket.registry import load_plugins_from, new_registry
 
     monkeypatch.syspath_prepend(str(beside_site))
     monkeypatch.setenv("OPMARKET_DISABLE_PLUGINS", "1")  # not consulted
     reg = new_registry()
-    (info,) = load_plugins_from([str(beside_site)], registry=reg,
-                                distribution="opmarket_other_atan")
+    (info,) = load_plugins_from(
+        [str(beside_site)], registry=reg, distribution="opmarket_other_atan"
+    )
     assert (info.name, info.distribution, info.version, info.status) == (
-        "other_atan", "opmarket-other-atan", "2.0.0", "loaded")
+        "other_atan",
+        "opmarket-other-atan",
+        "2.0.0",
+        "loaded",
+    )
     assert reg.source("Opm>Atan") == "plugin other_atan (opmarket-other-atan 2.0.0)"
     infos = load_plugins_from([str(beside_site)], registry=new_registry())
     assert [(i.name, i.status) for i in infos] == [("broken", "failed"), ("other_atan", "loaded")]

@@ -43,7 +43,8 @@ def test_constraint_outside_allowed_types(registry: Registry, zero_out: OpDef) -
     with pytest.raises(RegistrationError) as info:
         registry.register(impl, source="here")
     assert "T constraint int64 is outside the op's allowed types (float, double, int32)" in str(
-        info.value)
+        info.value
+    )
 
 
 def test_every_problem_is_reported_and_nothing_is_kept(registry: Registry) -> None:
@@ -76,8 +77,10 @@ def test_conflicting_shape_functions(registry: Registry, zero_out: OpDef) -> Non
     def other(c: Any) -> None:
         pass
 
-    with pytest.raises(RegistrationError, match="shape function for 'Opm>ZeroOut' from b "
-                                                "conflicts with the one registered by tests"):
+    with pytest.raises(
+        RegistrationError,
+        match="shape function for 'Opm>ZeroOut' from b conflicts with the one registered by tests",
+    ):
         registry.register(other, source="b")
 
 
@@ -88,8 +91,7 @@ def test_register_rejects_other_things(registry: Registry) -> None:
 
 def test_kernels_export_as_kernel_defs(registry: Registry, zero_out: OpDef) -> None:
     (kd,) = registry.kernel_defs("Opm>ZeroOut")
-    assert kd == KernelDef("Opm>ZeroOut", "CPU",
-                           (("T", (DType.FLOAT, DType.DOUBLE, DType.INT32)),))
+    assert kd == KernelDef("Opm>ZeroOut", "CPU", (("T", (DType.FLOAT, DType.DOUBLE, DType.INT32)),))
     snap = registry.snapshot(source="tests", name="zero-out", version="1")
     assert [o.name for o in snap] == ["Opm>ZeroOut"]
     assert snap.kernels == (kd,)

@@ -34,15 +34,17 @@ def test_builtin_version_ranges(zero_out: OpDef) -> None:
     r.add_builtin("Opm>ZeroOut", None, min_version=1, max_version=3)
     assert r.ops() == [("Opm>ZeroOut", (1, 2, 3))]
     assert r.find("Opm>ZeroOut", 3) is None  # dispatch chooses
-    with pytest.raises(NotFound, match=r"version 4 is not in the resolver \(it has "
-                                       "versions 1, 2, 3\\)"):
+    with pytest.raises(
+        NotFound,
+        match=r"version 4 is not in the resolver \(it has "
+        "versions 1, 2, 3\\)",
+    ):
         r.find("Opm>ZeroOut", 4)
     with pytest.raises(ValueError, match="max_version 0 is below min_version 1"):
         r.add_builtin("Opm>ZeroOut", None, 1, 0)
 
 
-def test_selective_resolver_keeps_what_the_graph_uses(zero_out: OpDef,
-                                                      registry: Registry) -> None:
+def test_selective_resolver_keeps_what_the_graph_uses(zero_out: OpDef, registry: Registry) -> None:
     full = OpResolver.from_registry(registry)
     full.add_custom("Opm>ZeroOut", lambda x, *, preserve_index: x, version=2)
     g = graph_with_versions()

@@ -24,8 +24,10 @@ from tests.registry.conftest import zero_out_shape
 def test_zero_out_end_to_end(tmp_path: Path, zero_out: OpDef) -> None:
     # Polymorphic T, preserve_index, through opmarket.ops.
     assert opmarket.ops.zero_out(np.array([5, 4, 3], np.int32)).tolist() == [5, 0, 0]
-    assert opmarket.ops.zero_out(np.array([5.0, 4.0], np.float64),
-                                 preserve_index=1).tolist() == [0.0, 4.0]
+    assert opmarket.ops.zero_out(np.array([5.0, 4.0], np.float64), preserve_index=1).tolist() == [
+        0.0,
+        4.0,
+    ]
     # The vector check, before the kernel runs.
     with pytest.raises(InvalidArgument, match="Shape must be rank 1 but is rank 2"):
         opmarket.ops.zero_out(np.ones((2, 2), np.float32))
@@ -41,7 +43,6 @@ def test_zero_out_end_to_end(tmp_path: Path, zero_out: OpDef) -> None:
     # The shape function alone, and the gradient against central differences.
     infer_ok(zero_out, zero_out_shape, "?", "[?]")
     infer_error(zero_out, zero_out_shape, "[2,2]", "must be rank 1")
-    assert check_gradient("Opm>ZeroOut", [np.array([1.0, -2.0, 3.0])],
-                          {"preserve_index": 1}) < 1e-6
+    assert check_gradient("Opm>ZeroOut", [np.array([1.0, -2.0, 3.0])], {"preserve_index": 1}) < 1e-6
     # Every kernel against the reference, per dtype.
     check_conformance("Opm>ZeroOut").raise_for_failures()

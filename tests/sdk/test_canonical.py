@@ -29,14 +29,22 @@ EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 
 def zero_out() -> OpSet:
     ops = [
-        op("Opm>ZeroOut").input("to_zero: T").output("zeroed: T")
-        .attr("T: {float, int32} = DT_INT32").attr("preserve_index: int >= 0 = 0")
-        .doc("Zeroes.\n\nto_zero: in").build(),
-        op("Opm>Consts").output("y: float").attr("t: tensor = { dtype: DT_FLOAT float_val: nan }")
-        .attr("s: shape = { dim { size: 2 name: 'batch' } }").attr("e: float = -inf")
-        .attr("f: func = { name: 'g' attr { key: 'T' value { type: DT_HALF } } }").stateful()
+        op("Opm>ZeroOut")
+        .input("to_zero: T")
+        .output("zeroed: T")
+        .attr("T: {float, int32} = DT_INT32")
+        .attr("preserve_index: int >= 0 = 0")
+        .doc("Zeroes.\n\nto_zero: in")
         .build(),
-    ]  # fmt: skip
+        op("Opm>Consts")
+        .output("y: float")
+        .attr("t: tensor = { dtype: DT_FLOAT float_val: nan }")
+        .attr("s: shape = { dim { size: 2 name: 'batch' } }")
+        .attr("e: float = -inf")
+        .attr("f: func = { name: 'g' attr { key: 'T' value { type: DT_HALF } } }")
+        .stateful()
+        .build(),
+    ]
     kernels = [
         KernelDef("Opm>ZeroOut", "GPU", (("T", (DType.FLOAT,)),)),
         KernelDef("Opm>ZeroOut", "CPU", (("T", (DType.FLOAT, DType.INT32)),), priority=1),
@@ -47,23 +55,31 @@ def zero_out() -> OpSet:
 def test_output_is_deterministic_sorted_and_schema_valid() -> None:
     opset = zero_out()
     text = opset_to_json(opset)
-    reversed_set = OpSet.of(reversed(opset.ops), reversed(opset.kernels), name=opset.name,
-                            version=opset.version)  # fmt: skip
+    reversed_set = OpSet.of(
+        reversed(opset.ops), reversed(opset.kernels), name=opset.name, version=opset.version
+    )
     assert opset_to_json(reversed_set) == text
     obj = json.loads(text)
     jsonschema.validate(obj, SCHEMA)
     assert [o["name"] for o in obj["ops"]] == ["Opm>Consts", "Opm>ZeroOut"]
     assert [k["device"] for k in obj["kernels"]] == ["CPU", "GPU"]
     assert obj["ops"][1]["attrs"][0] == {
-        "name": "T", "type": "type", "allowed_values": ["float", "int32"], "default": "int32"
-    }  # fmt: skip
+        "name": "T",
+        "type": "type",
+        "allowed_values": ["float", "int32"],
+        "default": "int32",
+    }
 
 
 def test_round_trip_keeps_everything() -> None:
     opset = zero_out()
     back = opset_from_json(opset_to_json(opset))
-    assert back == OpSet.of(sorted(opset.ops, key=lambda o: o.name), back.kernels,
-                            name=opset.name, version=opset.version)  # fmt: skip
+    assert back == OpSet.of(
+        sorted(opset.ops, key=lambda o: o.name),
+        back.kernels,
+        name=opset.name,
+        version=opset.version,
+    )
     assert set(back.kernels) == set(opset.kernels)
     assert opset_to_json(back) == opset_to_json(opset)
 
@@ -84,15 +100,18 @@ def test_newer_format_version_is_refused_with_advice() -> None:
 
 
 def test_structural_problems_are_collected_per_op() -> None:
-    text = json.dumps({
-        "format": "opmarket.opset", "format_version": 1,
-        "ops": [
-            {"name": "A", "attrs": [{"name": "x", "type": "int", "default": "one"}]},
-            {"name": "B", "colour": "red"},
-            {"name": "C", "inputs": [{"name": "x", "type": "float"}]},
-            {"name": "d"},
-        ],
-    })  # fmt: skip
+    text = json.dumps(
+        {
+            "format": "opmarket.opset",
+            "format_version": 1,
+            "ops": [
+                {"name": "A", "attrs": [{"name": "x", "type": "int", "default": "one"}]},
+                {"name": "B", "colour": "red"},
+                {"name": "C", "inputs": [{"name": "x", "type": "float"}]},
+                {"name": "d"},
+            ],
+        }
+    )
     with pytest.raises(InvalidOpDef) as info:
         opset_from_json(text, "ops.json")
     messages = [str(p) for p in info.value.problems]
@@ -103,8 +122,9 @@ def test_structural_problems_are_collected_per_op() -> None:
 
 
 def test_duplicate_ops_are_refused_in_an_opset() -> None:
-    text = json.dumps({"format": "opmarket.opset", "format_version": 1,
-                       "ops": [{"name": "A"}, {"name": "A"}]})  # fmt: skip
+    text = json.dumps(
+        {"format": "opmarket.opset", "format_version": 1, "ops": [{"name": "A"}, {"name": "A"}]}
+    )
     with pytest.raises(InvalidOpDef, match="defined more than once"):
         opset_from_json(text)
 
@@ -116,11 +136,18 @@ def test_example_documents_read() -> None:
 
 
 def test_unknown_full_type_id_is_a_problem_not_a_crash_later() -> None:
-    text = json.dumps({
-        "format": "opmarket.opset", "format_version": 1,
-        "ops": [{"name": "A", "outputs": [{"name": "h", "type": "variant",
-                                            "full_type": {"type_id": "zz"}}]}],
-    })  # fmt: skip
+    text = json.dumps(
+        {
+            "format": "opmarket.opset",
+            "format_version": 1,
+            "ops": [
+                {
+                    "name": "A",
+                    "outputs": [{"name": "h", "type": "variant", "full_type": {"type_id": "zz"}}],
+                }
+            ],
+        }
+    )
     with pytest.raises(InvalidOpDef, match="unknown full type id 'zz'"):
         opset_from_json(text)
 

@@ -19,12 +19,24 @@ def test_enum_numbers_follow_tensorflow() -> None:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("float", DType.FLOAT), ("float32", DType.FLOAT), ("float64", DType.DOUBLE),
-     ("float16", DType.HALF), ("half", DType.HALF), ("bfloat16", DType.BFLOAT16),
-     ("float8_e4m3b11fnuz", DType.FLOAT8_E4M3B11FNUZ), ("qint16", DType.QINT16),
-     ("int32_ref", DType.INT32_REF), ("resource", DType.RESOURCE), ("variant", DType.VARIANT),
-     ("float_ref_ref", None), ("INVALID", None), ("Float", None), ("int", None)],
-)  # fmt: skip
+    [
+        ("float", DType.FLOAT),
+        ("float32", DType.FLOAT),
+        ("float64", DType.DOUBLE),
+        ("float16", DType.HALF),
+        ("half", DType.HALF),
+        ("bfloat16", DType.BFLOAT16),
+        ("float8_e4m3b11fnuz", DType.FLOAT8_E4M3B11FNUZ),
+        ("qint16", DType.QINT16),
+        ("int32_ref", DType.INT32_REF),
+        ("resource", DType.RESOURCE),
+        ("variant", DType.VARIANT),
+        ("float_ref_ref", None),
+        ("INVALID", None),
+        ("Float", None),
+        ("int", None),
+    ],
+)
 def test_spec_names(name: str, expected: DType | None) -> None:
     assert dtype_from_spec_name(name) is expected
 
@@ -39,10 +51,18 @@ def test_numpy_dtypes() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(np.int32, DType.INT32), ("int32", DType.INT32), ("DT_INT32", DType.INT32),
-     (DType.HALF, DType.HALF), (np.dtype("float16"), DType.HALF), (float, DType.DOUBLE),
-     (ml_dtypes.bfloat16, DType.BFLOAT16), (np.uint8, DType.UINT8), (np.bool_, DType.BOOL)],
-)  # fmt: skip
+    [
+        (np.int32, DType.INT32),
+        ("int32", DType.INT32),
+        ("DT_INT32", DType.INT32),
+        (DType.HALF, DType.HALF),
+        (np.dtype("float16"), DType.HALF),
+        (float, DType.DOUBLE),
+        (ml_dtypes.bfloat16, DType.BFLOAT16),
+        (np.uint8, DType.UINT8),
+        (np.bool_, DType.BOOL),
+    ],
+)
 def test_as_dtype(value: object, expected: DType) -> None:
     assert as_dtype(value) is expected
 

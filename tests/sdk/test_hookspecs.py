@@ -17,8 +17,11 @@ def manager() -> pluggy.PluginManager:
 
 
 def test_every_hook_is_documented() -> None:
-    hooks = [f for _, f in inspect.getmembers(_hookspecs, inspect.isfunction)
-             if hasattr(f, "opmarket_spec")]
+    hooks = [
+        f
+        for _, f in inspect.getmembers(_hookspecs, inspect.isfunction)
+        if hasattr(f, "opmarket_spec")
+    ]
     assert [h.__name__ for h in hooks] == ["register"]
     assert all(h.__doc__ and len(h.__doc__.splitlines()) == 1 for h in hooks)
 

@@ -10,20 +10,29 @@ from opmarket.sdk._kernel import declarations
 
 
 def test_function_kernel_declaration() -> None:
-    @kernel("Opm>ZeroOut", constraints={"T": [np.int32, "float", "DT_DOUBLE"]},
-            host_memory=["to_zero"], priority=3, label="fast")
+    @kernel(
+        "Opm>ZeroOut",
+        constraints={"T": [np.int32, "float", "DT_DOUBLE"]},
+        host_memory=["to_zero"],
+        priority=3,
+        label="fast",
+    )
     def impl(x: Any, *, preserve_index: int) -> Any:
         return x
 
     (spec,) = declarations(impl)
     assert spec == KernelSpec(
-        op="Opm>ZeroOut", impl=impl, device="CPU",
+        op="Opm>ZeroOut",
+        impl=impl,
+        device="CPU",
         constraints=(("T", (DType.FLOAT, DType.DOUBLE, DType.INT32)),),
-        host_memory=("to_zero",), priority=3, label="fast", attr_names=("preserve_index",),
+        host_memory=("to_zero",),
+        priority=3,
+        label="fast",
+        attr_names=("preserve_index",),
     )
     assert impl(1, preserve_index=0) == 1  # the function itself is unchanged
-    assert spec.describe().startswith("CPU  T in {float, double, int32}  priority 3  label "
-                                      "'fast'")
+    assert spec.describe().startswith("CPU  T in {float, double, int32}  priority 3  label 'fast'")
 
 
 def test_stacked_declarations_and_all_attrs() -> None:

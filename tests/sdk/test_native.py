@@ -38,9 +38,20 @@ def tiny_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C++ compiler (c++ or g++) on PATH")
     pybind11 = pytest.importorskip("pybind11")
     out = tmp_path_factory.mktemp("native") / f"_tiny{sysconfig.get_config_var('EXT_SUFFIX')}"
-    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden",
-           f"-I{sysconfig.get_paths()['include']}", f"-I{pybind11.get_include()}",
-           f"-I{get_include()}", str(TINY), "-o", str(out)]
+    cmd = [
+        cxx,
+        "-O1",
+        "-std=c++17",
+        "-shared",
+        "-fPIC",
+        "-fvisibility=hidden",
+        f"-I{sysconfig.get_paths()['include']}",
+        f"-I{pybind11.get_include()}",
+        f"-I{get_include()}",
+        str(TINY),
+        "-o",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return out
 
@@ -109,8 +120,9 @@ def test_opm_requires_raises_invalid_argument(tiny_library: Path, registry: Regi
 
 
 @pytest.mark.parametrize("n", [1, 2, 4])
-def test_a_check_failing_in_a_shard_worker_reaches_python(tiny_library: Path, registry: Registry,
-                                                          threads: None, n: int) -> None:
+def test_a_check_failing_in_a_shard_worker_reaches_python(
+    tiny_library: Path, registry: Registry, threads: None, n: int
+) -> None:
     set_intra_op_threads(n)
     lib = load_library(tiny_library)
     with pytest.raises(InvalidArgument, match="index 777 is bad"):
@@ -118,12 +130,20 @@ def test_a_check_failing_in_a_shard_worker_reaches_python(tiny_library: Path, re
     lib.module.fail_in_shard(-1)  # the pool still works after an error
 
 
-@pytest.mark.parametrize("case", [
-    (1, 100_000, 100), (2, 100_000, 100), (4, 100_000, 100), (4, 3, 10**9), (4, 10, 1),
-    (4, 1, 10**9),
-])  # fmt: skip
-def test_shard_visits_every_index_once(tiny_library: Path, registry: Registry, threads: None,
-                                       case: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize(
+    "case",
+    [
+        (1, 100_000, 100),
+        (2, 100_000, 100),
+        (4, 100_000, 100),
+        (4, 3, 10**9),
+        (4, 10, 1),
+        (4, 1, 10**9),
+    ],
+)
+def test_shard_visits_every_index_once(
+    tiny_library: Path, registry: Registry, threads: None, case: tuple[int, int, int]
+) -> None:
     n, total, cost = case
     set_intra_op_threads(n)
     lib = load_library(tiny_library)
@@ -135,8 +155,9 @@ def test_shard_visits_every_index_once(tiny_library: Path, registry: Registry, t
         assert used == 1  # too little work, or one thread: inline
 
 
-def test_results_do_not_depend_on_threads(tiny_library: Path, registry: Registry,
-                                          threads: None) -> None:
+def test_results_do_not_depend_on_threads(
+    tiny_library: Path, registry: Registry, threads: None
+) -> None:
     lib = load_library(tiny_library)
     x = np.random.default_rng(0).standard_normal(300_001).astype(np.float32)
     results = []
@@ -157,20 +178,31 @@ def test_threads_setting(threads: None) -> None:
     assert intra_op_threads() == old
 
 
-@pytest.mark.parametrize(("value", "expected"), [("3", "3"), ("", "default"), ("x", "warning"),
-                                                 ("0", "warning")])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("3", "3"), ("", "default"), ("x", "warning"), ("0", "warning")]
+)
 def test_threads_from_the_environment(value: str, expected: str) -> None:
-    code = ("import os; from opmarket.sdk import intra_op_threads; "
-            "print(intra_op_threads(), len(os.sched_getaffinity(0)))")
+    code = (
+        "import os; from opmarket.sdk import intra_op_threads; "
+        "print(intra_op_threads(), len(os.sched_getaffinity(0)))"
+    )
     env = {**os.environ, "OPMARKET_INTRA_OP_THREADS": value}
-    done = subprocess.run([sys.executable, "-c", code], check=False, env=env,
-                          capture_output=True, text=True, cwd=Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent,
+    )
     assert done.returncode == 0, done.stderr
     got, cpus = done.stdout.split()
     assert got == (expected if expected.isdigit() else cpus)
     if expected == "warning":
-        assert (f"RuntimeWarning: OPMARKET_INTRA_OP_THREADS={value!r} is not a positive number "
-                f"of threads; using {cpus}") in done.stderr
+        assert (
+            f"RuntimeWarning: OPMARKET_INTRA_OP_THREADS={value!r} is not a positive number "
+            f"of threads; using {cpus}"
+        ) in done.stderr
 
 
 def test_load_library_reports_failures_with_the_path(tmp_path: Path, registry: Registry) -> None:
@@ -193,11 +225,27 @@ def _fake(decls: Any, fmt: int = 1) -> Any:
 
 
 def test_library_declarations_collect_every_problem() -> None:
-    op = {"kind": "op", "name": "Opm>Bad", "inputs": ["x: T"], "outputs": ["y: Q"],
-          "attrs": ["T: type"], "doc": "", "stateful": False}
-    k = {"kind": "kernel", "op": "Opm>Bad", "name": "bad", "fn": abs, "device": "CPU",
-         "constraints": [("T", ["nonsense"])], "host_memory": [], "priority": 0, "label": "",
-         "args": []}
+    op = {
+        "kind": "op",
+        "name": "Opm>Bad",
+        "inputs": ["x: T"],
+        "outputs": ["y: Q"],
+        "attrs": ["T: type"],
+        "doc": "",
+        "stateful": False,
+    }
+    k = {
+        "kind": "kernel",
+        "op": "Opm>Bad",
+        "name": "bad",
+        "fn": abs,
+        "device": "CPU",
+        "constraints": [("T", ["nonsense"])],
+        "host_memory": [],
+        "priority": 0,
+        "label": "",
+        "args": [],
+    }
     with pytest.raises(InvalidOpDef) as info:
         library_declarations(_fake([op, k]))
     text = str(info.value)

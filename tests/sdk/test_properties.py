@@ -21,16 +21,32 @@ from opmarket.sdk._spec import _quote
 from opmarket.sdk._specjson import op_to_spec
 
 # Types a {...} set can list: TensorFlow reads only [a-z0-9] there.
-SET_TYPES = [d.spec_name for d in DType if not d.is_ref and d is not DType.INVALID
-             and "_" not in d.spec_name]  # fmt: skip
+SET_TYPES = [
+    d.spec_name for d in DType if not d.is_ref and d is not DType.INVALID and "_" not in d.spec_name
+]
 ARG_TYPES = [d.spec_name for d in DType if not d.is_ref and d is not DType.INVALID]
 names = st.text("abcdefghij", min_size=1, max_size=6).map(lambda s: "a_" + s)
 
 
 @st.composite
 def attr_specs(draw: st.DrawFn, name: str) -> str:
-    kind = draw(st.sampled_from(["int", "float", "bool", "string", "type", "shape", "list(int)",
-                                 "list(type)", "list(string)", "tensor", "func"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(
+            [
+                "int",
+                "float",
+                "bool",
+                "string",
+                "type",
+                "shape",
+                "list(int)",
+                "list(type)",
+                "list(string)",
+                "tensor",
+                "func",
+            ]
+        )
+    )
     if kind == "int":
         minimum = draw(st.none() | st.integers(-3, 3))
         spec = f"{name}: int" + ("" if minimum is None else f" >= {minimum}")
@@ -43,8 +59,10 @@ def attr_specs(draw: st.DrawFn, name: str) -> str:
     if kind == "bool":
         return f"{name}: bool = {draw(st.sampled_from(['true', 'false']))}"
     if kind == "string":
-        allowed = draw(st.none() | st.lists(st.text(min_size=1, max_size=5), min_size=1,
-                                            max_size=3, unique=True))  # fmt: skip
+        allowed = draw(
+            st.none()
+            | st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=3, unique=True)
+        )
         if allowed is None:
             return f"{name}: string = {_quote(draw(st.text(max_size=8)))}"
         spec = f"{name}: {{{', '.join(_quote(a) for a in allowed)}}}"
@@ -146,17 +164,40 @@ def test_garbage_documents_raise_only_opmarket_errors(text: str) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
-        st.sampled_from(["name", "ops", "inputs", "attrs", "type", "default", "format",
-                         "format_version", "outputs", "doc", "kernels", "device", "op"]),
-        kids, max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "name",
+                    "ops",
+                    "inputs",
+                    "attrs",
+                    "type",
+                    "default",
+                    "format",
+                    "format_version",
+                    "outputs",
+                    "doc",
+                    "kernels",
+                    "device",
+                    "op",
+                ]
+            ),
+            kids,
+            max_size=4,
+        )
+    ),
     max_leaves=12,
-)  # fmt: skip
+)
 
 
 @given(json_values)
 def test_garbage_json_raises_only_opmarket_errors(value: Any) -> None:
-    for doc in (value, {"ops": [value]}, {"format": "opmarket.opset", "format_version": 1,
-                                          "ops": [value]}):  # fmt: skip
+    for doc in (
+        value,
+        {"ops": [value]},
+        {"format": "opmarket.opset", "format_version": 1, "ops": [value]},
+    ):
         with contextlib.suppress(OpmarketError):
             parse_document(json.dumps(doc), "garbage.json")

@@ -39,39 +39,51 @@ def merge_rank2(c: InferenceContext) -> None:
     c.set_output(0, out)
 
 
-@pytest.mark.parametrize(("text", "shape"), [
-    ("?", None), ("[]", ()), ("[2,?]", (2, None)), ("[ 1 , 2 ]", (1, 2)),
-])
+@pytest.mark.parametrize(
+    ("text", "shape"),
+    [
+        ("?", None),
+        ("[]", ()),
+        ("[2,?]", (2, None)),
+        ("[ 1 , 2 ]", (1, 2)),
+    ],
+)
 def test_shape_text(text: str, shape: Shape) -> None:
     assert parse_shape(text) == shape
     assert parse_shape(format_shape(shape)) == shape
 
 
-@pytest.mark.parametrize(("fn", "inputs", "expected"), [
-    (unchanged, "[1,?]", "in0"),
-    (unchanged, "?", "?"),
-    (vector, "?", "[?]"),
-    (vector, "[7]", "[7]"),
-    (first_dim_by_three, "[5,2,9]", "[d0_0,3]"),
-    (first_dim_by_three, "?", "[?,3]"),
-    (merge_rank2, "[2,?];[?,3];?", "[2,3]"),
-    (merge_all_inputs, "[2,?];[?,3]", "[2,3]"),
-    (broadcasting, "[5,1,3];[4,1]", "[5,4,3]"),
-    (broadcasting, "[?,3];[1]", "[?,3]"),
-    (broadcasting, "[2];?", "?"),
-    (scalar_shape, "[9]", "[]"),
-])
+@pytest.mark.parametrize(
+    ("fn", "inputs", "expected"),
+    [
+        (unchanged, "[1,?]", "in0"),
+        (unchanged, "?", "?"),
+        (vector, "?", "[?]"),
+        (vector, "[7]", "[7]"),
+        (first_dim_by_three, "[5,2,9]", "[d0_0,3]"),
+        (first_dim_by_three, "?", "[?,3]"),
+        (merge_rank2, "[2,?];[?,3];?", "[2,3]"),
+        (merge_all_inputs, "[2,?];[?,3]", "[2,3]"),
+        (broadcasting, "[5,1,3];[4,1]", "[5,4,3]"),
+        (broadcasting, "[?,3];[1]", "[?,3]"),
+        (broadcasting, "[2];?", "?"),
+        (scalar_shape, "[9]", "[]"),
+    ],
+)
 def test_infer_ok(fn: object, inputs: str, expected: str) -> None:
     infer_ok(VECTOR_OP, fn, inputs, expected)  # type: ignore[arg-type]  # table of fns
 
 
-@pytest.mark.parametrize(("fn", "inputs", "message"), [
-    (vector, "[1,2]", "Shape must be rank 1 but is rank 2"),
-    (merge_rank2, "[2,3];[3,3]", "Dimensions must be equal, but are 2 and 3"),
-    (merge_rank2, "[2,3];[2]", "Shape must be rank 2 but is rank 1"),
-    (broadcasting, "[2,3];[4]", "Incompatible shapes: [2,3] vs. [4]"),
-    (first_dim_by_three, "[]", "dimension index 0 out of range for shape []"),
-])
+@pytest.mark.parametrize(
+    ("fn", "inputs", "message"),
+    [
+        (vector, "[1,2]", "Shape must be rank 1 but is rank 2"),
+        (merge_rank2, "[2,3];[3,3]", "Dimensions must be equal, but are 2 and 3"),
+        (merge_rank2, "[2,3];[2]", "Shape must be rank 2 but is rank 1"),
+        (broadcasting, "[2,3];[4]", "Incompatible shapes: [2,3] vs. [4]"),
+        (first_dim_by_three, "[]", "dimension index 0 out of range for shape []"),
+    ],
+)
 def test_infer_error(fn: object, inputs: str, message: str) -> None:
     infer_error(VECTOR_OP, fn, inputs, message)  # type: ignore[arg-type]  # table of fns
 

@@ -52,8 +52,10 @@ ATTRS: list[tuple[str, AttrDef]] = [
     # constraints
     ("T: {int32, float}", AttrDef("T", "type", allowed_values=(I32, F))),
     ("T: {int32, float, }", AttrDef("T", "type", allowed_values=(I32, F))),
-    ("T: {float16, float32, float64}",
-     AttrDef("T", "type", allowed_values=(DType.HALF, F, DType.DOUBLE))),
+    (
+        "T: {float16, float32, float64}",
+        AttrDef("T", "type", allowed_values=(DType.HALF, F, DType.DOUBLE)),
+    ),
     ("s: {'apple', 'orange'}", AttrDef("s", "string", allowed_values=("apple", "orange"))),
     ('s: {"apple", "or\\x41nge"}', AttrDef("s", "string", allowed_values=("apple", "orAnge"))),
     ("T: numbertype", AttrDef("T", "type", allowed_values=NUMBER_TYPES)),
@@ -61,8 +63,10 @@ ATTRS: list[tuple[str, AttrDef]] = [
     ("T: realnumbertype", AttrDef("T", "type", allowed_values=REAL_NUMBER_TYPES)),
     ("T: quantizedtype", AttrDef("T", "type", allowed_values=QUANTIZED_TYPES)),
     ("T: {numbertype, bool}", AttrDef("T", "type", allowed_values=(*NUMBER_TYPES, DType.BOOL))),
-    ("T: {realnumerictype, int4}",
-     AttrDef("T", "type", allowed_values=(*REAL_NUMBER_TYPES, DType.INT4))),
+    (
+        "T: {realnumerictype, int4}",
+        AttrDef("T", "type", allowed_values=(*REAL_NUMBER_TYPES, DType.INT4)),
+    ),
     ("T: list({float, int32})", AttrDef("T", "list(type)", allowed_values=(F, I32))),
     ("n: int >= 2", AttrDef("n", "int", has_minimum=True, minimum=2)),
     ("n: int >= -2", AttrDef("n", "int", has_minimum=True, minimum=-2)),
@@ -78,20 +82,26 @@ ATTRS: list[tuple[str, AttrDef]] = [
     ("f: float = 0.1", AttrDef("f", "float", default=0.1)),
     ("ty: type = DT_INT32", AttrDef("ty", "type", default=I32)),
     ("T: {float, int32} = DT_INT32", AttrDef("T", "type", default=I32, allowed_values=(F, I32))),
-    ("sh: shape = { dim { size: 1 } dim { size: 2 } }",
-     AttrDef("sh", "shape", default=TensorShape((1, 2)))),
+    (
+        "sh: shape = { dim { size: 1 } dim { size: 2 } }",
+        AttrDef("sh", "shape", default=TensorShape((1, 2))),
+    ),
     ("sh: shape = { unknown_rank: true }", AttrDef("sh", "shape", default=TensorShape(None))),
     ("sh: shape = {}", AttrDef("sh", "shape", default=TensorShape(()))),
-    ("te: tensor = { dtype: DT_INT32 int_val: 5 }",
-     AttrDef("te", "tensor", default=TensorValue(I32, values=(("int_val", (5,)),)))),
+    (
+        "te: tensor = { dtype: DT_INT32 int_val: 5 }",
+        AttrDef("te", "tensor", default=TensorValue(I32, values=(("int_val", (5,)),))),
+    ),
     ("fn: func = { name: 'f' }", AttrDef("fn", "func", default=FuncValue("f"))),
     ("l_empty: list(int) = []", AttrDef("l_empty", "list(int)", default=())),
     ("l_int: list(int) = [2, 3, 5, 7]", AttrDef("l_int", "list(int)", default=(2, 3, 5, 7))),
     ("l: list(type) = [DT_FLOAT, DT_INT32]", AttrDef("l", "list(type)", default=(F, I32))),
-    ("l: list(shape) = [{ dim { size: 1 } }, { unknown_rank: true }]",
-     AttrDef("l", "list(shape)", default=(TensorShape((1,)), TensorShape(None)))),
+    (
+        "l: list(shape) = [{ dim { size: 1 } }, { unknown_rank: true }]",
+        AttrDef("l", "list(shape)", default=(TensorShape((1,)), TensorShape(None))),
+    ),
     ("n: int >= 1 = 2", AttrDef("n", "int", default=2, has_minimum=True, minimum=1)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("spec", "expected"), ATTRS, ids=[s for s, _ in ATTRS])
@@ -118,9 +128,14 @@ ARGS: list[tuple[str, ArgDef]] = [
 @pytest.mark.parametrize(("spec", "expected"), ARGS, ids=[s for s, _ in ARGS])
 def test_input_and_output_forms(spec: str, expected: ArgDef) -> None:
     built = (
-        op("Op").input(spec).output(spec.replace("x", "y", 1))
-        .attr("T: type").attr("N: int").attr("TL: list(type)").build()
-    )  # fmt: skip
+        op("Op")
+        .input(spec)
+        .output(spec.replace("x", "y", 1))
+        .attr("T: type")
+        .attr("N: int")
+        .attr("TL: list(type)")
+        .build()
+    )
     assert built.inputs == (expected,)
     assert built.outputs[0].name == expected.name.replace("x", "y", 1)
 
@@ -151,10 +166,17 @@ def test_resource_argument_makes_op_stateful() -> None:
 
 def test_flags_and_deprecation() -> None:
     built = (
-        op("Op").input("x: float").output("y: float").stateful().commutative().aggregate()
-        .allows_uninitialized_input().distributed_communication()
-        .deprecated(9, "Use Op2").build()
-    )  # fmt: skip
+        op("Op")
+        .input("x: float")
+        .output("y: float")
+        .stateful()
+        .commutative()
+        .aggregate()
+        .allows_uninitialized_input()
+        .distributed_communication()
+        .deprecated(9, "Use Op2")
+        .build()
+    )
     assert (built.is_stateful, built.is_commutative, built.is_aggregate) == (True, True, True)
     assert built.allows_uninitialized_input and built.is_distributed_communication
     assert built.deprecation is not None and built.deprecation.version == 9
@@ -162,13 +184,17 @@ def test_flags_and_deprecation() -> None:
 
 def test_doc_is_split_as_tensorflow_reads_it() -> None:
     built = (
-        op("ZeroOut").input("to_zero: int32").output("zeroed: int32").attr("keep: int = 0")
+        op("ZeroOut")
+        .input("to_zero: int32")
+        .output("zeroed: int32")
+        .attr("keep: int = 0")
         .doc(
             "\n Zeroes all elements but one.  \n\nLonger text\nover two lines.\n\n"
             "to_zero: the input\n  continued\n      deeper\nzeroed: the output\n\n"
             "keep: the index\n"
-        ).build()
-    )  # fmt: skip
+        )
+        .build()
+    )
     assert built.summary == " Zeroes all elements but one."
     assert built.description == "Longer text\nover two lines."
     assert built.inputs[0].description == "the input\ncontinued\n    deeper"
@@ -224,7 +250,7 @@ BAD: list[tuple[str, str, str]] = [
     ("input", "x: N * TL", "both a length attr and a list(type) attr"),
     ("input", "x: M * float", "must have a minimum >= 0"),
     ("input", "x: S * float", "must have type int"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("kind", "spec", "part"), BAD, ids=[s for _, s, _ in BAD])

@@ -55,10 +55,15 @@ def test_single_opdef_without_oplist_wrapper() -> None:
 
 def test_model_to_text_and_back() -> None:
     built = (
-        op("Opm>ZeroOut").input("to_zero: T").output("zeroed: T")
-        .attr("T: {float, int32} = DT_INT32").attr("preserve_index: int >= 0 = 0")
-        .attr("f: float = 1").attr("sh: list(shape) = [{dim {size: -1}}]").build()
-    )  # fmt: skip
+        op("Opm>ZeroOut")
+        .input("to_zero: T")
+        .output("zeroed: T")
+        .attr("T: {float, int32} = DT_INT32")
+        .attr("preserve_index: int >= 0 = 0")
+        .attr("f: float = 1")
+        .attr("sh: list(shape) = [{dim {size: -1}}]")
+        .build()
+    )
     text = opdefs_to_pbtxt([built])
     assert "      f: 1\n" in text  # as TensorFlow prints floats
     assert opdefs_from_pbtxt(text) == [built]

@@ -32,8 +32,11 @@ def free_port() -> int:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment without pip's or opmarket's settings from outside the test."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "OPMARKET_", "UV_", "TWINE_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "OPMARKET_", "UV_", "TWINE_"))
+    }
     env["PIP_CONFIG_FILE"] = os.devnull
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env.update(extra)
@@ -64,19 +67,22 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
     return Wheels(
         double_1_0=build_plugin(d, "opm-double", "1.0.0", op_name="Test>Double"),
         double_1_1=build_plugin(d, "opm-double", "1.1.0", op_name="Test>Double"),
-        double_breaking=build_plugin(d, "opm-double", "1.2.0", op_name="Test>Double",
-                                     types=("float",)),
+        double_breaking=build_plugin(
+            d, "opm-double", "1.2.0", op_name="Test>Double", types=("float",)
+        ),
         double_for_bob=build_plugin(d, "opm-double", "1.5.0", op_name="Test>Double"),
         double_uv=build_plugin(d, "opm-double", "1.6.0", op_name="Test>Double"),
-        wrong=build_plugin(d, "opm-wrong", "1.0.0", op_name="Test>Wrong", factor=2,
-                           kernel_factor=3),
-        bomb=handmade_wheel(odd / "bomb", "opm-bomb", "1.0.0",
-                            {"opm_bomb/zeros.bin": b"\0" * (64 * 1024 * 1024)}),
-        traversal=handmade_wheel(odd / "traversal", "opm-evil", "1.0.0",
-                                 {"../../evil.py": b"print('escaped')\n"}),
-        symlink=handmade_wheel(odd / "symlink", "opm-link", "1.0.0", {},
-                               symlink="/etc/passwd"),
-    )  # fmt: skip
+        wrong=build_plugin(
+            d, "opm-wrong", "1.0.0", op_name="Test>Wrong", factor=2, kernel_factor=3
+        ),
+        bomb=handmade_wheel(
+            odd / "bomb", "opm-bomb", "1.0.0", {"opm_bomb/zeros.bin": b"\0" * (64 * 1024 * 1024)}
+        ),
+        traversal=handmade_wheel(
+            odd / "traversal", "opm-evil", "1.0.0", {"../../evil.py": b"print('escaped')\n"}
+        ),
+        symlink=handmade_wheel(odd / "symlink", "opm-link", "1.0.0", {}, symlink="/etc/passwd"),
+    )
 
 
 @dataclass
@@ -88,8 +94,9 @@ class Market:
     proc: subprocess.Popen[bytes]
     tokens: dict[str, str] = field(default_factory=dict)
 
-    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str],
-                                                                             bytes]:
+    def get(
+        self, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         request = urllib.request.Request(self.url + path, headers=headers or {})
         try:
             with urllib.request.urlopen(request, timeout=30) as r:
@@ -118,8 +125,13 @@ class Market:
         raise AssertionError(f"{filename} was not validated within {timeout} s")
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([OPMARKET, *args, "--data", str(self.data)], capture_output=True,
-                              text=True, env=clean_env(), check=False)
+        return subprocess.run(
+            [OPMARKET, *args, "--data", str(self.data)],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            check=False,
+        )
 
 
 def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -140,20 +152,38 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
     yield from start_market(tmp_path_factory.mktemp("market"), validation_workers=2)
 
 
-def start_market(data: Path, *, validation_workers: int, flags: tuple[str, ...] = ()
-                 ) -> Iterator[Market]:
+def start_market(
+    data: Path, *, validation_workers: int, flags: tuple[str, ...] = ()
+) -> Iterator[Market]:
     """A running ``opmarket serve`` on ``data`` (with more ``flags``) with users alice and
     bob and their tokens; stopped when the generator is closed."""
     port = free_port()
     for name in ("alice", "bob"):
-        subprocess.run([OPMARKET, "users", "add", name, "--data", str(data)], check=True,
-                       capture_output=True, env=clean_env())
+        subprocess.run(
+            [OPMARKET, "users", "add", name, "--data", str(data)],
+            check=True,
+            capture_output=True,
+            env=clean_env(),
+        )
     log = open(data / "server.log", "wb")  # noqa: SIM115  # closed in the finalizer
     proc = subprocess.Popen(
-        [OPMARKET, "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data),
-         "--validation-workers", str(validation_workers), *flags],
-        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
-    )  # fmt: skip
+        [
+            OPMARKET,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data",
+            str(data),
+            "--validation-workers",
+            str(validation_workers),
+            *flags,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
+    )
     market = Market(f"http://127.0.0.1:{port}", data, proc)
     try:
         _wait_up(market.url, proc)
@@ -175,11 +205,26 @@ def start_market(data: Path, *, validation_workers: int, flags: tuple[str, ...] 
 def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:
     """``twine upload`` of one wheel to the market with an API token."""
     return subprocess.run(
-        [str(BIN / "twine"), "upload", "--non-interactive", "--disable-progress-bar",
-         "--verbose", "--repository-url", f"{market.url}/legacy/", "-u", "__token__",
-         "-p", token, str(wheel)],
-        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
-    )  # fmt: skip
+        [
+            str(BIN / "twine"),
+            "upload",
+            "--non-interactive",
+            "--disable-progress-bar",
+            "--verbose",
+            "--repository-url",
+            f"{market.url}/legacy/",
+            "-u",
+            "__token__",
+            "-p",
+            token,
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ def register(register):
     register(OP, scale, scale_reference, scale_inputs)
 '''
 
-_PYPROJECT = '''\
+_PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -66,14 +66,22 @@ packages = ["{package}"]
 
 [tool.setuptools.package-data]
 {package} = ["opmarket.opset.json"]
-'''
+"""
 
 
-def plugin_source(op_name: str, factor: int, kernel_factor: int | None = None,
-                  types: tuple[str, ...] = ("float", "int32")) -> str:
-    return _MODULE.format(op=op_name, factor=factor, types=", ".join(types),
-                          type_list=list(types),
-                          kernel_factor=factor if kernel_factor is None else kernel_factor)
+def plugin_source(
+    op_name: str,
+    factor: int,
+    kernel_factor: int | None = None,
+    types: tuple[str, ...] = ("float", "int32"),
+) -> str:
+    return _MODULE.format(
+        op=op_name,
+        factor=factor,
+        types=", ".join(types),
+        type_list=list(types),
+        kernel_factor=factor if kernel_factor is None else kernel_factor,
+    )
 
 
 def manifest_for(module_file: Path, dist: str, version: str) -> str:
@@ -90,9 +98,16 @@ def manifest_for(module_file: Path, dist: str, version: str) -> str:
 
 
 def build_plugin(
-    workdir: Path, dist: str, version: str, *, op_name: str, factor: int = 2,
-    kernel_factor: int | None = None, source: str | None = None,
-    types: tuple[str, ...] = ("float", "int32"), manifest_source: str | None = None,
+    workdir: Path,
+    dist: str,
+    version: str,
+    *,
+    op_name: str,
+    factor: int = 2,
+    kernel_factor: int | None = None,
+    source: str | None = None,
+    types: tuple[str, ...] = ("float", "int32"),
+    manifest_source: str | None = None,
 ) -> Path:
     """Write the package under ``workdir`` and build its wheel; the wheel's path. The
     manifest is what ``manifest_source`` (default: the module itself) registers."""
@@ -100,7 +115,8 @@ def build_plugin(
     root = workdir / f"{dist}-{version}"
     (root / package).mkdir(parents=True)
     (root / "pyproject.toml").write_text(
-        _PYPROJECT.format(dist=dist, version=version, package=package))
+        _PYPROJECT.format(dist=dist, version=version, package=package)
+    )
     module = root / package / "__init__.py"
     plain = plugin_source(op_name, factor, kernel_factor, types)
     module.write_text(manifest_source or source or plain)
@@ -108,9 +124,19 @@ def build_plugin(
     module.write_text(source or plain)
     out = workdir / "dist"
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-         str(root)], check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = out.glob(f"{package}-{version}-*.whl")
     return wheel
 
@@ -122,8 +148,15 @@ def record_line(name: str, data: bytes) -> str:
 
 
 def handmade_wheel(
-    path: Path, dist: str, version: str, extra: dict[str, bytes], *, symlink: str = "",
-    metadata: str = "", record: str | None = None, filename: str = "",
+    path: Path,
+    dist: str,
+    version: str,
+    extra: dict[str, bytes],
+    *,
+    symlink: str = "",
+    metadata: str = "",
+    record: str | None = None,
+    filename: str = "",
 ) -> Path:
     """A wheel written with zipfile, for archives no build tool would make (bombs,
     traversal, links): valid dist-info plus ``extra`` members, with a RECORD that lists
@@ -132,8 +165,9 @@ def handmade_wheel(
     wheel = path / (filename or f"{package}-{version}-py3-none-any.whl")
     info = f"{package}-{version}.dist-info"
     members: dict[str, bytes] = {f"{package}/__init__.py": b"", **extra}
-    members[f"{info}/METADATA"] = (metadata or f"Metadata-Version: 2.1\nName: {dist}\n"
-                                   f"Version: {version}\n").encode()
+    members[f"{info}/METADATA"] = (
+        metadata or f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+    ).encode()
     members[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     lines = "".join(record_line(name, data) for name, data in members.items())
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -141,9 +175,8 @@ def handmade_wheel(
             zf.writestr(name, data)
         if symlink:
             link = zipfile.ZipInfo(f"{package}/link")
-            link.external_attr = (0o120777 << 16)
+            link.external_attr = 0o120777 << 16
             zf.writestr(link, symlink)
             lines += record_line(link.filename, symlink.encode())
-        zf.writestr(f"{info}/RECORD", lines + f"{info}/RECORD,,\n" if record is None
-                    else record)
+        zf.writestr(f"{info}/RECORD", lines + f"{info}/RECORD,,\n" if record is None else record)
     return wheel

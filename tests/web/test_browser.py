@@ -24,10 +24,21 @@ pytestmark = pytest.mark.skipif(
 def chromium(*args: str) -> subprocess.CompletedProcess[bytes]:
     assert CHROMIUM is not None
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", "--hide-scrollbars", *args],
-        capture_output=True, env=clean_env(), check=False, timeout=120,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            *args,
+        ],
+        capture_output=True,
+        env=clean_env(),
+        check=False,
+        timeout=120,
+    )
 
 
 class Texts(HTMLParser):
@@ -70,8 +81,8 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     pos, idat, width = 8, b"", 0
     height = channels = 0
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and color in (2, 6)
@@ -82,7 +93,10 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     raw, stride, rows = zlib.decompress(idat), width * channels, []
     prev = bytearray(stride)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
         for i in range(stride):
             a = line[i - channels] if i >= channels else 0
             b, c = prev[i], prev[i - channels] if i >= channels else 0
@@ -104,7 +118,7 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
 
 def has_color(rows: list[bytes], rgb: tuple[int, int, int], *, at_least: int) -> bool:
     wanted = bytes(rgb)
-    return sum(row[i:i + 3] == wanted for row in rows for i in range(0, len(row), 3)) >= at_least
+    return sum(row[i : i + 3] == wanted for row in rows for i in range(0, len(row), 3)) >= at_least
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +148,9 @@ def test_package_page_dom_and_screenshot(shown: Market, tmp_path: Path) -> None:
     assert any(s.startswith("Test>Double(x: T)") for s in page.by_class.get("ops", []))
     assert "CPU" in page.by_class["cpu"]
     shot = tmp_path / "package.png"
-    done = chromium("--window-size=1000,700", f"--screenshot={shot}",
-                    shown.url + "/project/opm-double/")
+    done = chromium(
+        "--window-size=1000,700", f"--screenshot={shot}", shown.url + "/project/opm-double/"
+    )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     width, height, rows = png_pixels(shot)
     assert (width, height) == (1000, 700)

@@ -20,16 +20,19 @@ def catalog(uploaded: Market, wheels: Wheels) -> Market:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("query", "expected"), [
-    ("q=Double", {"opm-double"}),
-    ("q=test%3Ewrong", {"opm-wrong"}),  # by op name, any case
-    ("q=double&device=CPU", {"opm-double"}),
-    ("device=GPU", set()),
-    ("q=opm-&dtype=int32", {"opm-double", "opm-wrong"}),
-    ("dtype=half", set()),
-    ("status=rejected&q=opm-wrong", {"opm-wrong"}),
-    ("status=validated&q=opm-wrong", set()),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("q=Double", {"opm-double"}),
+        ("q=test%3Ewrong", {"opm-wrong"}),  # by op name, any case
+        ("q=double&device=CPU", {"opm-double"}),
+        ("device=GPU", set()),
+        ("q=opm-&dtype=int32", {"opm-double", "opm-wrong"}),
+        ("dtype=half", set()),
+        ("status=rejected&q=opm-wrong", {"opm-wrong"}),
+        ("status=validated&q=opm-wrong", set()),
+    ],
+)
 def test_search_filters(catalog: Market, query: str, expected: set[str]) -> None:
     result = catalog.json(f"/api/packages?{query}")
     found = {p["normalized"] for p in result["packages"]}
@@ -56,7 +59,9 @@ def test_op_page_data(catalog: Market) -> None:
     assert provider["normalized"] == "opm-double"
     assert provider["signature"].startswith("Test>Double(x: T) -> (y: T)")
     assert {(k["device"], k["dtypes"], k["status"]) for k in provider["kernels"]} >= {
-        ("CPU", "T=float", "passed"), ("CPU", "T=int32", "passed")}
+        ("CPU", "T=float", "passed"),
+        ("CPU", "T=int32", "passed"),
+    }
     assert catalog.get("/api/ops/NoSuchOp")[0] == 404
 
 
@@ -72,17 +77,29 @@ def test_rejected_package_shows_its_failing_findings(catalog: Market) -> None:
 @pytest.mark.slow
 def test_openapi_documents_the_json_api(catalog: Market) -> None:
     schema = catalog.json("/openapi.json")
-    for path in ("/api/packages", "/api/packages/{name}", "/api/ops/{name}", "/legacy/",
-                 "/simple/{project}/"):
+    for path in (
+        "/api/packages",
+        "/api/packages/{name}",
+        "/api/ops/{name}",
+        "/legacy/",
+        "/simple/{project}/",
+    ):
         assert path in schema["paths"], path
     assert "PackageDetail" in schema["components"]["schemas"]
 
 
 @pytest.mark.slow
 def test_what_authors_write_is_escaped(catalog: Market, tmp_path: Path) -> None:
-    evil = handmade_wheel(tmp_path, "opm-xss", "1.0.0", {}, metadata=(
-        "Metadata-Version: 2.1\nName: opm-xss\nVersion: 1.0.0\n"
-        "Summary: <script>alert('x')</script>\n"))
+    evil = handmade_wheel(
+        tmp_path,
+        "opm-xss",
+        "1.0.0",
+        {},
+        metadata=(
+            "Metadata-Version: 2.1\nName: opm-xss\nVersion: 1.0.0\n"
+            "Summary: <script>alert('x')</script>\n"
+        ),
+    )
     assert twine(catalog, catalog.tokens["bob"], evil).returncode == 0
     catalog.wait_for("opm-xss", evil.name)
     for path in ("/?q=xss", "/project/opm-xss/"):

@@ -14,8 +14,14 @@ from .conftest import OPMARKET, Market, Wheels, clean_env, twine
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([OPMARKET, "validate", *args], capture_output=True, text=True,
-                          env=clean_env(), check=False, timeout=300)
+    return subprocess.run(
+        [OPMARKET, "validate", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -34,8 +40,9 @@ def test_same_verdict_as_the_server(market: Market, wheels: Wheels) -> None:
     assert done.returncode == 1
     local = json.loads(done.stdout)
     assert local["status"] == served["status"] == "rejected"
-    assert [(s["name"], s["status"]) for s in local["steps"]] == \
-        [(s["name"], s["status"]) for s in served["steps"]]
+    assert [(s["name"], s["status"]) for s in local["steps"]] == [
+        (s["name"], s["status"]) for s in served["steps"]
+    ]
 
 
 @pytest.mark.slow
@@ -54,8 +61,13 @@ def test_unreadable_input_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_users_and_tokens(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([OPMARKET, *args, "--data", str(tmp_path)], capture_output=True,
-                              text=True, env=clean_env(), check=False)
+        return subprocess.run(
+            [OPMARKET, *args, "--data", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            check=False,
+        )
 
     assert cli("users", "add", "carol").returncode == 0
     again = cli("users", "add", "carol")
@@ -82,8 +94,15 @@ def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
         " 'alembic') if m in sys.modules)\n"
         "print('EXIT', code, 'HEAVY', heavy)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=clean_env(), check=False, cwd="/", timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        cwd="/",
+        timeout=300,
+    )
     assert "EXIT 0 HEAVY []" in done.stdout, done.stdout + done.stderr
 
 
@@ -94,15 +113,27 @@ def test_validate_runs_where_the_web_extra_is_missing(wheels: Wheels) -> None:
         "from opmarket._cli import main\n"
         f"main(['validate', {str(wheels.double_1_0)!r}])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=clean_env(), check=False, cwd="/", timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        cwd="/",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "validated" in done.stdout and "Traceback" not in done.stderr
 
 
 def test_an_unusable_data_folder_is_a_one_line_error() -> None:
-    done = subprocess.run([OPMARKET, "users", "add", "x", "--data", "/proc/opmarket-nope"],
-                          capture_output=True, text=True, env=clean_env(), check=False)  # fmt: skip
+    done = subprocess.run(
+        [OPMARKET, "users", "add", "x", "--data", "/proc/opmarket-nope"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("opmarket: error: --data /proc/opmarket-nope")
     assert done.stderr.count("\n") == 1

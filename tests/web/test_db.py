@@ -98,28 +98,47 @@ def test_migration_0003_keys_files_and_keeps_those_that_already_collide(tmp_path
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0001")
-        connection.execute(sa.text(
-            "INSERT INTO users (id, name, created) VALUES (1, 'alice', '2026-01-01');"))
-        connection.execute(sa.text(
-            "INSERT INTO projects (id, name, normalized, owner_id, created, summary, serial) "
-            "VALUES (1, 'Foo_Bar', 'foo-bar', 1, '2026-01-01', '', 0)"))
-        connection.execute(sa.text(
-            "INSERT INTO releases (id, project_id, version, created) "
-            "VALUES (1, 1, '1.0', '2026-01-01')"))
+        connection.execute(
+            sa.text("INSERT INTO users (id, name, created) VALUES (1, 'alice', '2026-01-01');")
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO projects (id, name, normalized, owner_id, created, summary, serial) "
+                "VALUES (1, 'Foo_Bar', 'foo-bar', 1, '2026-01-01', '', 0)"
+            )
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO releases (id, project_id, version, created) "
+                "VALUES (1, 1, '1.0', '2026-01-01')"
+            )
+        )
         # What the hostile campaign left: one distribution under three names.
-        for n, name in enumerate(["Foo_Bar-1.0-py3-none-any.whl", "foo_bar-1.0-py3-none-any.whl",
-                                  "foo_bar-1.0.0-py3-none-any.whl"], 1):
-            connection.execute(sa.text(
-                "INSERT INTO files (id, release_id, filename, sha256, size, requires_python, "
-                "metadata_sha256, summary, uploaded, uploader_id, status, yanked, "
-                "yanked_reason, log, opset) VALUES (:id, 1, :name, :sha, 1, '', '', '', "
-                "'2026-01-01', 1, 'validated', 0, '', '', '')"),
-                {"id": n, "name": name, "sha": str(n) * 64})
+        for n, name in enumerate(
+            [
+                "Foo_Bar-1.0-py3-none-any.whl",
+                "foo_bar-1.0-py3-none-any.whl",
+                "foo_bar-1.0.0-py3-none-any.whl",
+            ],
+            1,
+        ):
+            connection.execute(
+                sa.text(
+                    "INSERT INTO files (id, release_id, filename, sha256, size, requires_python, "
+                    "metadata_sha256, summary, uploaded, uploader_id, status, yanked, "
+                    "yanked_reason, log, opset) VALUES (:id, 1, :name, :sha, 1, '', '', '', "
+                    "'2026-01-01', 1, 'validated', 0, '', '', '')"
+                ),
+                {"id": n, "name": name, "sha": str(n) * 64},
+            )
     migrate(engine)
     with engine.connect() as conn:
         keys = conn.execute(sa.text("SELECT id, dist_key FROM files ORDER BY id")).all()
-    assert keys == [(1, "foo-bar/1//py3-none-any"), (2, "foo-bar/1//py3-none-any#duplicate-2"),
-                    (3, "foo-bar/1//py3-none-any#duplicate-3")]
+    assert keys == [
+        (1, "foo-bar/1//py3-none-any"),
+        (2, "foo-bar/1//py3-none-any#duplicate-2"),
+        (3, "foo-bar/1//py3-none-any#duplicate-3"),
+    ]
     engine.dispose()
 
 

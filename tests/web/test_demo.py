@@ -27,8 +27,10 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [OPMARKET, "serve", "--demo", "--port", str(port), "--data", str(tmp_path / "d")],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(),
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
     try:
         deadline = time.monotonic() + 400
         while "demo ready" not in log.read_text() and time.monotonic() < deadline:
@@ -42,8 +44,10 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
             packages = json.load(r)["packages"]
         assert len(packages) == len(PLUGINS)
         rejected = [p["normalized"] for p in packages if p["status"] != "validated"]
-        logs = [json.load(urllib.request.urlopen(f"{url}/api/packages/{name}"))["files"][0]["log"]
-                for name in rejected]
+        logs = [
+            json.load(urllib.request.urlopen(f"{url}/api/packages/{name}"))["files"][0]["log"]
+            for name in rejected
+        ]
         assert not rejected, "\n".join(logs)
         # time_two's CUDA kernel registers only where a GPU is; its manifest declares it, so
         # the catalog shows it as not run rather than hiding the GPU build.
@@ -52,8 +56,10 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
         gpu = [k for k in kernels if k["device"] == "GPU"]
         assert gpu and all(k["status"] in ("gpu: not run", "passed") for k in gpu), kernels
         for p in packages:
-            request = urllib.request.Request(f"{url}/simple/{p['normalized']}/", headers={
-                "Accept": "application/vnd.pypi.simple.v1+json"})
+            request = urllib.request.Request(
+                f"{url}/simple/{p['normalized']}/",
+                headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+            )
             with urllib.request.urlopen(request) as r:
                 (entry,) = json.load(r)["files"]
             with urllib.request.urlopen(url + entry["url"]) as r:

@@ -19,11 +19,23 @@ def test_all_is_sorted_and_resolves() -> None:
 
 def test_public_names() -> None:
     assert set(opmarket.web.__all__) == {
-        "Limits", "LocalFileStore", "Previous", "Settings", "Step", "Storage", "StorageError",
-        "Verdict", "WheelError", "WheelInfo", "WheelLimits", "app_from_environment",
-        "create_app", "inspect_wheel", "storage_from_url", "validate_wheel",
+        "Limits",
+        "LocalFileStore",
+        "Previous",
+        "Settings",
+        "Step",
+        "Storage",
+        "StorageError",
+        "Verdict",
+        "WheelError",
+        "WheelInfo",
+        "WheelLimits",
+        "app_from_environment",
+        "create_app",
+        "inspect_wheel",
+        "storage_from_url",
+        "validate_wheel",
     }
-
 
 
 def test_old_names_still_work_with_a_deprecation_warning() -> None:
@@ -32,13 +44,16 @@ def test_old_names_still_work_with_a_deprecation_warning() -> None:
     assert old is opmarket.web.WheelError
 
 
-@pytest.mark.parametrize(("error", "builtin"), [
-    (opmarket.web.StorageError, RuntimeError),
-    (opmarket.web.WheelError, ValueError),
-    (UserError, ValueError),
-    (ReleaseNotFoundError, LookupError),
-    (HTTPError, Exception),
-])
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (opmarket.web.StorageError, RuntimeError),
+        (opmarket.web.WheelError, ValueError),
+        (UserError, ValueError),
+        (ReleaseNotFoundError, LookupError),
+        (HTTPError, Exception),
+    ],
+)
 def test_errors_are_in_the_opmarket_tree(error: type[Exception], builtin: type[Exception]) -> None:
     assert issubclass(error, OpmarketError) and issubclass(error, builtin)
     assert error.__name__.endswith("Error")

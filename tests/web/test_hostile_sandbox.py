@@ -29,8 +29,10 @@ from .conftest import OPMARKET, Market, _wait_up, clean_env, free_port, twine
 from .plugins import build_plugin, plugin_source
 from .test_sandbox import processes_with, wait_for
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(bool(sandbox_problem(Limits())), reason="no sandbox here")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(sandbox_problem(Limits())), reason="no sandbox here"),
+]
 
 OP = "Test>Hostile"
 GOOD = plugin_source(OP, 2)
@@ -40,7 +42,7 @@ DATA = Path(f"/tmp/opmarket-hostile-{TAG}-data")  # "the server's data" the plug
 
 ATTACKS = {
     # 1. core_pattern (same value back), hostname, /dev/kmsg, then a crash that would run it.
-    "escape": '''
+    "escape": """
 import ctypes, os, socket, sys
 for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname", "/dev/kmsg"):
     try:
@@ -58,9 +60,9 @@ except OSError as e:
 if os.fork() == 0:
     ctypes.string_at(0)
 os.wait()
-''',
+""",
     # 2. a host Unix socket
-    "socket": f'''
+    "socket": f"""
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 try:
@@ -68,9 +70,9 @@ try:
     print("ESCAPED connected", file=sys.stderr)
 except OSError as e:
     print("refused socket", e.strerror, file=sys.stderr)
-''',
+""",
     # 3. the server's data: the database and another user's never-public wheel
-    "snoop": f'''
+    "snoop": f"""
 import os, sys
 for root in ({str(DATA)!r}, "/home", "/var", "/srv", "/run", "/tmp", "/job"):
     for folder, _, files in os.walk(root):
@@ -81,9 +83,9 @@ for root in ({str(DATA)!r}, "/home", "/var", "/srv", "/run", "/tmp", "/job"):
             except OSError as e:
                 print("refused", path, e.strerror, file=sys.stderr)
 print("snooped", os.path.exists({str(DATA)!r}), os.listdir("/root"), file=sys.stderr)
-''',
+""",
     # 4. memory of the whole job (children), and the disk
-    "memory": '''
+    "memory": """
 import os, sys, time
 pids = []
 for _ in range(4):
@@ -104,19 +106,19 @@ try:
 except OSError as e:
     print("refused disk", e.strerror, file=sys.stderr)
 os.remove("fill")
-''',
+""",
     "allocation": "b = bytearray(2 * 2**30)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n",
     # 5. a malformed report ("ops": ["x"]) on the report pipe, then gone
-    "malformed": '''
+    "malformed": """
 import json, os, sys
 fd = int(sys.argv[2])  # probe.py plugin FD ...
 os.write(fd, json.dumps({"steps": [{"name": "load", "status": "passed", "log": []}],
                          "ops": ["x"]}).encode())
 os._exit(0)
-''',
+""",
     # Also: a fake passing verdict, printed, and written to every descriptor it can find
     # (its own, and the harness's through /proc), then gone before the harness reports.
-    "fake": '''
+    "fake": """
 import glob, json, os, sys
 fake = json.dumps({"secret": "0" * 64, "returncode": 0, "protected": True, "report": {
     "steps": [{"name": "conformance", "status": "passed", "log": []}]}})
@@ -137,7 +139,7 @@ for fd in range(3, 64):
         pass
 sys.stderr.flush()
 os._exit(0)
-''',
+""",
     # 9. a relative path in its work folder
     "relative": "open('notes.txt', 'w').write('fine')\nassert open('notes.txt').read() == 'fine'\n",
 }
@@ -146,9 +148,12 @@ os._exit(0)
 @pytest.fixture(scope="session")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("hostile-wheels")
-    return {name: build_plugin(d, f"opm-{name}", "1.0.0", op_name=OP, source=GOOD + code,
-                               manifest_source=GOOD)
-            for name, code in ATTACKS.items()}
+    return {
+        name: build_plugin(
+            d, f"opm-{name}", "1.0.0", op_name=OP, source=GOOD + code, manifest_source=GOOD
+        )
+        for name, code in ATTACKS.items()
+    }
 
 
 def validate(wheel: Path, **limits: object) -> Verdict:
@@ -195,7 +200,8 @@ def server_data() -> Iterator[Path]:
 
 
 def test_the_servers_data_and_other_users_files_are_invisible(
-        hostile: dict[str, Path], server_data: Path) -> None:
+    hostile: dict[str, Path], server_data: Path
+) -> None:
     log = validate(hostile["snoop"]).log_text()
     assert "snooped False" in log
     assert "digest-of-bobs-token" not in log and "bob's secret wheel" not in log
@@ -206,8 +212,7 @@ def test_the_servers_data_and_other_users_files_are_invisible(
     assert listed is not None and set(eval(listed.group(1))) <= {".pyenv", ".local"}
 
 
-def test_memory_is_bounded_for_the_whole_job_and_the_disk_too(
-        hostile: dict[str, Path]) -> None:
+def test_memory_is_bounded_for_the_whole_job_and_the_disk_too(hostile: dict[str, Path]) -> None:
     verdict = validate(hostile["memory"], memory_mb=512, disk_mb=64)
     log = verdict.log_text()
     assert "refused disk No space left on device" in log and "ESCAPED" not in log
@@ -222,8 +227,7 @@ def test_memory_is_bounded_for_the_whole_job_and_the_disk_too(
 def test_one_big_allocation_fails_alone(hostile: dict[str, Path]) -> None:
     verdict = validate(hostile["allocation"], memory_mb=512)
     assert verdict.status == "rejected"
-    assert "killed by signal SIGKILL" in verdict.log_text() or "MemoryError" in (
-        verdict.log_text())
+    assert "killed by signal SIGKILL" in verdict.log_text() or "MemoryError" in (verdict.log_text())
 
 
 def test_a_malformed_report_rejects_with_the_reason(hostile: dict[str, Path]) -> None:
@@ -251,20 +255,39 @@ def test_relative_paths_in_the_work_folder_work(hostile: dict[str, Path]) -> Non
 
 def _serve(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([OPMARKET, "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--data", str(data), "--validation-workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [
+            OPMARKET,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data",
+            str(data),
+            "--validation-workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     _wait_up(f"http://127.0.0.1:{port}", proc)
     return proc, f"http://127.0.0.1:{port}"
 
 
 def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
-        tmp_path: Path, hostile: dict[str, Path]) -> None:
+    tmp_path: Path, hostile: dict[str, Path]
+) -> None:
     timeout = 4
     env = clean_env(OPMARKET_VALIDATION_TIMEOUT_S=str(timeout))
     data = tmp_path / "market"
-    subprocess.run([OPMARKET, "users", "add", "alice", "--data", str(data)], check=True,
-                   capture_output=True, env=env)
+    subprocess.run(
+        [OPMARKET, "users", "add", "alice", "--data", str(data)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     wheel = hostile["memory"]  # runs a few seconds: long enough to be killed in the middle
     server, url = _serve(data, env)
     worker = None
@@ -282,8 +305,12 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
             assert db.execute("SELECT status FROM jobs").fetchall() == [("running",)]
         db.close()
         # Another process takes the job over while it runs (its lease is still fresh now).
-        worker = subprocess.Popen([OPMARKET, "worker", "--data", str(data)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        worker = subprocess.Popen(
+            [OPMARKET, "worker", "--data", str(data)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
 
         def requeued() -> bool:
             with sqlite3.connect(data / "opmarket.sqlite3") as db:
@@ -308,8 +335,10 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         if worker is not None:
             worker.terminate()
             worker.wait(30)
-    print(f"sandbox gone {orphans_gone_s:.1f} s, job taken over {requeued_s:.1f} s, file "
-          f"decided {decided_s:.1f} s after kill -9 (timeout {timeout} s)")
+    print(
+        f"sandbox gone {orphans_gone_s:.1f} s, job taken over {requeued_s:.1f} s, file "
+        f"decided {decided_s:.1f} s after kill -9 (timeout {timeout} s)"
+    )
     assert orphans_gone_s < timeout
     assert requeued_s < 2 * timeout + 2  # 4/3 of a lease (one timeout), the worker's start
     assert decided_s < 3 * timeout + 5  # lease (one timeout) + reclaim + one validation

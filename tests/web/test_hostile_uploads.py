@@ -39,10 +39,18 @@ MAX_UPLOAD = 4 * MiB
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
     """A market with short timeouts and a small upload limit, and no validation worker."""
-    yield from start_market(tmp_path_factory.mktemp("hostile"), validation_workers=0, flags=(
-        "--header-timeout", str(HEAD_TIMEOUT_S), "--body-timeout", str(BODY_TIMEOUT_S),
-        "--max-upload-bytes", str(MAX_UPLOAD),
-    ))  # fmt: skip
+    yield from start_market(
+        tmp_path_factory.mktemp("hostile"),
+        validation_workers=0,
+        flags=(
+            "--header-timeout",
+            str(HEAD_TIMEOUT_S),
+            "--body-timeout",
+            str(BODY_TIMEOUT_S),
+            "--max-upload-bytes",
+            str(MAX_UPLOAD),
+        ),
+    )
 
 
 def _address(market: Market) -> tuple[str, int]:
@@ -59,8 +67,14 @@ def _reply(sock: socket.socket, timeout: float) -> bytes:
         while chunk := sock.recv(65536):
             out += chunk
             head, sep, body = out.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), None)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                None,
+            )
             if sep and length is not None and len(body) >= length:
                 break
     except (TimeoutError, ConnectionResetError):
@@ -74,11 +88,11 @@ def _auth(market: Market, user: str) -> str:
 
 def _peak_rss_kib(market: Market) -> int:
     status = Path(f"/proc/{market.proc.pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines()
-                    if line.startswith("VmHWM:")))
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
 # --- 6. one unauthenticated client stalls everyone -----------------------------------------
+
 
 def _flood_header(market: Market, total: int, give_up_s: float) -> tuple[int, float, bytes]:
     """Send a request whose one header is ``total`` bytes long; (bytes sent, seconds, reply)."""
@@ -118,8 +132,9 @@ def test_a_100_mib_header_is_refused_fast_and_others_are_not_stalled(hostile: Ma
 @pytest.mark.parametrize(("size", "status"), [(60_000, 200), (70_000, 431)])
 def test_the_head_limit_is_64_kib(hostile: Market, size: int, status: int) -> None:
     with socket.create_connection(_address(hostile)) as sock:
-        sock.sendall(b"GET /simple/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: "
-                     + b"a" * size + b"\r\n\r\n")
+        sock.sendall(
+            b"GET /simple/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + b"a" * size + b"\r\n\r\n"
+        )
         reply = _reply(sock, 10)
     assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:100]
 
@@ -150,8 +165,8 @@ def test_a_stalled_upload_body_is_408(hostile: Market) -> None:
             b"POST /legacy/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n"
             b"Content-Type: multipart/form-data; boundary=zz\r\n"
             + f"Authorization: Basic {_auth(hostile, 'bob')}\r\n\r\n".encode()
-            + b"--zz\r\nContent-Disposition: form-data; name=\":action\"\r\n\r\n"
-        )  # fmt: skip
+            + b'--zz\r\nContent-Disposition: form-data; name=":action"\r\n\r\n'
+        )
         start = time.monotonic()
         reply = _reply(sock, 15)
         waited = time.monotonic() - start
@@ -159,16 +174,22 @@ def test_a_stalled_upload_body_is_408(hostile: Market) -> None:
     assert waited < BODY_TIMEOUT_S + 4
 
 
-@pytest.mark.parametrize(("path", "length", "status"), [
-    ("/api/packages", 10 * MiB, 413),  # no body expected here: the small limit
-    ("/legacy/", 100 * MiB, 413),  # over --max-upload-bytes
-])
+@pytest.mark.parametrize(
+    ("path", "length", "status"),
+    [
+        ("/api/packages", 10 * MiB, 413),  # no body expected here: the small limit
+        ("/legacy/", 100 * MiB, 413),  # over --max-upload-bytes
+    ],
+)
 def test_bodies_over_the_routes_limit_are_413_before_they_are_sent(
-        hostile: Market, path: str, length: int, status: int) -> None:
+    hostile: Market, path: str, length: int, status: int
+) -> None:
     with socket.create_connection(_address(hostile)) as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n"
-                     f"Authorization: Basic {_auth(hostile, 'bob')}\r\n"
-                     "Content-Type: multipart/form-data; boundary=zz\r\n\r\n".encode())
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n"
+            f"Authorization: Basic {_auth(hostile, 'bob')}\r\n"
+            "Content-Type: multipart/form-data; boundary=zz\r\n\r\n".encode()
+        )
         reply = _reply(sock, 10)
     assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:100]
 
@@ -182,6 +203,7 @@ def test_garbage_instead_of_http_is_400_and_the_server_goes_on(hostile: Market) 
 
 # --- 7. a published version can change -----------------------------------------------------
 
+
 def _files(market: Market, project: str) -> list[str]:
     status, _, body = market.get(f"/api/packages/{quote(project)}")
     return [f["filename"] for f in json.loads(body)["files"]] if status == 200 else []
@@ -193,8 +215,9 @@ def test_one_version_under_three_spellings_is_one_file(hostile: Market, tmp_path
     for n, (dist, version) in enumerate(spellings):
         folder = tmp_path / str(n)
         folder.mkdir()
-        wheel = handmade_wheel(folder, dist, version, {"hostile_same/data.py": f"N = {n}\n"
-                                                       .encode()})
+        wheel = handmade_wheel(
+            folder, dist, version, {"hostile_same/data.py": f"N = {n}\n".encode()}
+        )
         answers.append(upload_wheel(hostile.url, hostile.tokens["alice"], wheel))
     assert answers[0][0] == 200, answers[0]
     for status, body in answers[1:]:
@@ -214,8 +237,9 @@ def test_the_same_bytes_under_another_name_are_refused(hostile: Market, tmp_path
     assert _files(hostile, "hostile-twin") == [wheel.name]
 
 
-def test_concurrent_identical_uploads_of_a_new_file_all_get_200(hostile: Market,
-                                                                tmp_path: Path) -> None:
+def test_concurrent_identical_uploads_of_a_new_file_all_get_200(
+    hostile: Market, tmp_path: Path
+) -> None:
     wheel = handmade_wheel(tmp_path, "hostile-race", "1.0", {"hostile_race/x.py": b"x = 1\n"})
     barrier = threading.Barrier(6)
 
@@ -234,25 +258,53 @@ def test_concurrent_identical_uploads_of_a_new_file_all_get_200(hostile: Market,
 _LYING = "Metadata-Version: 2.1\nName: somebody-else\nVersion: 1.0\n"
 
 
-@pytest.mark.parametrize(("dist", "version", "extra", "options", "why"), [
-    ("hostile-alias", "1.0", {"hostile_alias/./__init__.py": b"import os\n"}, {},
-     "non-canonical path"),
-    ("hostile-\u0435vil", "1.0", {}, {"filename": "hostile_\u0435vil-1.0-py3-none-any.whl"},
-     "not a valid name"),
-    ("hostile-tag", "1.0", {}, {"filename": "hostile_tag-1.0-py3-none-any<img onerror>.whl"},
-     "not a valid compatibility tag"),
-    ("hostile-local", "1.0+evil", {}, {}, "local versions are not accepted"),
-    ("hostile-record", "1.0", {}, {"record": record_line("hostile_record/__init__.py",
-                                                         b"other bytes")},
-     "RECORD does not match the archive"),
-    ("hostile-bomb", "1.0", {"hostile_bomb/zeros": b"\0" * (64 * MiB)}, {}, "zip bomb"),
-    ("hostile-trav", "1.0", {"../../evil.py": b"print('escaped')\n"}, {}, "path traversal"),
-    ("hostile-link", "1.0", {}, {"symlink": "/etc/passwd"}, "symbolic link"),
-    ("hostile-lie", "1.0", {}, {"metadata": _LYING}, "METADATA says 'somebody-else'"),
-])
+@pytest.mark.parametrize(
+    ("dist", "version", "extra", "options", "why"),
+    [
+        (
+            "hostile-alias",
+            "1.0",
+            {"hostile_alias/./__init__.py": b"import os\n"},
+            {},
+            "non-canonical path",
+        ),
+        (
+            "hostile-\u0435vil",
+            "1.0",
+            {},
+            {"filename": "hostile_\u0435vil-1.0-py3-none-any.whl"},
+            "not a valid name",
+        ),
+        (
+            "hostile-tag",
+            "1.0",
+            {},
+            {"filename": "hostile_tag-1.0-py3-none-any<img onerror>.whl"},
+            "not a valid compatibility tag",
+        ),
+        ("hostile-local", "1.0+evil", {}, {}, "local versions are not accepted"),
+        (
+            "hostile-record",
+            "1.0",
+            {},
+            {"record": record_line("hostile_record/__init__.py", b"other bytes")},
+            "RECORD does not match the archive",
+        ),
+        ("hostile-bomb", "1.0", {"hostile_bomb/zeros": b"\0" * (64 * MiB)}, {}, "zip bomb"),
+        ("hostile-trav", "1.0", {"../../evil.py": b"print('escaped')\n"}, {}, "path traversal"),
+        ("hostile-link", "1.0", {}, {"symlink": "/etc/passwd"}, "symbolic link"),
+        ("hostile-lie", "1.0", {}, {"metadata": _LYING}, "METADATA says 'somebody-else'"),
+    ],
+)
 def test_invalid_wheels_are_refused_and_nothing_is_stored(  # noqa: PLR0917  (one per column)
-        hostile: Market, tmp_path: Path, dist: str, version: str, extra: dict[str, bytes],
-        options: dict[str, str], why: str) -> None:
+    hostile: Market,
+    tmp_path: Path,
+    dist: str,
+    version: str,
+    extra: dict[str, bytes],
+    options: dict[str, str],
+    why: str,
+) -> None:
     wheel = handmade_wheel(tmp_path, dist, version, extra, **options)  # type: ignore[arg-type]
     before = hostile.blobs()
     status, body = upload_wheel(hostile.url, hostile.tokens["bob"], wheel)
@@ -261,13 +313,17 @@ def test_invalid_wheels_are_refused_and_nothing_is_stored(  # noqa: PLR0917  (on
     assert _files(hostile, dist) == []
 
 
-@pytest.mark.parametrize(("token", "status"), [
-    (None, 401),  # no credentials
-    ("opm-not-a-real-token", 403),
-    ("bob", 403),  # alice's project
-])
-def test_uploads_without_the_right_to_are_refused(hostile: Market, tmp_path: Path,
-                                                   token: str | None, status: int) -> None:
+@pytest.mark.parametrize(
+    ("token", "status"),
+    [
+        (None, 401),  # no credentials
+        ("opm-not-a-real-token", 403),
+        ("bob", 403),  # alice's project
+    ],
+)
+def test_uploads_without_the_right_to_are_refused(
+    hostile: Market, tmp_path: Path, token: str | None, status: int
+) -> None:
     owned = handmade_wheel(tmp_path, "hostile-owned", "1.0", {})
     assert upload_wheel(hostile.url, hostile.tokens["alice"], owned)[0] == 200
     newer = tmp_path / "newer"
@@ -310,8 +366,9 @@ def test_a_truncated_upload_stores_nothing(hostile: Market, tmp_path: Path) -> N
             f"\r\nAuthorization: Basic {_auth(hostile, 'bob')}\r\n"
             "Content-Type: multipart/form-data; boundary=zz\r\n\r\n"
             '--zz\r\nContent-Disposition: form-data; name="content"; '
-            f'filename="{wheel.name}"\r\n\r\n'.encode() + data[: len(data) // 2]
-        )  # fmt: skip
+            f'filename="{wheel.name}"\r\n\r\n'.encode()
+            + data[: len(data) // 2]
+        )
     # The client is gone; the server goes on serving and keeps nothing of it.
     assert hostile.get("/simple/")[0] == 200
     assert _files(hostile, "hostile-cut") == []
@@ -319,6 +376,7 @@ def test_a_truncated_upload_stores_nothing(hostile: Market, tmp_path: Path) -> N
 
 
 # --- 9. smaller ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", ["/api/packages?q=", "/?q="])
 def test_a_60000_character_search_is_400_not_500(hostile: Market, path: str) -> None:

@@ -17,21 +17,24 @@ from .plugins import build_plugin, plugin_source
 
 OP = "Test>Misbehave"
 GOOD = plugin_source(OP, 2)
-GPU_KERNEL = '''@kernel("Test>Misbehave", device="GPU", constraints={"T": ["float"]})
+GPU_KERNEL = """@kernel("Test>Misbehave", device="GPU", constraints={"T": ["float"]})
 def scale_gpu(x):
     return x * 2
 
 
-'''
+"""
 GPU = GOOD.replace("@hookimpl", GPU_KERNEL + "@hookimpl").replace(
-    "register(OP, scale,", "register(OP, scale, scale_gpu,")
+    "register(OP, scale,", "register(OP, scale, scale_gpu,"
+)
 
 HOSTILE = {
     "hang": "import time\ntime.sleep(3600)\n",
     "crash": "import ctypes\nctypes.string_at(0)\n",  # a real segmentation fault
     "flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
-    "forks": ("import os, time\nfor _ in range(10000):\n    if os.fork() == 0:\n"
-              "        time.sleep(30)\n        os._exit(0)\n"),
+    "forks": (
+        "import os, time\nfor _ in range(10000):\n    if os.fork() == 0:\n"
+        "        time.sleep(30)\n        os._exit(0)\n"
+    ),
 }
 WHY = {
     "hang": "still running after 3 s",
@@ -44,9 +47,12 @@ WHY = {
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("hostile")
-    out = {name: build_plugin(d, f"opm-{name}", "1.0.0", op_name=OP, source=GOOD + code,
-                              manifest_source=GOOD)
-           for name, code in HOSTILE.items()}
+    out = {
+        name: build_plugin(
+            d, f"opm-{name}", "1.0.0", op_name=OP, source=GOOD + code, manifest_source=GOOD
+        )
+        for name, code in HOSTILE.items()
+    }
     out["gpu"] = build_plugin(d, "opm-gpu", "1.0.0", op_name=OP, source=GPU)
     return out
 
@@ -56,8 +62,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_a_misbehaving_plugin_fails_alone(built: dict[str, Path], name: str) -> None:
     if name == "forks" and (os.geteuid() != 0 or create_job_cgroup(512, 32, 1) is None):
         pytest.skip("containing endless forks needs a writable control group")
-    verdict = validate_wheel(built[name], limits=Limits(timeout_s=3, max_pids=32,
-                                                        max_output_bytes=1_000_000))
+    verdict = validate_wheel(
+        built[name], limits=Limits(timeout_s=3, max_pids=32, max_output_bytes=1_000_000)
+    )
     assert verdict.status == "rejected"
     (failed,) = verdict.failures
     assert failed.name == "load"
@@ -85,20 +92,27 @@ def test_without_a_sandbox_uploaded_code_is_refused(built: dict[str, Path]) -> N
 
 @pytest.mark.slow
 def test_allowed_to_run_unsandboxed_it_validates_and_says_so(built: dict[str, Path]) -> None:
-    verdict = validate_wheel(built["gpu"], limits=Limits(bwrap="/nonexistent/bwrap",
-                                                         allow_unsandboxed=True))
+    verdict = validate_wheel(
+        built["gpu"], limits=Limits(bwrap="/nonexistent/bwrap", allow_unsandboxed=True)
+    )
     assert verdict.status == "validated", verdict.log_text()
     assert "NOT SANDBOXED ('/nonexistent/bwrap' is not installed" in verdict.log_text()
 
 
 @pytest.mark.slow
-def test_opmarket_validate_without_bubblewrap_warns_and_runs(built: dict[str, Path],
-                                                             tmp_path: Path) -> None:
+def test_opmarket_validate_without_bubblewrap_warns_and_runs(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
     empty = tmp_path / "bin"  # a PATH with no bwrap on it
     empty.mkdir()
-    done = subprocess.run([str(Path(sys.executable).parent / "opmarket"), "validate",
-                           str(built["gpu"])], capture_output=True, text=True, check=False,
-                          env={"PATH": str(empty), "HOME": str(tmp_path)}, timeout=300)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "opmarket"), "validate", str(built["gpu"])],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": str(empty), "HOME": str(tmp_path)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: no sandbox (" in done.stderr and "is not installed" in done.stderr
     assert "NOT SANDBOXED" in done.stdout

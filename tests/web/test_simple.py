@@ -21,13 +21,16 @@ PIP_ACCEPT = f"{JSON}, {HTML_V1}; q=0.1, text/html; q=0.01"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("accept", "expected"), [
-    (PIP_ACCEPT, JSON),
-    (f"{JSON};q=0.2, {HTML_V1};q=0.9", HTML_V1),
-    ("text/html,application/xhtml+xml,*/*;q=0.8", "text/html"),
-    ("", "text/html"),
-    ("application/vnd.pypi.simple.latest+json", JSON),
-])
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (PIP_ACCEPT, JSON),
+        (f"{JSON};q=0.2, {HTML_V1};q=0.9", HTML_V1),
+        ("text/html,application/xhtml+xml,*/*;q=0.8", "text/html"),
+        ("", "text/html"),
+        ("application/vnd.pypi.simple.latest+json", JSON),
+    ],
+)
 def test_accept_negotiation_with_q_values(uploaded: Market, accept: str, expected: str) -> None:
     status, headers, _ = uploaded.get("/simple/opm-double/", {"Accept": accept} if accept else {})
     assert status == 200
@@ -40,8 +43,9 @@ def test_conditional_requests_answer_304(uploaded: Market) -> None:
     _, headers, _ = uploaded.get("/simple/opm-double/", {"Accept": JSON})
     _, html_headers, _ = uploaded.get("/simple/opm-double/")
     assert headers["etag"] != html_headers["etag"]
-    status, again, body = uploaded.get("/simple/opm-double/",
-                                       {"Accept": JSON, "If-None-Match": headers["etag"]})
+    status, again, body = uploaded.get(
+        "/simple/opm-double/", {"Accept": JSON, "If-None-Match": headers["etag"]}
+    )
     assert (status, body, again["etag"]) == (304, b"", headers["etag"])
     status, _, body = uploaded.get("/simple/opm-double/", {"If-None-Match": headers["etag"]})
     assert status == 200 and body  # the HTML page has another tag
@@ -124,8 +128,7 @@ def project_json(market: Market, *, until: Any, timeout: float = 10) -> dict[str
     (the CLI) shows within the server's cache time (1 s)."""
     deadline = time.monotonic() + timeout
     while True:
-        page: dict[str, Any] = json.loads(
-            market.get("/simple/opm-double/", {"Accept": JSON})[2])
+        page: dict[str, Any] = json.loads(market.get("/simple/opm-double/", {"Accept": JSON})[2])
         if until(page) or time.monotonic() > deadline:
             return page
         time.sleep(0.1)
@@ -159,8 +162,9 @@ def test_unknown_project_is_404_json(uploaded: Market) -> None:
 
 
 @pytest.mark.slow
-def test_a_release_is_found_however_its_version_is_spelled(uploaded: Market,
-                                                           wheels: Wheels) -> None:
+def test_a_release_is_found_however_its_version_is_spelled(
+    uploaded: Market, wheels: Wheels
+) -> None:
     name = wheels.double_1_0.name  # version 1.0.0; PEP 440 says 1.0 is the same release
 
     def yanked(page: dict[str, Any]) -> object:

@@ -20,8 +20,9 @@ from .conftest import BIN, Market, Wheels, clean_env, twine
 
 
 @pytest.mark.slow
-def test_twine_upload_with_a_token_is_validated_and_listed(uploaded: Market,
-                                                           wheels: Wheels) -> None:
+def test_twine_upload_with_a_token_is_validated_and_listed(
+    uploaded: Market, wheels: Wheels
+) -> None:
     status, _headers, body = uploaded.get("/simple/opm-double/")
     assert status == 200
     assert wheels.double_1_0.name in body.decode()
@@ -39,8 +40,9 @@ def test_identical_reupload_answers_200(uploaded: Market, wheels: Wheels) -> Non
 
 
 @pytest.mark.slow
-def test_other_contents_under_an_existing_filename_is_400(uploaded: Market, wheels: Wheels,
-                                                         tmp_path: Path) -> None:
+def test_other_contents_under_an_existing_filename_is_400(
+    uploaded: Market, wheels: Wheels, tmp_path: Path
+) -> None:
     changed = tmp_path / wheels.double_1_0.name
     shutil.copyfile(wheels.double_1_0, changed)
     with zipfile.ZipFile(changed, "a") as zf:
@@ -62,14 +64,18 @@ def test_a_wrong_token_is_refused_and_nothing_is_stored(market: Market, wheels: 
     assert done.returncode != 0 and "403" in done.stdout + done.stderr
     assert market.blobs() == before
     status, _, _ = market.get("/api/packages/opm-double")
-    files = [f["filename"] for f in market.json("/api/packages/opm-double")["files"]] \
-        if status == 200 else []
+    files = (
+        [f["filename"] for f in market.json("/api/packages/opm-double")["files"]]
+        if status == 200
+        else []
+    )
     assert wheels.double_1_1.name not in files
 
 
 @pytest.mark.slow
-def test_another_users_project_is_403_and_nothing_is_stored(uploaded: Market,
-                                                            wheels: Wheels) -> None:
+def test_another_users_project_is_403_and_nothing_is_stored(
+    uploaded: Market, wheels: Wheels
+) -> None:
     before = uploaded.blobs()
     done = twine(uploaded, uploaded.tokens["bob"], wheels.double_for_bob)
     assert done.returncode != 0 and "403" in done.stdout + done.stderr
@@ -80,13 +86,17 @@ def test_another_users_project_is_403_and_nothing_is_stored(uploaded: Market,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("which", "why"), [
-    ("bomb", "zip bomb"),
-    ("traversal", "path traversal"),
-    ("symlink", "symbolic link"),
-])
+@pytest.mark.parametrize(
+    ("which", "why"),
+    [
+        ("bomb", "zip bomb"),
+        ("traversal", "path traversal"),
+        ("symlink", "symbolic link"),
+    ],
+)
 def test_unsafe_archives_are_refused_and_nothing_is_stored(
-        market: Market, wheels: Wheels, which: str, why: str) -> None:
+    market: Market, wheels: Wheels, which: str, why: str
+) -> None:
     wheel = getattr(wheels, which)
     before = market.blobs()
     done = twine(market, market.tokens["bob"], wheel)
@@ -99,8 +109,9 @@ def test_unsafe_archives_are_refused_and_nothing_is_stored(
 
 
 @pytest.mark.slow
-def test_a_kernel_that_disagrees_with_its_reference_is_rejected(market: Market,
-                                                               wheels: Wheels) -> None:
+def test_a_kernel_that_disagrees_with_its_reference_is_rejected(
+    market: Market, wheels: Wheels
+) -> None:
     done = twine(market, market.tokens["bob"], wheels.wrong)
     assert done.returncode == 0, done.stdout + done.stderr
     entry = market.wait_for("opm-wrong", wheels.wrong.name)
@@ -112,8 +123,9 @@ def test_a_kernel_that_disagrees_with_its_reference_is_rejected(market: Market,
 
 
 @pytest.mark.slow
-def test_compat_and_version_policy_against_the_previous_release(uploaded: Market,
-                                                                wheels: Wheels) -> None:
+def test_compat_and_version_policy_against_the_previous_release(
+    uploaded: Market, wheels: Wheels
+) -> None:
     for wheel in (wheels.double_1_1, wheels.double_breaking):
         done = twine(uploaded, uploaded.tokens["alice"], wheel)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -133,34 +145,55 @@ def test_uv_publish_with_a_token(uploaded: Market, wheels: Wheels) -> None:
     if not uv.exists():
         pytest.skip("uv is not installed in this environment (it is in the dev extra)")
     done = subprocess.run(
-        [str(uv), "publish", "--publish-url", f"{uploaded.url}/legacy/", "--token",
-         uploaded.tokens["alice"], "--trusted-publishing", "never", str(wheels.double_uv)],
-        capture_output=True, text=True, env=clean_env(), check=False, timeout=120,
-    )  # fmt: skip
+        [
+            str(uv),
+            "publish",
+            "--publish-url",
+            f"{uploaded.url}/legacy/",
+            "--token",
+            uploaded.tokens["alice"],
+            "--trusted-publishing",
+            "never",
+            str(wheels.double_uv),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     entry = uploaded.wait_for("opm-double", wheels.double_uv.name)
     assert entry["status"] == "validated", entry["log"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("headers", "body", "status"), [
-    ({}, b"", 401),  # no credentials
-    ({"Authorization": "Bearer x"}, b"", 401),
-    ({"Authorization": "Basic !!!"}, b"", 401),
-    ({"Authorization": "Basic X190b2tlbl9f"}, b"", 401),  # "__token__" without a colon
-    ({"Content-Type": "multipart/form-data; boundary=zz"}, b"--zz\r\ngarbage", 400),
-    ({"Content-Type": "text/plain"}, b"hello", 400),
-    ({"Content-Type": "multipart/form-data; boundary=zz"},
-     b'--zz\r\nContent-Disposition: form-data; name=":action"\r\n\r\nfile_upload\r\n--zz--\r\n',
-     400),  # no file
-])
-def test_bad_requests_get_an_error_not_a_crash(market: Market, headers: dict[str, str],
-                                               body: bytes, status: int) -> None:
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({}, b"", 401),  # no credentials
+        ({"Authorization": "Bearer x"}, b"", 401),
+        ({"Authorization": "Basic !!!"}, b"", 401),
+        ({"Authorization": "Basic X190b2tlbl9f"}, b"", 401),  # "__token__" without a colon
+        ({"Content-Type": "multipart/form-data; boundary=zz"}, b"--zz\r\ngarbage", 400),
+        ({"Content-Type": "text/plain"}, b"hello", 400),
+        (
+            {"Content-Type": "multipart/form-data; boundary=zz"},
+            b'--zz\r\nContent-Disposition: form-data; name=":action"\r\n\r\n'
+            b"file_upload\r\n--zz--\r\n",
+            400,
+        ),  # no file
+    ],
+)
+def test_bad_requests_get_an_error_not_a_crash(
+    market: Market, headers: dict[str, str], body: bytes, status: int
+) -> None:
     if "Authorization" not in headers and status != 401:
         token = base64.b64encode(f"__token__:{market.tokens['bob']}".encode()).decode()
         headers = {**headers, "Authorization": f"Basic {token}"}
-    request = urllib.request.Request(f"{market.url}/legacy/", data=body, headers=headers,
-                                     method="POST")
+    request = urllib.request.Request(
+        f"{market.url}/legacy/", data=body, headers=headers, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as r:
             got, text = r.status, r.read()
@@ -178,10 +211,16 @@ def test_uploads_of_unknown_length_are_refused(market: Market) -> None:
     host, port = market.url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     token = base64.b64encode(f"__token__:{market.tokens['bob']}".encode()).decode()
-    conn.request("POST", "/legacy/", body=iter([b"--zz\r\n", b"x" * 1000]),
-                 headers={"Authorization": f"Basic {token}",
-                          "Content-Type": "multipart/form-data; boundary=zz"},
-                 encode_chunked=True)
+    conn.request(
+        "POST",
+        "/legacy/",
+        body=iter([b"--zz\r\n", b"x" * 1000]),
+        headers={
+            "Authorization": f"Basic {token}",
+            "Content-Type": "multipart/form-data; boundary=zz",
+        },
+        encode_chunked=True,
+    )
     response = conn.getresponse()
     assert response.status == 411
     conn.close()

@@ -35,7 +35,8 @@ def serving_only(tmp_path: Path) -> Iterator[Market]:
 
 @pytest.mark.slow
 def test_a_worker_process_validates_what_a_serving_only_server_accepted(
-        serving_only: Market, wheels: Wheels) -> None:
+    serving_only: Market, wheels: Wheels
+) -> None:
     market = serving_only
     assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
     # Nothing in this server validates: its job is queued and no worker ever claimed it.
@@ -44,9 +45,12 @@ def test_a_worker_process_validates_what_a_serving_only_server_accepted(
     assert entry["status"] == "pending"
     assert market.get("/simple/opm-double/")[0] == 404
     assert job_rows(market) == [("queued", "", 0, None)]
-    worker = subprocess.Popen([OPMARKET, "worker", "--data", str(market.data)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=clean_env())
+    worker = subprocess.Popen(
+        [OPMARKET, "worker", "--data", str(market.data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
     try:
         entry = market.wait_for("opm-double", wheels.double_1_0.name)
         assert entry["status"] == "validated", entry["log"]
@@ -61,9 +65,12 @@ def test_a_worker_process_validates_what_a_serving_only_server_accepted(
 
 
 def _run_worker_until(market: Market, project: str, filename: str) -> dict[str, object]:
-    worker = subprocess.Popen([OPMARKET, "worker", "--data", str(market.data)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=clean_env())  # fmt: skip
+    worker = subprocess.Popen(
+        [OPMARKET, "worker", "--data", str(market.data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
     try:
         return market.wait_for(project, filename)
     finally:
@@ -73,7 +80,8 @@ def _run_worker_until(market: Market, project: str, filename: str) -> dict[str, 
 
 @pytest.mark.slow
 def test_a_validation_that_cannot_run_is_rejected_and_the_same_upload_retries_it(
-        serving_only: Market, wheels: Wheels) -> None:
+    serving_only: Market, wheels: Wheels
+) -> None:
     market = serving_only
     wheel = wheels.double_1_0
     assert twine(market, market.tokens["alice"], wheel).returncode == 0
@@ -91,16 +99,14 @@ def test_a_validation_that_cannot_run_is_rejected_and_the_same_upload_retries_it
 
 
 @pytest.mark.slow
-def test_someone_elses_identical_file_is_403_not_200(serving_only: Market,
-                                                     wheels: Wheels) -> None:
+def test_someone_elses_identical_file_is_403_not_200(serving_only: Market, wheels: Wheels) -> None:
     market = serving_only
     assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
     done = twine(market, market.tokens["bob"], wheels.double_1_0)
     assert done.returncode != 0 and "403" in done.stdout + done.stderr
 
 
-def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(
-        tmp_path: Path) -> None:
+def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(tmp_path: Path) -> None:
     db = Database(f"sqlite:///{tmp_path / 'c.sqlite3'}")
     queue = JobQueue(db)
     with db.transaction() as session:
@@ -118,8 +124,12 @@ def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(
         assert queue.requeue_stale(timedelta(seconds=30)) == []
     # A live worker takes it over while it runs (not at its start: the job was running then).
     assert queue.claim("dead:1/thread", ("count",)) is not None
-    worker = Worker(queue, {"count": lambda p: (ran.append(int(str(p["n"]))), done.set())},
-                    lease_s=1.0, abandon={"count": lambda p, why: given_up.append(why)})
+    worker = Worker(
+        queue,
+        {"count": lambda p: (ran.append(int(str(p["n"]))), done.set())},
+        lease_s=1.0,
+        abandon={"count": lambda p, why: given_up.append(why)},
+    )
     worker.start()
     try:
         # Third attempt died too: given up, with the reason, instead of running for ever.

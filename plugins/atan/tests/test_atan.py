@@ -50,8 +50,7 @@ def test_the_kernel_goes_through_init_prepare_invoke(registry: Registry) -> None
         spec.impl({}, b'{"precision": 3}')
 
 
-def test_every_kernel_matches_the_reference_and_the_gradient_is_right(
-        registry: Registry) -> None:
+def test_every_kernel_matches_the_reference_and_the_gradient_is_right(registry: Registry) -> None:
     check_conformance("Opm>Atan", trials=5).raise_for_failures()
     assert check_gradient("Opm>Atan", [np.array([-3.0, -0.5, 0.0, 0.7, 4.0])]) < 1e-6
 

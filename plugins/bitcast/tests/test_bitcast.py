@@ -57,11 +57,15 @@ CASES = [  # input dtype, shape, output dtype
 
 
 @pytest.mark.parametrize(("src", "shape", "dst"), CASES)
-def test_results_match_numpys_view(registry: Registry, src: type, shape: tuple[int, ...],
-                                   dst: type) -> None:
+def test_results_match_numpys_view(
+    registry: Registry, src: type, shape: tuple[int, ...], dst: type
+) -> None:
     rng = np.random.default_rng(7)
-    x = rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(src).itemsize,
-                     dtype=np.uint8).view(src).reshape(shape)
+    x = (
+        rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(src).itemsize, dtype=np.uint8)
+        .view(src)
+        .reshape(shape)
+    )
     out = opmarket.ops.bitcast(x, type=np.dtype(dst))
     view = x.view(dst)
     ratio = np.dtype(src).itemsize / np.dtype(dst).itemsize
@@ -77,8 +81,9 @@ def test_every_type_pair_matches_the_reference(registry: Registry) -> None:
     assert len(report.results) == 14 * 14
 
 
-def infer(registry: Registry, shape: tuple[int | None, ...] | None, src: DType,
-          dst: DType) -> tuple[int | None, ...] | None:
+def infer(
+    registry: Registry, shape: tuple[int | None, ...] | None, src: DType, dst: DType
+) -> tuple[int | None, ...] | None:
     spec = registry.shape_fn("Opm>Bitcast")
     assert spec is not None
     c = InferenceContext(registry.op_def("Opm>Bitcast"), [shape], {"T": src, "type": dst})
@@ -92,8 +97,11 @@ def test_the_shape_function_is_tensorflows(registry: Registry) -> None:
     assert infer(registry, (2, 4), DType.UINT8, DType.FLOAT) == (2,)
     assert infer(registry, (2, None), DType.UINT8, DType.FLOAT) == (2,)
     assert infer(registry, None, DType.UINT8, DType.FLOAT) is None
-    with pytest.raises(InvalidArgument, match=r"Cannot bitcast due to shape\. 3 does "
-                                              r"not match 4"):
+    with pytest.raises(
+        InvalidArgument,
+        match=r"Cannot bitcast due to shape\. 3 does "
+        r"not match 4",
+    ):
         infer(registry, (2, 3), DType.UINT8, DType.FLOAT)
     with pytest.raises(InvalidArgument, match="Shape must be at least rank 1 but is rank 0"):
         infer(registry, (), DType.UINT8, DType.FLOAT)
@@ -102,13 +110,14 @@ def test_the_shape_function_is_tensorflows(registry: Registry) -> None:
 
 
 def test_the_library_carries_no_python_and_no_cpp(library: Path) -> None:
-    dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True,
-                             check=True).stdout
-    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines()
-              if "(NEEDED)" in line]
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed and not [n for n in needed if "python" in n or "stdc++" in n], needed
-    symbols = subprocess.run(["nm", "-D", str(library)], capture_output=True, text=True,
-                             check=True).stdout.split("\n")
+    symbols = subprocess.run(
+        ["nm", "-D", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     undefined = [s.split()[-1] for s in symbols if " U " in s]
     assert not [s for s in undefined if s.startswith(("Py", "_Py", "_Z"))], undefined
     defined = [s.split()[-1] for s in symbols if s.split()[1:2] == ["T"]]
@@ -118,9 +127,23 @@ def test_the_library_carries_no_python_and_no_cpp(library: Path) -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(out), str(PLUGIN)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(PLUGIN),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (found,) = out.glob("*.whl")
     return found
 
@@ -142,11 +165,20 @@ def other_python() -> str | None:
     """An interpreter of another supported Python version on this machine, if any."""
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
     root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-    for path in sorted({*glob.glob(f"{root}/versions/3.*/bin/python3"),
-                        *glob.glob("/usr/bin/python3.*"), *glob.glob("/usr/local/bin/python3.*")},
-                       reverse=True):
-        version = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                 capture_output=True, text=True, check=False).stdout.strip()
+    for path in sorted(
+        {
+            *glob.glob(f"{root}/versions/3.*/bin/python3"),
+            *glob.glob("/usr/bin/python3.*"),
+            *glob.glob("/usr/local/bin/python3.*"),
+        },
+        reverse=True,
+    ):
+        version = subprocess.run(
+            [path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         major, _, minor = version.partition(".")
         if version and version != ours and major == "3" and minor.isdigit() and int(minor) >= 11:
             return path
@@ -157,28 +189,51 @@ def other_python() -> str | None:
 def test_the_same_wheel_runs_on_another_python_version(wheel: Path, tmp_path: Path) -> None:
     python = other_python()
     if python is None:
-        pytest.skip("no second Python >= 3.11 here; test_the_library_carries_no_python "
-                    "shows the library depends on none")
+        pytest.skip(
+            "no second Python >= 3.11 here; test_the_library_carries_no_python "
+            "shows the library depends on none"
+        )
     uv = Path(sys.executable).with_name("uv")
     venv = tmp_path / "venv"
     subprocess.run([str(uv), "venv", "--quiet", "--python", python, str(venv)], check=True)
     installed = subprocess.run(
-        [str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-         str(PLUGIN.parents[1]), str(wheel)], capture_output=True, text=True, check=False)
+        [
+            str(uv),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(PLUGIN.parents[1]),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if installed.returncode != 0:
-        pytest.skip(f"cannot install opmarket's dependencies for {python}: "
-                    f"{installed.stderr.strip()[-300:]}")
-    script = ("import sys, numpy as np, opmarket\n"
-              "from opmarket.registry import load_plugins\n"
-              "info = [p for p in load_plugins() if p.name == 'bitcast'][0]\n"
-              "assert info.status == 'loaded', info.error\n"
-              "x = np.arange(3, dtype=np.int32)\n"
-              "out = opmarket.ops.bitcast(x, type=opmarket.sdk.DType.UINT8)\n"
-              "assert out.tobytes() == x.tobytes() and out.shape == (3, 4)\n"
-              "print('%d.%d' % sys.version_info[:2])\n")
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True,
-                          text=True, cwd=tmp_path, check=False,
-                          env={**os.environ, "OPMARKET_CACHE_DIR": str(tmp_path / "cache")})
+        pytest.skip(
+            f"cannot install opmarket's dependencies for {python}: "
+            f"{installed.stderr.strip()[-300:]}"
+        )
+    script = (
+        "import sys, numpy as np, opmarket\n"
+        "from opmarket.registry import load_plugins\n"
+        "info = [p for p in load_plugins() if p.name == 'bitcast'][0]\n"
+        "assert info.status == 'loaded', info.error\n"
+        "x = np.arange(3, dtype=np.int32)\n"
+        "out = opmarket.ops.bitcast(x, type=opmarket.sdk.DType.UINT8)\n"
+        "assert out.tobytes() == x.tobytes() and out.shape == (3, 4)\n"
+        "print('%d.%d' % sys.version_info[:2])\n"
+    )
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "OPMARKET_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() != f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -188,8 +243,13 @@ def test_the_marketplace_validation_accepts_the_wheel(wheel: Path, tmp_path: Pat
     """``opmarket validate``: what the index runs on upload, in its sandbox (a read-only
     file system but its folder), C-ABI library and all."""
     cli = Path(sys.executable).with_name("opmarket")
-    done = subprocess.run([str(cli), "validate", str(wheel)], capture_output=True, text=True,
-                          cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [str(cli), "validate", str(wheel)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{wheel.name}: validated" in done.stdout
     assert "bitcast = opmarket_bitcast:libopm_bitcast.so" in done.stdout

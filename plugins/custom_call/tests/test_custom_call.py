@@ -29,9 +29,12 @@ def test_the_seeds_call_with_sizes_in_the_opaque_bytes(registry: Registry) -> No
     rng = np.random.default_rng(0)
     b = rng.standard_normal(128).astype(np.float32)
     c = rng.standard_normal(2048).astype(np.float32)
-    a, scratch = custom_call("do_custom_call", [b, c],
-                             [((2048,), np.float32), ((2048,), np.float32)],
-                             opaque=opaque_sizes(128, 2048))
+    a, scratch = custom_call(
+        "do_custom_call",
+        [b, c],
+        [((2048,), np.float32), ((2048,), np.float32)],
+        opaque=opaque_sizes(128, 2048),
+    )
     want = np.array([b[i % 128] + c[i] for i in range(2048)], np.float32)
     np.testing.assert_array_equal(a, want)
     np.testing.assert_array_equal(scratch, np.tile(b, 16))  # the temp buffer, as used

@@ -33,23 +33,23 @@ def pool(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int], paddin
     return opmarket.ops.median_pool(x, ksize=[1, *k, 1], strides=[1, *s, 1], padding=padding)
 
 
-def reference(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int],
-              padding: str) -> Any:
+def reference(x: np.ndarray[Any, Any], k: tuple[int, int], s: tuple[int, int], padding: str) -> Any:
     return median_pool_reference(x, [1, *k, 1], [1, *s, 1], padding)
 
 
-def test_the_benchmark_case_matches_the_composition_and_scipy(registry: Registry,
-                                                                isa: str) -> None:
+def test_the_benchmark_case_matches_the_composition_and_scipy(registry: Registry, isa: str) -> None:
     ndimage = pytest.importorskip("scipy.ndimage")
     x = np.random.default_rng(1).random((1, 130, 257, 1), dtype=np.float32)
     got = pool(x, (3, 3), (1, 1), "VALID")
     assert got.dtype == np.float32
     assert got.shape == (1, 128, 255, 1)
     np.testing.assert_array_equal(got, reference(x, (3, 3), (1, 1), "VALID"))
-    np.testing.assert_array_equal(got[0, :, :, 0],
-                                  ndimage.median_filter(x[0, :, :, 0], size=3)[1:-1, 1:-1])
-    (kernel,) = [k for k in registry.kernels("Opm>MedianPool")
-                 if k.constraints[0][1][0].spec_name == "float"]
+    np.testing.assert_array_equal(
+        got[0, :, :, 0], ndimage.median_filter(x[0, :, :, 0], size=3)[1:-1, 1:-1]
+    )
+    (kernel,) = [
+        k for k in registry.kernels("Opm>MedianPool") if k.constraints[0][1][0].spec_name == "float"
+    ]
     assert kernel.impl.__module__ == "opmarket_median_pool._median_pool"
 
 
@@ -57,18 +57,35 @@ def test_every_kernel_matches_the_reference(registry: Registry) -> None:
     check_conformance("Opm>MedianPool", trials=40).raise_for_failures()
 
 
-SHAPES = [(1, 1, 1, 1), (1, 2, 2, 1), (1, 3, 3, 1), (1, 4, 5, 1), (2, 7, 9, 3), (1, 17, 33, 2),
-          (1, 3, 40, 1), (1, 40, 3, 1)]
-WINDOWS = [((3, 3), (1, 1)), ((2, 2), (1, 1)), ((2, 2), (2, 2)), ((3, 3), (2, 2)),
-           ((1, 1), (1, 1)), ((4, 3), (1, 3)), ((1, 5), (3, 1)), ((3, 3), (4, 4))]
+SHAPES = [
+    (1, 1, 1, 1),
+    (1, 2, 2, 1),
+    (1, 3, 3, 1),
+    (1, 4, 5, 1),
+    (2, 7, 9, 3),
+    (1, 17, 33, 2),
+    (1, 3, 40, 1),
+    (1, 40, 3, 1),
+]
+WINDOWS = [
+    ((3, 3), (1, 1)),
+    ((2, 2), (1, 1)),
+    ((2, 2), (2, 2)),
+    ((3, 3), (2, 2)),
+    ((1, 1), (1, 1)),
+    ((4, 3), (1, 3)),
+    ((1, 5), (3, 1)),
+    ((3, 3), (4, 4)),
+]
 
 
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
 @pytest.mark.parametrize("window", WINDOWS, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_same_and_valid_edges(registry: Registry, isa: str, *, shape: tuple[int, ...],
-                              window: Any, padding: str, dtype: Any) -> None:
+def test_same_and_valid_edges(
+    registry: Registry, isa: str, *, shape: tuple[int, ...], window: Any, padding: str, dtype: Any
+) -> None:
     (k, s) = window
     rng = np.random.default_rng(sum(shape) + sum(k) + sum(s))
     # Few distinct values: ties, and even counts whose two middle values differ.
@@ -119,20 +136,28 @@ def test_thread_counts_give_identical_results(registry: Registry, padding: str) 
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"ksize": [1, 3, 3]}, "ksize' has 3 element"),
-    ({"ksize": [1, 3, 3, 1, 1]}, "must specify 4 dimensions"),
-    ({"strides": [1, 1, 1, 1, 1]}, "must specify 4 dimensions"),
-    ({"ksize": [2, 3, 3, 1]}, "not yet supported on the batch dimension"),
-    ({"ksize": [1, 3, 3, 2]}, "does not pool over depth"),
-    ({"strides": [1, 0, 1, 1]}, "must be positive"),
-    ({"padding": "FULL"}, "padding"),
-    ({"ksize": [1, 9, 3, 1], "padding": "VALID"}, "would be negative"),
-])  # fmt: skip
-def test_errors_are_invalid_argument(registry: Registry, kwargs: dict[str, Any],
-                                     message: str) -> None:
-    attrs: dict[str, Any] = {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME",
-                             **kwargs}
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ksize": [1, 3, 3]}, "ksize' has 3 element"),
+        ({"ksize": [1, 3, 3, 1, 1]}, "must specify 4 dimensions"),
+        ({"strides": [1, 1, 1, 1, 1]}, "must specify 4 dimensions"),
+        ({"ksize": [2, 3, 3, 1]}, "not yet supported on the batch dimension"),
+        ({"ksize": [1, 3, 3, 2]}, "does not pool over depth"),
+        ({"strides": [1, 0, 1, 1]}, "must be positive"),
+        ({"padding": "FULL"}, "padding"),
+        ({"ksize": [1, 9, 3, 1], "padding": "VALID"}, "would be negative"),
+    ],
+)
+def test_errors_are_invalid_argument(
+    registry: Registry, kwargs: dict[str, Any], message: str
+) -> None:
+    attrs: dict[str, Any] = {
+        "ksize": [1, 3, 3, 1],
+        "strides": [1, 1, 1, 1],
+        "padding": "SAME",
+        **kwargs,
+    }
     with pytest.raises(InvalidArgument, match=message):
         opmarket.ops.median_pool(np.zeros((1, 5, 5, 1), np.float32), **attrs)
 
@@ -167,8 +192,7 @@ def test_shape_function() -> None:
 
 
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
-@pytest.mark.parametrize("window", [((3, 3), (1, 1)), ((2, 2), (1, 1)), ((2, 3), (2, 1))],
-                         ids=str)
+@pytest.mark.parametrize("window", [((3, 3), (1, 1)), ((2, 2), (1, 1)), ((2, 3), (2, 1))], ids=str)
 def test_gradient(registry: Registry, padding: str, window: Any) -> None:
     (k, s) = window
     # Distinct values, far apart compared with the checker's step: no ties.
@@ -216,8 +240,12 @@ def test_only_the_avx2_variant_uses_avx_instructions() -> None:
     objdump = shutil.which("objdump")
     if objdump is None or platform.machine() != "x86_64":
         pytest.skip("needs objdump on x86-64")
-    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", _median_pool.__file__],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [objdump, "-d", "--no-show-raw-insn", "-C", _median_pool.__file__],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     with_avx: set[str] = set()
     function = ""
     for line in text.splitlines():

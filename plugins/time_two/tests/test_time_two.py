@@ -92,10 +92,22 @@ def test_the_cuda_source_compiles_with_nvcc(tmp_path: Path) -> None:
         pytest.skip("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     # PTX only: the cheapest complete compile of the source.
     done = subprocess.run(
-        [nvcc, "-std=c++17", "-c", "-Xcompiler", "-fPIC", "-gencode",
-         "arch=compute_75,code=compute_75", str(SRC / "time_two_gpu.cu"),
-         "-o", str(tmp_path / "time_two_gpu.o")],
-        capture_output=True, text=True, check=False)
+        [
+            nvcc,
+            "-std=c++17",
+            "-c",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_75,code=compute_75",
+            str(SRC / "time_two_gpu.cu"),
+            "-o",
+            str(tmp_path / "time_two_gpu.o"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "time_two_gpu.o").stat().st_size > 0
 
@@ -114,9 +126,10 @@ def test_the_gpu_kernel_registers_only_with_a_gpu(registry: Registry) -> None:
         with opmarket.device("GPU"):
             np.testing.assert_array_equal(opmarket.ops.time_two(x), x * 2)
     else:
-        assert status in ("the CUDA runtime sees no GPU",
-                          "no GPU kernel in this wheel (it was built without nvcc)") or \
-            status.startswith("no CUDA runtime: ")
+        assert status in (
+            "the CUDA runtime sees no GPU",
+            "no GPU kernel in this wheel (it was built without nvcc)",
+        ) or status.startswith("no CUDA runtime: ")
         assert not has_gpu_kernel(registry)
         with opmarket.device("GPU"), pytest.raises(KernelNotFound, match="on GPU"):
             opmarket.ops.time_two(x)

@@ -30,8 +30,7 @@ def test_done_when_zero_out_runs_through_the_cpp_kernel(registry: Registry) -> N
     assert out.dtype == np.int32
     assert out.tolist() == [5, 0, 0]
     kernels = registry.kernels("Opm>ZeroOut")
-    assert sorted(k.constraints[0][1][0].spec_name for k in kernels) == ["double", "float",
-                                                                         "int32"]
+    assert sorted(k.constraints[0][1][0].spec_name for k in kernels) == ["double", "float", "int32"]
     for k in kernels:
         assert inspect.isbuiltin(k.impl)  # compiled, not Python
         assert k.impl.__module__ == "opmarket_zero_out._zero_out"
@@ -50,18 +49,27 @@ def test_every_kernel_matches_the_reference(registry: Registry) -> None:
     report = check_conformance("Opm>ZeroOut", trials=10)
     report.raise_for_failures()
     assert {r.kernel for r in report.results} >= {
-        "opmarket_zero_out._zero_out.zero_out_float", "opmarket_zero_out._zero_out.zero_out_int32"}
+        "opmarket_zero_out._zero_out.zero_out_float",
+        "opmarket_zero_out._zero_out.zero_out_int32",
+    }
 
 
-@pytest.mark.parametrize(("x", "attrs", "message"), [
-    (np.ones((2, 2), np.float32), {}, "Shape must be rank 1 but is rank 2"),
-    (np.ones(3, np.int32), {"preserve_index": 3}, "preserve_index out of range: 3 for a vector "
-                                                  "of 3 elements"),
-    (np.ones(3, np.int32), {"preserve_index": -1}, "preserve_index"),
-    (np.ones(3, np.int64), {}, "int64"),
-])  # fmt: skip
-def test_errors_are_invalid_argument(registry: Registry, x: np.ndarray, attrs: dict[str, int],
-                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("x", "attrs", "message"),
+    [
+        (np.ones((2, 2), np.float32), {}, "Shape must be rank 1 but is rank 2"),
+        (
+            np.ones(3, np.int32),
+            {"preserve_index": 3},
+            "preserve_index out of range: 3 for a vector of 3 elements",
+        ),
+        (np.ones(3, np.int32), {"preserve_index": -1}, "preserve_index"),
+        (np.ones(3, np.int64), {}, "int64"),
+    ],
+)
+def test_errors_are_invalid_argument(
+    registry: Registry, x: np.ndarray, attrs: dict[str, int], message: str
+) -> None:
     with pytest.raises(InvalidArgument, match=message):
         opmarket.ops.zero_out(x, **attrs)
 

@@ -38,8 +38,9 @@ def test_both_kernels_agree(registry: Registry, dtype: type, index: int) -> None
     assert c_abi.dtype == cpp.dtype and c_abi.tobytes() == cpp.tobytes()
     report = check_conformance("Opm>ZeroOut", trials=3)
     report.raise_for_failures()
-    assert {r.kernel for r in report.results} >= {f"libopm_zero_out_c.so.ZeroOutOp<{t}>"
-                                                  for t in ("float", "double", "int32")}
+    assert {r.kernel for r in report.results} >= {
+        f"libopm_zero_out_c.so.ZeroOutOp<{t}>" for t in ("float", "double", "int32")
+    }
 
 
 def test_both_kernels_refuse_the_same_inputs(registry: Registry) -> None:

@@ -102,6 +102,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("jobs", "kernel_entries", "op_entries", "files", "releases", "projects",
-                  "tokens", "users"):
+    for table in (
+        "jobs",
+        "kernel_entries",
+        "op_entries",
+        "files",
+        "releases",
+        "projects",
+        "tokens",
+        "users",
+    ):
         op.drop_table(table)

@@ -26,19 +26,30 @@ def _key(filename: str) -> str | None:
     except InvalidWheelFilename:
         return None
     build_tag = f"{build[0]}{build[1]}" if build else ""
-    return "/".join((name, canonicalize_version(version, strip_trailing_zero=True), build_tag,
-                     ".".join(sorted(str(t) for t in tags))))
+    return "/".join(
+        (
+            name,
+            canonicalize_version(version, strip_trailing_zero=True),
+            build_tag,
+            ".".join(sorted(str(t) for t in tags)),
+        )
+    )
 
 
 def upgrade() -> None:
     with op.batch_alter_table("files") as batch:
         batch.add_column(sa.Column("dist_key", sa.String(600), nullable=True))
-    files = sa.table("files", sa.column("id", sa.Integer), sa.column("filename", sa.String),
-                     sa.column("dist_key", sa.String))
+    files = sa.table(
+        "files",
+        sa.column("id", sa.Integer),
+        sa.column("filename", sa.String),
+        sa.column("dist_key", sa.String),
+    )
     connection = op.get_bind()
     seen: set[str] = set()
-    for row in connection.execute(sa.select(files.c.id, files.c.filename)
-                                  .order_by(files.c.id)).all():
+    for row in connection.execute(
+        sa.select(files.c.id, files.c.filename).order_by(files.c.id)
+    ).all():
         key = _key(row.filename)
         if key is not None and key in seen:
             key = f"{key}#duplicate-{row.id}"

@@ -39,8 +39,10 @@ ATAN = (
     .input("x: T")
     .output("y: T")
     .attr("T: {half, float, double} = DT_FLOAT")
-    .doc("Element-wise arc tangent, LiteRT's Atan custom op.\n\n"
-         "x: the input, any shape.\ny: atan(x), the shape of x.")
+    .doc(
+        "Element-wise arc tangent, LiteRT's Atan custom op.\n\n"
+        "x: the input, any shape.\ny: atan(x), the shape of x."
+    )
     .build()
 )
 
@@ -95,8 +97,9 @@ def atan_reference(x: _Array) -> _Array:
 
 
 @input_generator("Opm>Atan")
-def atan_inputs(rng: np.random.Generator, types: Mapping[str, DType]) -> tuple[
-        list[_Array], dict[str, Any]]:
+def atan_inputs(
+    rng: np.random.Generator, types: Mapping[str, DType]
+) -> tuple[list[_Array], dict[str, Any]]:
     shape = tuple(int(d) for d in rng.integers(1, 5, size=int(rng.integers(0, 3))))
     x = rng.standard_normal(shape) * 4
     return [np.asarray(x).astype(types["T"].numpy)], {}

@@ -19,9 +19,22 @@ __all__ = ["register"]
 
 OP = "Opm>Bitcast"
 # The types numpy holds, as the kernel's type constraints list them.
-TYPES = (DType.BFLOAT16, DType.HALF, DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32,
-         DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64, DType.INT8, DType.INT16,
-         DType.COMPLEX64, DType.COMPLEX128)
+TYPES = (
+    DType.BFLOAT16,
+    DType.HALF,
+    DType.FLOAT,
+    DType.DOUBLE,
+    DType.INT64,
+    DType.INT32,
+    DType.UINT8,
+    DType.UINT16,
+    DType.UINT32,
+    DType.UINT64,
+    DType.INT8,
+    DType.INT16,
+    DType.COMPLEX64,
+    DType.COMPLEX128,
+)
 
 
 @reference(OP)
@@ -30,8 +43,11 @@ def bitcast_reference(x: np.ndarray[Any, Any], type: DType) -> Any:  # the attr'
     want = type.numpy
     assert want is not None
     if want.itemsize < x.dtype.itemsize:
-        return np.ascontiguousarray(x).view(want).reshape(
-            (*x.shape, x.dtype.itemsize // want.itemsize))
+        return (
+            np.ascontiguousarray(x)
+            .view(want)
+            .reshape((*x.shape, x.dtype.itemsize // want.itemsize))
+        )
     if want.itemsize > x.dtype.itemsize:
         return np.ascontiguousarray(x).view(want).reshape(x.shape[:-1])
     return np.ascontiguousarray(x).view(want)

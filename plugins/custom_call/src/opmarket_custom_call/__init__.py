@@ -59,10 +59,12 @@ DO_CUSTOM_CALL = (
     .input("b: float")
     .input("c: float")
     .output("a: float")
-    .doc("A[i] = B[i % len(B)] + C[i], XLA's do_custom_call example.\n\n"
-         "b: the vector that repeats (length 128 in the seed).\n"
-         "c: the vector added (length 2048 in the seed).\n"
-         "a: the result, the length of c.")
+    .doc(
+        "A[i] = B[i % len(B)] + C[i], XLA's do_custom_call example.\n\n"
+        "b: the vector that repeats (length 128 in the seed).\n"
+        "c: the vector added (length 2048 in the seed).\n"
+        "a: the result, the length of c."
+    )
     .build()
 )
 
@@ -97,8 +99,9 @@ def do_custom_call_kernel(b: _Array, c: _Array) -> _Array:
     if b.ndim != 1 or c.ndim != 1 or b.shape[0] < 1:
         raise InvalidArgument("DoCustomCall expects a non-empty vector b and a vector c")
     n = c.shape[0]
-    a, _scratch = custom_call(TARGET, [b, c], [((n,), np.float32), ((n,), np.float32)],
-                              opaque=opaque_sizes(b.shape[0], n))
+    a, _scratch = custom_call(
+        TARGET, [b, c], [((n,), np.float32), ((n,), np.float32)], opaque=opaque_sizes(b.shape[0], n)
+    )
     return a  # type: ignore[no-any-return]  # custom_call returns the tuple as Any
 
 
@@ -123,8 +126,9 @@ def do_custom_call_reference(b: _Array, c: _Array) -> _Array:
 
 
 @input_generator("Opm>DoCustomCall")
-def do_custom_call_inputs(rng: np.random.Generator, types: Mapping[str, DType]) -> tuple[
-        list[_Array], dict[str, Any]]:
+def do_custom_call_inputs(
+    rng: np.random.Generator, types: Mapping[str, DType]
+) -> tuple[list[_Array], dict[str, Any]]:
     m = int(rng.integers(1, 9))
     n = int(rng.integers(0, 40))
     b = rng.standard_normal(m).astype(np.float32)
@@ -135,5 +139,12 @@ def do_custom_call_inputs(rng: np.random.Generator, types: Mapping[str, DType]) 
 @hookimpl
 def register(register: Any) -> None:
     """Hand the target, the op wrapping it and the op's kernel and helpers over."""
-    register(do_custom_call, DO_CUSTOM_CALL, do_custom_call_kernel, do_custom_call_shape,
-             do_custom_call_grad, do_custom_call_reference, do_custom_call_inputs)
+    register(
+        do_custom_call,
+        DO_CUSTOM_CALL,
+        do_custom_call_kernel,
+        do_custom_call_shape,
+        do_custom_call_grad,
+        do_custom_call_reference,
+        do_custom_call_inputs,
+    )

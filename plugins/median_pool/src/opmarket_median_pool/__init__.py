@@ -44,8 +44,10 @@ def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[i
     num = size - k + stride
     out = num // stride if num >= 0 else -(-num // stride)  # truncated, as TensorFlow's
     if out < 0:
-        raise InvalidArgument(f"Computed output size would be negative: {out} [input: {size}, "
-                              f"ksize: {k}, stride: {stride}]")
+        raise InvalidArgument(
+            f"Computed output size would be negative: {out} [input: {size}, "
+            f"ksize: {k}, stride: {stride}]"
+        )
     return out, 0
 
 
@@ -57,14 +59,16 @@ def _check(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
     if ksize[3] != 1 or strides[3] != 1:
         raise InvalidArgument("MedianPool does not pool over depth.")
     if min(*ksize[1:3], *strides[1:3]) < 1:
-        raise InvalidArgument(f"Sliding window ksize {list(ksize)} and strides {list(strides)} "
-                              "must be positive")
+        raise InvalidArgument(
+            f"Sliding window ksize {list(ksize)} and strides {list(strides)} must be positive"
+        )
     if padding not in ("SAME", "VALID"):
         raise InvalidArgument(f"padding must be 'VALID' or 'SAME', got {padding!r}")
 
 
-def windows(x: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int],
-            padding: str) -> tuple[np.ndarray[Any, Any], tuple[int, int]]:
+def windows(
+    x: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int], padding: str
+) -> tuple[np.ndarray[Any, Any], tuple[int, int]]:
     """The windows as a view ``(n, out_h, out_w, c, kh, kw)`` of the input, padded with NaN
     for SAME (a float64 copy then), and the padding before (rows, cols)."""
     _check(ksize, strides, padding)
@@ -78,15 +82,19 @@ def windows(x: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int
     if padding == "SAME":
         bottom = (oh - 1) * sh + kh - h - top
         right = (ow - 1) * sw + kw - w - left
-        x = np.pad(x.astype(np.float64), ((0, 0), (top, max(bottom, 0)), (left, max(right, 0)),
-                                          (0, 0)), constant_values=np.nan)
+        x = np.pad(
+            x.astype(np.float64),
+            ((0, 0), (top, max(bottom, 0)), (left, max(right, 0)), (0, 0)),
+            constant_values=np.nan,
+        )
     view = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
     return view[:, :oh, :ow], (top, left)
 
 
 @reference(OP)
-def median_pool_reference(input: np.ndarray[Any, Any], ksize: Sequence[int],
-                          strides: Sequence[int], padding: str) -> Any:
+def median_pool_reference(
+    input: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int], padding: str
+) -> Any:
     """The numpy composition: every window, then numpy.median of each (for SAME, of its
     in-bounds values: numpy.nanmedian over NaN padding; a NaN of the input still gives NaN)."""
     view, _ = windows(input, ksize, strides, padding)
@@ -111,8 +119,15 @@ def median_pool_shape(c: InferenceContext) -> None:
         c.set_output(0, (None, None, None, None))
         return
     n, h, w, ch = shape
-    c.set_output(0, (n, _output_size(h, ksize[1], strides[1], padding)[0],
-                     _output_size(w, ksize[2], strides[2], padding)[0], ch))
+    c.set_output(
+        0,
+        (
+            n,
+            _output_size(h, ksize[1], strides[1], padding)[0],
+            _output_size(w, ksize[2], strides[2], padding)[0],
+            ch,
+        ),
+    )
 
 
 @register_gradient(OP)
@@ -120,8 +135,7 @@ def median_pool_grad(op: GradientOp, grad: np.ndarray[Any, Any]) -> list[Any]:
     """Each window's gradient flows to its median element (half to each of the two middle
     ones for an even count), summed where windows overlap (as MaxPool's grad does)."""
     (x,) = op.inputs
-    ksize, strides, padding = op.get_attr("ksize"), op.get_attr("strides"), op.get_attr(
-        "padding")
+    ksize, strides, padding = op.get_attr("ksize"), op.get_attr("strides"), op.get_attr("padding")
     view, (top, left) = windows(np.asarray(x, np.float64), ksize, strides, padding)
     n, oh, ow, c, kh, kw = view.shape
     flat = view.reshape(n, oh, ow, c, kh * kw)
@@ -131,14 +145,15 @@ def median_pool_grad(op: GradientOp, grad: np.ndarray[Any, Any]) -> list[Any]:
     hi = np.take_along_axis(order, count // 2, axis=-1)[..., 0]
     _, h, w, _ = np.shape(x)
     # The gradient of the (padded) array the windows were cut from, cropped to the input.
-    padded = np.zeros((n, max(h + top, (oh - 1) * strides[1] + kh),
-                       max(w + left, (ow - 1) * strides[2] + kw), c))
+    padded = np.zeros(
+        (n, max(h + top, (oh - 1) * strides[1] + kh), max(w + left, (ow - 1) * strides[2] + kw), c)
+    )
     b, oy, ox, ch = np.indices((n, oh, ow, c))
     g = np.asarray(grad, np.float64) * 0.5
     for pick in (lo, hi):
         dy, dx = np.divmod(pick, kw)
         np.add.at(padded, (b, oy * strides[1] + dy, ox * strides[2] + dx, ch), g)
-    return [padded[:, top:top + h, left:left + w].astype(np.asarray(x).dtype)]
+    return [padded[:, top : top + h, left : left + w].astype(np.asarray(x).dtype)]
 
 
 @input_generator(OP)
@@ -148,8 +163,12 @@ def median_pool_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any
     kh, kw = (3, 3) if rng.random() < 0.5 else (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
     sh, sw = (1, 1) if rng.random() < 0.5 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
     padding = "SAME" if rng.random() < 0.5 else "VALID"
-    shape = (int(rng.integers(1, 3)), int(rng.integers(kh, 20)), int(rng.integers(kw, 40)),
-             int(rng.integers(1, 4)))
+    shape = (
+        int(rng.integers(1, 3)),
+        int(rng.integers(kh, 20)),
+        int(rng.integers(kw, 40)),
+        int(rng.integers(1, 4)),
+    )
     # Few distinct values: ties and equal middle pairs are common in images.
     x = rng.integers(-20, 20, shape).astype(npdt) / 4
     return [x], {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1], "padding": padding}
@@ -158,5 +177,10 @@ def median_pool_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any
 @hookimpl
 def register(register: Callable[..., Any]) -> None:
     """MedianPool: the op and its C++ kernels, then what the Python side adds."""
-    register(*library_declarations(_median_pool), median_pool_shape, median_pool_grad,
-             median_pool_reference, median_pool_inputs)
+    register(
+        *library_declarations(_median_pool),
+        median_pool_shape,
+        median_pool_grad,
+        median_pool_reference,
+        median_pool_inputs,
+    )

@@ -47,8 +47,12 @@ _gpu: tuple[ctypes.CDLL | None, str] | None = None
 
 def _runtime_dirs() -> list[Path]:
     """Where a CUDA runtime may be when the dynamic linker does not find it by itself."""
-    dirs = [Path(home, sub) for home in (os.environ.get("CUDA_HOME"), os.environ.get(
-        "CUDA_PATH"), "/usr/local/cuda") if home for sub in ("lib64", "lib")]
+    dirs = [
+        Path(home, sub)
+        for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
+        if home
+        for sub in ("lib64", "lib")
+    ]
     # pip's nvidia-cuda-runtime wheels.
     dirs += [Path(p, "nvidia", "cuda_runtime", "lib") for p in sys.path if p]
     return [d for d in dirs if d.is_dir()]
@@ -79,8 +83,14 @@ def _load_gpu() -> tuple[ctypes.CDLL | None, str]:
     if count <= 0:
         return None, "the CUDA runtime sees no GPU"
     lib.opm_time_two.restype = ctypes.c_int
-    lib.opm_time_two.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                 ctypes.c_char_p, ctypes.c_int]
+    lib.opm_time_two.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_char_p,
+        ctypes.c_int,
+    ]
     return lib, f"GPU kernel available: {count} GPU(s)"
 
 
@@ -136,8 +146,13 @@ def time_two_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any:
 @hookimpl
 def register(register: Callable[..., Any]) -> None:
     """TimeTwo, its CPU kernels, and its GPU kernel where a GPU and the CUDA runtime are."""
-    items: list[Any] = [*library_declarations(_time_two), shape_fn(OP, unchanged),
-                        time_two_grad, time_two_reference, time_two_inputs]
+    items: list[Any] = [
+        *library_declarations(_time_two),
+        shape_fn(OP, unchanged),
+        time_two_grad,
+        time_two_reference,
+        time_two_inputs,
+    ]
     if _gpu_library()[0] is not None:
         items.append(time_two_gpu)
     register(*items)

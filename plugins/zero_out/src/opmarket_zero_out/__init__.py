@@ -48,8 +48,7 @@ def zero_out_grad(op: GradientOp, grad: np.ndarray[Any, Any]) -> list[Any]:
 
 @reference(OP)
 def zero_out_reference(to_zero: np.ndarray[Any, Any], preserve_index: int = 0) -> Any:
-    return np.where(np.arange(to_zero.shape[0]) == preserve_index, to_zero,
-                    np.zeros_like(to_zero))
+    return np.where(np.arange(to_zero.shape[0]) == preserve_index, to_zero, np.zeros_like(to_zero))
 
 
 @input_generator(OP)
@@ -64,5 +63,10 @@ def zero_out_inputs(rng: np.random.Generator, types: dict[str, DType]) -> Any:
 @hookimpl
 def register(register: Callable[..., Any]) -> None:
     """ZeroOut: the op and its C++ kernels, then what the Python side adds."""
-    register(*library_declarations(_zero_out), zero_out_shape, zero_out_grad,
-             zero_out_reference, zero_out_inputs)
+    register(
+        *library_declarations(_zero_out),
+        zero_out_shape,
+        zero_out_grad,
+        zero_out_reference,
+        zero_out_inputs,
+    )
