@@ -30,7 +30,7 @@ import numpy as np  # after the environment is set
 
 import opmarket
 import opmarket.registry
-from opmarket.sdk import DType, InvalidArgument, get_include, kernel, op, shape_fn
+from opmarket.sdk import DType, InvalidArgumentError, get_include, kernel, op, shape_fn
 
 ZERO_OUT = (
     op("Bench>ZeroOut")
@@ -45,7 +45,7 @@ ZERO_OUT = (
 @kernel("Bench>ZeroOut", constraints={"T": [np.float32, np.float64, np.int32]})
 def zero_out_kernel(x: np.ndarray[Any, Any], *, preserve_index: int) -> np.ndarray[Any, Any]:
     if preserve_index >= x.shape[0]:
-        raise InvalidArgument("preserve_index out of range")
+        raise InvalidArgumentError("preserve_index out of range")
     out = np.zeros_like(x)
     out[preserve_index] = x[preserve_index]
     return out

@@ -84,7 +84,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     from opmarket.compat._check import check
     from opmarket.compat._report import render
     from opmarket.compat._version import InvalidVersionError
-    from opmarket.sdk import DocumentError, InvalidOpDef
+    from opmarket.sdk import DocumentError, InvalidOpDefError
 
     wanted = 1 if history else 2
     if len(sources) != wanted:
@@ -101,7 +101,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
             new_version=new_version,
             index_url=index_url,
         )
-    except (DocumentError, InvalidOpDef, InvalidVersionError) as exc:
+    except (DocumentError, InvalidOpDefError, InvalidVersionError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     write_output(render(report, fmt), output)
     sys.exit(report.exit_code)
@@ -142,7 +142,7 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
 
     from opmarket.compat._history import add_release
     from opmarket.compat._snapshot import take_snapshot
-    from opmarket.sdk import DocumentError, InvalidOpDef, opset_to_json
+    from opmarket.sdk import DocumentError, InvalidOpDefError, opset_to_json
 
     if version is not None:
         try:
@@ -153,7 +153,7 @@ def snapshot(target: str, output: Path | None, history: Path | None, version: st
         opset = take_snapshot(target, version=version)
         if history is not None:
             click.echo(add_release(history, opset), err=True)
-    except (DocumentError, InvalidOpDef) as exc:
+    except (DocumentError, InvalidOpDefError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     except OSError as exc:
         raise UsageError(f"{history}: cannot write: {exc.strerror or exc}") from None

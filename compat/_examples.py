@@ -8,7 +8,7 @@ Items are separated by ``;``: ``in x: T`` / ``out y: T`` (REGISTER_OP arg specs)
 
 from __future__ import annotations
 
-from opmarket.sdk import DType, InvalidArgument, KernelDef, OpDef, op
+from opmarket.sdk import DType, InvalidArgumentError, KernelDef, OpDef, op
 
 __all__ = ["EXAMPLE_OP", "example_op"]
 
@@ -50,5 +50,5 @@ def example_op(text: str) -> tuple[OpDef | None, tuple[KernelDef, ...]]:
         elif word == "kernel":
             kernels.append(_kernel(rest))
         else:
-            raise InvalidArgument(f"unknown example item {item!r}")
+            raise InvalidArgumentError(f"unknown example item {item!r}")
     return builder.build(), tuple(kernels)

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from opmarket.sdk import (
     Document,
     DocumentError,
-    InvalidOpDef,
+    InvalidOpDefError,
     OpDef,
     OpSet,
     opset_to_json,
@@ -46,9 +46,9 @@ def _label(opset: OpSet, index: int) -> str:
 
 
 def _labelled(doc: Document) -> list[Release]:
-    """An opmarket history's releases with their labels; InvalidOpDef for invalid ops."""
+    """An opmarket history's releases with their labels; InvalidOpDefError for invalid ops."""
     if doc.problems:
-        raise InvalidOpDef(doc.problems)
+        raise InvalidOpDefError(doc.problems)
     return [(_label(opset, i), opset) for i, opset in enumerate(doc.releases)]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from opmarket.compat._rules import RULES_BY_ID, Severity
 from opmarket.compat._version import VersionVerdict
-from opmarket.sdk import InvalidArgument
+from opmarket.sdk import InvalidArgumentError
 
 __all__ = ["FORMATS", "Finding", "Report", "render"]
 
@@ -171,4 +171,4 @@ def render(report: Report, fmt: str) -> str:
         return _markdown(report)
     if fmt == "text":
         return _text(report)
-    raise InvalidArgument(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    raise InvalidArgumentError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

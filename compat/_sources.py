@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from opmarket.sdk import (
     DocumentError,
-    InvalidOpDef,
+    InvalidOpDefError,
     KernelDef,
     OpDef,
     OpSet,
@@ -82,7 +82,7 @@ def _from_file(path: Path, label: str) -> Source:
         if not doc.releases:
             raise DocumentError(label, "history has no releases")
         if doc.problems:
-            raise InvalidOpDef(doc.problems)
+            raise InvalidOpDefError(doc.problems)
         return Source(label, doc.releases[-1], kernels_known=True)
     ops = latest_versions(doc.ops)
     opset = OpSet(tuple(ops), tuple(doc.kernels), name=doc.name, version=doc.version)
@@ -108,7 +108,7 @@ def _from_dir(path: Path, label: str) -> Source:
 def load_source(spec: str, *, index_url: str | None = None) -> Source:
     """An op-set from a path, an installed distribution's name, or ``name==version``.
 
-    Raises DocumentError (or InvalidOpDef) with the source and what is wrong.
+    Raises DocumentError (or InvalidOpDefError) with the source and what is wrong.
     """
     path = Path(spec)
     try:
@@ -132,5 +132,5 @@ def load_source(spec: str, *, index_url: str | None = None) -> Source:
         if path.suffix or "/" in spec:
             raise DocumentError(spec, "no such file")
         return Source(spec, _dists().opset_from_dist(spec), kernels_known=True)
-    except InvalidOpDef as exc:
+    except InvalidOpDefError as exc:
         raise DocumentError(spec, str(exc).splitlines()[0] if str(exc) else "invalid op") from None

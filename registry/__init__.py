@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from opmarket.registry._device import DEVICE_PREFERENCE, current_device, device
     from opmarket.registry._discovery import ENTRY_POINT_GROUP, parse_entry_points
     from opmarket.registry._errors import (
-        AmbiguousOpName,
-        InvalidGraph,
+        AmbiguousOpNameError,
+        InvalidGraphError,
         KernelError,
-        KernelNotFound,
+        KernelNotFoundError,
         LibraryError,
         RegistrationError,
     )
@@ -83,15 +83,15 @@ __all__ = [
     "GRAPH_FORMAT",
     "MANIFEST",
     "PRODUCER_VERSION",
-    "AmbiguousOpName",
+    "AmbiguousOpNameError",
     "ConformanceReport",
     "ConformanceResult",
     "ConformanceStatus",
     "Graph",
     "GraphProblem",
-    "InvalidGraph",
+    "InvalidGraphError",
     "KernelError",
-    "KernelNotFound",
+    "KernelNotFoundError",
     "LibraryError",
     "Node",
     "OpLibrary",
@@ -144,7 +144,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "AmbiguousOpName": "opmarket.registry._errors",
+        "AmbiguousOpNameError": "opmarket.registry._errors",
         "BUILTIN_OPS": "opmarket.registry._builtins",
         "ConformanceReport": "opmarket.registry._conformance",
         "ConformanceResult": "opmarket.registry._conformance",
@@ -154,9 +154,9 @@ __getattr__, __dir__ = lazy_exports(
         "GRAPH_FORMAT": "opmarket.registry._graph",
         "Graph": "opmarket.registry._graph",
         "GraphProblem": "opmarket.registry._graph_validation",
-        "InvalidGraph": "opmarket.registry._errors",
+        "InvalidGraphError": "opmarket.registry._errors",
         "KernelError": "opmarket.registry._errors",
-        "KernelNotFound": "opmarket.registry._errors",
+        "KernelNotFoundError": "opmarket.registry._errors",
         "LibraryError": "opmarket.registry._errors",
         "MANIFEST": "opmarket.registry._manifest",
         "Node": "opmarket.registry._graph",
@@ -205,5 +205,11 @@ __getattr__, __dir__ = lazy_exports(
         "selective_resolver": "opmarket.registry._resolver",
         "topological_order": "opmarket.registry._graph_validation",
         "validate_graph": "opmarket.registry._graph_validation",
+    },
+    # Old public names (opmarket 0.1): still there, with a DeprecationWarning, until 1.0.
+    deprecated={
+        "AmbiguousOpName": "AmbiguousOpNameError",
+        "InvalidGraph": "InvalidGraphError",
+        "KernelNotFound": "KernelNotFoundError",
     },
 )

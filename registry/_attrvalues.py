@@ -11,10 +11,10 @@ from opmarket.sdk import (
     AttrType,
     DType,
     FuncValue,
-    InvalidArgument,
+    InvalidArgumentError,
     TensorShape,
     TensorValue,
-    UnknownDType,
+    UnknownDTypeError,
     as_dtype,
 )
 
@@ -37,7 +37,9 @@ def _text(value: Any) -> str:
         try:
             return value.decode()
         except UnicodeDecodeError as exc:
-            raise InvalidArgument(f"string tensor element {value!r} is not UTF-8: {exc}") from None
+            raise InvalidArgumentError(
+                f"string tensor element {value!r} is not UTF-8: {exc}"
+            ) from None
     return str(value)
 
 
@@ -55,7 +57,7 @@ def normalize_attr(value: Any) -> Any:
     if isinstance(value, (type, np.dtype)):
         try:
             return as_dtype(value)
-        except UnknownDType:
+        except UnknownDTypeError:
             return value
     return value
 
@@ -64,12 +66,12 @@ def coerce_attr(value: Any, attr_type: str, *, strict: bool = False) -> Any:
     """``value`` read as an ``attr_type`` value, leniently as Python callers write them:
     numpy dtypes and dtype names for ``type``, ints for ``float``, tuples for ``shape``,
     arrays and numbers for ``tensor``, lists for ``list(...)``. A dtype name that names no
-    dtype raises UnknownDType when ``strict``, else stays a string for the validator."""
+    dtype raises UnknownDTypeError when ``strict``, else stays a string for the validator."""
     base = AttrType.parse(attr_type).base
     if base == "tensor" and base == attr_type and not isinstance(value, TensorValue):
         try:
             return tensor_value(value)
-        except (UnknownDType, ValueError, TypeError):
+        except (UnknownDTypeError, ValueError, TypeError):
             if strict:
                 raise
             return value
@@ -79,7 +81,7 @@ def coerce_attr(value: Any, attr_type: str, *, strict: bool = False) -> Any:
         if base == "type" and isinstance(v, str):
             try:
                 return as_dtype(v)
-            except UnknownDType:
+            except UnknownDTypeError:
                 if strict:
                     raise
                 return v

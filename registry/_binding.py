@@ -13,7 +13,7 @@ from opmarket.registry._attrvalues import coerce_attr
 from opmarket.sdk import (
     ArgDef,
     DType,
-    InvalidArgument,
+    InvalidArgumentError,
     OpDef,
     TensorShape,
     as_dtype,
@@ -46,10 +46,12 @@ class Binder:
         self, inputs: Sequence[Any], given: Mapping[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
         """Inputs as arrays (one list per list argument) and every attr, inferred, defaulted
-        and checked; InvalidArgument naming the op otherwise."""
+        and checked; InvalidArgumentError naming the op otherwise."""
         op = self.op_def
         if len(inputs) != len(op.inputs):
-            raise InvalidArgument(f"{op.name} takes {len(op.inputs)} inputs, got {len(inputs)}")
+            raise InvalidArgumentError(
+                f"{op.name} takes {len(op.inputs)} inputs, got {len(inputs)}"
+            )
         attrs: dict[str, Any] = {}
         for key, value in given.items():
             a = op.attr(key)
@@ -57,11 +59,11 @@ class Binder:
                 if key.startswith("_"):
                     attrs[key] = value
                     continue
-                raise InvalidArgument(f"{op.name} has no attr {key!r}")
+                raise InvalidArgumentError(f"{op.name} has no attr {key!r}")
             try:
                 attrs[key] = coerce_attr(value, a.type, strict=True)
             except (ValueError, TypeError) as exc:
-                raise InvalidArgument(f"{op.name}: attr {key!r}: {exc}") from None
+                raise InvalidArgumentError(f"{op.name}: attr {key!r}: {exc}") from None
             if a.base_type == "type":
                 attrs[key] = self._dtypes(key, attrs[key])
         bound: list[Any] = []
@@ -70,11 +72,11 @@ class Binder:
         for a in op.attrs:
             if a.name not in attrs:
                 if a.default is None:
-                    raise InvalidArgument(f"{op.name} needs attr {a.name!r} ({a.type})")
+                    raise InvalidArgumentError(f"{op.name} needs attr {a.name!r} ({a.type})")
                 attrs[a.name] = a.default
             problem = check_attr_value(attrs[a.name], a)
             if problem is not None:
-                raise InvalidArgument(f"{op.name}: {problem}")
+                raise InvalidArgumentError(f"{op.name}: {problem}")
         return bound, attrs
 
     def _dtypes(self, name: str, value: Any) -> Any:
@@ -84,7 +86,7 @@ class Binder:
         if isinstance(value, tuple):
             return tuple(self._dtypes(name, v) for v in value)
         if isinstance(value, bool):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{self.op_def.name}: attr {name!r}: expected a dtype "
                 f"(np.int32, 'int32' or DType.INT32), got {value!r}"
             )
@@ -100,7 +102,7 @@ class Binder:
         op = self.op_def
         if arg.is_list:
             if not isinstance(value, (list, tuple)):
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{op.name}: input {arg.name!r} is a list of tensors, got {show_value(value)}"
                 )
             if arg.number_attr:
@@ -127,14 +129,14 @@ class Binder:
         try:
             got = dtype_of(array)
         except Exception:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{op.name}: input {arg.name!r} has dtype {array.dtype}, "
                 "which opmarket has no type for"
             ) from None
         if arg.type_attr:
             self._set_inferred(arg.type_attr, got, arg, attrs)
         elif want is not None and got is not want:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{op.name}: input {arg.name!r} must be {want.spec_name}, got {got.spec_name}"
             )
         return array
@@ -147,7 +149,7 @@ class Binder:
         try:
             array = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as exc:  # ragged lists, odd objects
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{self.op_def.name}: input {arg.name!r}: cannot make an "
                 f"array of {_brief(value)}: {exc}"
             ) from None
@@ -172,14 +174,14 @@ class Binder:
         """``array`` (made from the Python ``value``) as ``want``: a cast numpy calls
         same-kind that keeps every value (in range; finite stays finite), or any numeric
         cast that gives back exactly the numbers written (``[1.0, 2.0]`` to int32);
-        InvalidArgument naming the op and the input otherwise."""
+        InvalidArgumentError naming the op and the input otherwise."""
         npdt = want.numpy
         assert npdt is not None
         if array.dtype == npdt:
             return array
         op = self.op_def.name
         if array.dtype.kind not in "biuf":
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{op}: input {arg.name!r} must be {expected}, got {_brief(value)}"
             )
         same_kind = bool(np.can_cast(array.dtype, npdt, "same_kind"))
@@ -192,7 +194,7 @@ class Binder:
                     fits = bool(np.array_equal(cast.astype(array.dtype), array))
             if fits:
                 return cast
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"{op}: input {arg.name!r} must be {expected}; {_brief(value)} "
             f"({array.dtype}) does not convert to {want.spec_name} without "
             "changing its values"
@@ -203,7 +205,7 @@ class Binder:
         if have is None:
             attrs[name] = value
         elif have != value:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{self.op_def.name}: input {arg.name!r} makes {name}={show_attr(value)}, "
                 f"but {name} is {show_attr(have)}"
             )

@@ -20,10 +20,10 @@ from opmarket.registry._errors import KernelError, LibraryError
 from opmarket.sdk import (
     DType,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     Kernel,
     KernelSpec,
-    NotFound,
+    NotFoundError,
     OpDef,
     OpmarketError,
 )
@@ -56,12 +56,12 @@ CODE_NAMES = {
 
 
 def _error_for(code: int, message: str) -> OpmarketError:
-    """The exception a failed status raises: InvalidArgument for the caller's mistakes
-    (INVALID_ARGUMENT, OUT_OF_RANGE, FAILED_PRECONDITION), NotFound, else KernelError."""
+    """The exception a failed status raises: InvalidArgumentError for the caller's mistakes
+    (INVALID_ARGUMENT, OUT_OF_RANGE, FAILED_PRECONDITION), NotFoundError, else KernelError."""
     if code in (3, 9, 11):
-        return InvalidArgument(message)
+        return InvalidArgumentError(message)
     if code == 5:
-        return NotFound(message)
+        return NotFoundError(message)
     return KernelError(f"{message} ({CODE_NAMES.get(code, f'code {code}')})")
 
 
@@ -152,7 +152,7 @@ class NativeShapeFn:
         """Run the library's function on ``c``'s input shapes and attrs, set the outputs."""
         attrs: dict[str, Any] = {}
         for name in self._attrs:
-            with contextlib.suppress(InvalidArgument):  # an attr the node lacks
+            with contextlib.suppress(InvalidArgumentError):  # an attr the node lacks
                 attrs[name] = c.get_attr(name)
         shapes = [c.input(i) for i in range(c.num_inputs)]
         for i, shape in enumerate(host().infer(self._fn, shapes, attrs, c.num_outputs)):

@@ -22,7 +22,7 @@ from opmarket._usage import EXIT_PROBLEM, UsageError
 from opmarket.registry._discovery import EntryPointRecord, scan
 from opmarket.registry._manifest import MANIFEST, read_manifest
 from opmarket.registry._plugins import discover, plugins_disabled, selected
-from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDType, as_dtype
+from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDTypeError, as_dtype
 
 __all__ = ["ops", "plugins"]
 
@@ -339,7 +339,7 @@ def ops(device: str | None, dtype: str | None, fmt: str) -> None:
     if dtype is not None:
         try:
             wanted = as_dtype(dtype)
-        except (UnknownDType, TypeError, ValueError):
+        except (UnknownDTypeError, TypeError, ValueError):
             raise UsageError(f"--dtype: unknown dtype {dtype!r}") from None
     rows, problems = op_rows(device.upper() if device else None, wanted)
     for problem in problems:

@@ -14,7 +14,7 @@ import numpy as np
 from opmarket.registry._binding import dtype_of
 from opmarket.registry._executor import _registry
 from opmarket.registry._registry import Registry
-from opmarket.sdk import DType, UnknownDType
+from opmarket.sdk import DType, UnknownDTypeError
 from opmarket.sdk._kernel import KernelSpec
 
 __all__ = ["ConformanceReport", "ConformanceResult", "ConformanceStatus", "check_conformance"]
@@ -117,7 +117,7 @@ def _compare(got: Any, want: Any) -> str | None:
         if g.dtype.kind in "fc":
             try:
                 rtol, atol = _TOLERANCE.get(dtype_of(g), (1e-5, 1e-6))
-            except UnknownDType:
+            except UnknownDTypeError:
                 rtol, atol = 1e-5, 1e-6
             close = np.allclose(
                 g.astype(np.complex128 if g.dtype.kind == "c" else np.float64),

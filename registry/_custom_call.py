@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from opmarket.registry._registry import Registry
-from opmarket.sdk import NotFound
+from opmarket.sdk import NotFoundError
 from opmarket.sdk._custom_call import CustomCallTarget, install_runner
 
 __all__ = ["custom_call", "register_custom_call_target"]
@@ -57,7 +57,7 @@ def custom_call(
     if found is None:
         have = sorted(f"{t.name} ({t.platform})" for t in reg.custom_call_targets())
         listed = ", ".join(have) if have else "none"
-        raise NotFound(f"no custom-call target {target!r} on {platform}; registered: {listed}")
+        raise NotFoundError(f"no custom-call target {target!r} on {platform}; registered: {listed}")
     ins = [np.ascontiguousarray(x) for x in inputs]
     specs = result if isinstance(result, list) else [result]
     outs = tuple(np.zeros(tuple(shape), dtype=np.dtype(dtype)) for shape, dtype in specs)

@@ -19,11 +19,11 @@ import numpy as np
 from opmarket.registry._binding import Binder, dtype_of, show_attr
 from opmarket.registry._device import DEVICE_PREFERENCE, current_device, device, device_scope
 from opmarket.registry._entry import Entry
-from opmarket.registry._errors import KernelNotFound
+from opmarket.registry._errors import KernelNotFoundError
 from opmarket.registry._keys import typed
 from opmarket.registry._signature import arg_dtypes, inferred_attrs
 from opmarket.registry._wrapper import make_wrapper
-from opmarket.sdk import InvalidArgument, OpDef
+from opmarket.sdk import InvalidArgumentError, OpDef
 from opmarket.sdk._kernel import KernelSpec
 from opmarket.sdk._shape_inference import InferenceContext, Shape
 
@@ -61,14 +61,14 @@ class Dispatcher:
         self, inputs: Sequence[Any], given: Mapping[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
         """Inputs as arrays (one list per list argument) and every attr, inferred, defaulted
-        and checked; InvalidArgument naming the op otherwise."""
+        and checked; InvalidArgumentError naming the op otherwise."""
         return self.binder.bind(inputs, given)
 
     # --- kernel choice -------------------------------------------------------------------
 
     def choose(self, attrs: Mapping[str, Any], device: str | None, label: str = "") -> KernelSpec:
         """The highest-priority kernel matching ``device`` (or the preferred device that has
-        one), the type attrs and the label; KernelNotFound listing what exists."""
+        one), the type attrs and the label; KernelNotFoundError listing what exists."""
         kernels = self.registry.kernels(self.op_def.name)
         if device is not None:
             devices: Sequence[str] = (device,)
@@ -89,7 +89,7 @@ class Dispatcher:
                     best = k
             if best is not None:
                 return best
-        raise KernelNotFound(self._missing(attrs, device, label, kernels))
+        raise KernelNotFoundError(self._missing(attrs, device, label, kernels))
 
     def _missing(
         self,
@@ -129,8 +129,8 @@ class Dispatcher:
         )
         try:
             spec.fn(c)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{self.op_def.name}: {exc}") from None
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{self.op_def.name}: {exc}") from None
         return c.finish()
 
     def _shared_entry(

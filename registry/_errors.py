@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from opmarket.sdk import InvalidArgument, NotFound, OpmarketError
+from opmarket.sdk import InvalidArgumentError, NotFoundError, OpmarketError
 
 __all__ = [
-    "AmbiguousOpName",
-    "InvalidGraph",
+    "AmbiguousOpNameError",
+    "InvalidGraphError",
     "KernelError",
-    "KernelNotFound",
+    "KernelNotFoundError",
     "LibraryError",
     "RegistrationError",
 ]
@@ -20,15 +20,15 @@ class RegistrationError(OpmarketError, ValueError):
     """An op, kernel, gradient or target that conflicts with what is already registered."""
 
 
-class KernelNotFound(NotFound):
+class KernelNotFoundError(NotFoundError):
     """No registered kernel matches an op's device and type attrs."""
 
 
-class AmbiguousOpName(OpmarketError, AttributeError):  # named like NotFound
+class AmbiguousOpNameError(OpmarketError, AttributeError):  # named like NotFoundError
     """A short op name that more than one registered op has; the message names them all."""
 
 
-class InvalidGraph(InvalidArgument):
+class InvalidGraphError(InvalidArgumentError):
     """A graph that does not validate against the op-set; ``problems`` lists every one."""
 
     def __init__(self, problems: Iterable[str]) -> None:

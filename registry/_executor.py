@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opmarket.registry._errors import InvalidGraph
+from opmarket.registry._errors import InvalidGraphError
 from opmarket.registry._graph import Graph, Node, parse_input
 from opmarket.registry._graph_validation import fill_defaults, topological_order, validate_graph
 from opmarket.registry._registry import Registry
 from opmarket.registry._signature import arg_dtypes
-from opmarket.sdk import DType, InvalidArgument, OpDef
+from opmarket.sdk import DType, InvalidArgumentError, OpDef
 from opmarket.sdk._kernel import KernelSpec
 from opmarket.sdk._shape_inference import InferenceContext, Shape, format_shape
 
@@ -32,10 +32,10 @@ def _registry(registry: Registry | None) -> Registry:
 
 
 def prepare_graph(graph: Graph, registry: Registry) -> Graph:
-    """``graph`` with defaults filled in, after validating it; InvalidGraph otherwise."""
+    """``graph`` with defaults filled in, after validating it; InvalidGraphError otherwise."""
     problems = validate_graph(graph, registry.op_defs)
     if problems:
-        raise InvalidGraph(problems)
+        raise InvalidGraphError(problems)
     return fill_defaults(graph, registry.op_defs)
 
 
@@ -48,7 +48,7 @@ def needed(graph: Graph, targets: Sequence[str]) -> list[str]:
         if name in want:
             continue
         if name not in graph:
-            raise InvalidArgument(f"no node named {name!r} in the graph")
+            raise InvalidArgumentError(f"no node named {name!r} in the graph")
         want.add(name)
         stack.extend(parse_input(i)[0] for i in graph[name].inputs)
     return [n for n in topological_order(graph) if n in want]
@@ -88,18 +88,20 @@ def _feed(node: Node, feeds: Mapping[str, Any]) -> np.ndarray[Any, Any]:
             value = feeds[key]
             break
     else:
-        raise InvalidArgument(f"placeholder {node.name!r} needs a value in feeds")
+        raise InvalidArgumentError(f"placeholder {node.name!r} needs a value in feeds")
     dtype: DType = node.attrs["dtype"]
     array = np.asarray(value, dtype=dtype.numpy) if not isinstance(value, np.ndarray) else value
     if array.dtype != dtype.numpy:
-        raise InvalidArgument(f"placeholder {node.name!r} is {dtype.spec_name}, fed {array.dtype}")
+        raise InvalidArgumentError(
+            f"placeholder {node.name!r} is {dtype.spec_name}, fed {array.dtype}"
+        )
     dims = node.attrs["shape"].dims
     if dims is not None and (
         len(dims) != array.ndim
         or any(d >= 0 and d != s for d, s in zip(dims, array.shape, strict=False))
     ):
         want = format_shape(tuple(None if d < 0 else d for d in dims))
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"placeholder {node.name!r} has shape {want}, fed {format_shape(array.shape)}"
         )
     return array
@@ -143,8 +145,8 @@ def execute(
                 label=str(node.attrs.get("_kernel", "")),
                 kernel=kernel,
             )
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"node {name!r}: {exc}") from None
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"node {name!r}: {exc}") from None
         values[name] = _flatten(op, result)
         if on_node is not None:
             on_node(node, flat_in, values[name])
@@ -170,7 +172,7 @@ def run_graph(
     for ref in names:
         src, index = parse_input(ref)
         if index < 0 or index >= len(values[src]):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"cannot fetch {ref!r}: node {src!r} has {len(values[src])} output(s)"
             )
         out.append(values[src][index])
@@ -185,7 +187,7 @@ def infer_graph_shapes(
 ) -> dict[str, list[Shape]]:
     """Every node's output shapes, from placeholder shapes (or ``input_shapes`` by node
     name) and the registered shape functions, without running a kernel. An op without a
-    shape function gives unknown shapes; InvalidGraph lists every node whose shape
+    shape function gives unknown shapes; InvalidGraphError lists every node whose shape
     function rejects its inputs."""
     reg = _registry(registry)
     prepared = prepare_graph(graph, reg)
@@ -211,9 +213,9 @@ def infer_graph_shapes(
         if spec is not None:
             try:
                 spec.fn(c)
-            except InvalidArgument as exc:
+            except InvalidArgumentError as exc:
                 problems.append(f"node {name!r} ({node.op}): {exc}")
         shapes[name] = c.finish()
     if problems:
-        raise InvalidGraph(problems)
+        raise InvalidGraphError(problems)
     return shapes

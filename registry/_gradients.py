@@ -11,7 +11,7 @@ import numpy as np
 from opmarket.registry._executor import _registry, execute, prepare_graph, structure
 from opmarket.registry._graph import Graph, Node, parse_input
 from opmarket.registry._registry import Registry
-from opmarket.sdk import NotFound
+from opmarket.sdk import NotFoundError
 from opmarket.sdk._gradients import GradientOp, as_input_grads
 
 __all__ = ["check_gradient", "compute_gradient", "gradients", "max_error"]
@@ -60,7 +60,7 @@ def gradients(
             continue
         spec = reg.gradient(node.op)
         if spec is None:
-            raise NotFound(
+            raise NotFoundError(
                 f"no gradient is registered for op {node.op!r} (node {node.name!r}); "
                 "register one with register_gradient, or mark the op not_differentiable"
             )

@@ -16,7 +16,7 @@ from opmarket.sdk import (
     OpDef,
     OpSet,
     TensorShape,
-    UnknownDType,
+    UnknownDTypeError,
     snake_case,
 )
 from opmarket.sdk._attrcodec import tagged_from_json, tagged_to_json
@@ -290,7 +290,7 @@ def _node_from_json(raw: Any, where: str, problems: list[str], v1: bool) -> Node
         for key, value in raw_attrs.items():
             try:
                 attrs[key] = decode_v1_attr(value) if v1 else tagged_from_json(value, key)
-            except (ValueError, TypeError, UnknownDType) as exc:
+            except (ValueError, TypeError, UnknownDTypeError) as exc:
                 problems.append(f"{where}: attr {key!r}: {exc}")
                 ok = False
     unknown = set(raw) - {"name", "op", "inputs", "attrs", "device"}

@@ -11,7 +11,7 @@ from typing import Any
 
 from opmarket.registry._attrvalues import coerce_attr
 from opmarket.registry._builtins import BUILTIN_OPS
-from opmarket.registry._errors import InvalidGraph
+from opmarket.registry._errors import InvalidGraphError
 from opmarket.registry._graph import NODE_NAME, Graph, Node, OpLookup, parse_input
 from opmarket.registry._signature import args_dtypes, attrs_with_defaults
 from opmarket.sdk import (
@@ -246,5 +246,5 @@ def topological_order(graph: Graph, strict: bool = True) -> list[str]:
             if remaining[u] == 0:
                 ready.append(u)
     if strict and len(order) != len(deps):
-        raise InvalidGraph(["the graph has a cycle"])
+        raise InvalidGraphError(["the graph has a cycle"])
     return order

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from opmarket.registry._errors import AmbiguousOpName
-from opmarket.sdk import NotFound, OpDef, snake_case
+from opmarket.registry._errors import AmbiguousOpNameError
+from opmarket.sdk import NotFoundError, OpDef, snake_case
 
 if TYPE_CHECKING:
     from opmarket.registry._registry import Registry
@@ -109,7 +109,7 @@ class OpsNamespace:
                 else f"opmarket.ops[{o.name!r}]"
                 for o in sorted(found, key=lambda o: o.name)
             )
-            raise AmbiguousOpName(
+            raise AmbiguousOpNameError(
                 f"opmarket.ops.{name} is ambiguous: {' and '.join(names)} both have that "
                 f"name; use {hints}"
             )
@@ -133,8 +133,8 @@ class OpsNamespace:
         name = f"{self._prefix}>{full_name}" if self._prefix else full_name
         try:
             return reg.dispatcher(name).wrapper
-        except NotFound:
-            raise NotFound(f"no op named {name!r} is registered") from None
+        except NotFoundError:
+            raise NotFoundError(f"no op named {name!r} is registered") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("opmarket.ops is read-only; register ops with opmarket.register")

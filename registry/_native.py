@@ -15,7 +15,7 @@ from opmarket.registry._capi import exports_entry_point, load_declarations
 from opmarket.registry._capi_elf import dynamic_symbols
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
-from opmarket.sdk import InvalidOpDef, OpDef
+from opmarket.sdk import InvalidOpDefError, OpDef
 from opmarket.sdk._native import library_declarations
 
 __all__ = ["OpLibrary", "load_library"]
@@ -77,7 +77,7 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
         raise LibraryError(f"cannot load library {p}: {exc}") from exc
     try:
         decls = library_declarations(module)
-    except InvalidOpDef as exc:
+    except InvalidOpDefError as exc:
         raise LibraryError(f"library {p} declares invalid ops:\n{exc}") from exc
     if not decls:
         raise LibraryError(

@@ -10,7 +10,7 @@ from typing import Any
 
 from opmarket.registry._dispatch import Dispatcher
 from opmarket.registry._errors import RegistrationError
-from opmarket.sdk import KernelDef, NotFound, OpDef, OpSet, validate_opdef
+from opmarket.sdk import KernelDef, NotFoundError, OpDef, OpSet, validate_opdef
 from opmarket.sdk._custom_call import CustomCallTarget
 from opmarket.sdk._gradients import GradientSpec
 from opmarket.sdk._kernel import KernelSpec, declarations
@@ -318,12 +318,12 @@ class Registry:
         return tuple(t for t, _ in self._targets.values())
 
     def dispatcher(self, op: str) -> Dispatcher:
-        """The dispatcher (wrapper, kernel cache) of ``op``; NotFound if it is unknown."""
+        """The dispatcher (wrapper, kernel cache) of ``op``; NotFoundError if it is unknown."""
         d = self._dispatchers.get(op)
         if d is None:
             entry = self._ops.get(op)
             if entry is None:
-                raise NotFound(f"op {op!r} is not registered")
+                raise NotFoundError(f"op {op!r} is not registered")
             d = self._dispatchers[op] = Dispatcher(self, entry.op_def)
         return d
 

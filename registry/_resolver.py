@@ -12,7 +12,7 @@ from typing import Any
 
 from opmarket.registry._graph import Graph
 from opmarket.registry._registry import Registry
-from opmarket.sdk import InvalidArgument, InvalidDeclaration, NotFound
+from opmarket.sdk import InvalidArgumentError, InvalidDeclarationError, NotFoundError
 from opmarket.sdk._kernel import Kernel, KernelSpec, _attr_names, declarations
 
 __all__ = ["OpResolver", "selective_resolver"]
@@ -28,7 +28,7 @@ def _as_spec(op: str, kernel: Any) -> KernelSpec:
         return KernelSpec(op=op, impl=kernel, attr_names=None)
     if callable(kernel):
         return KernelSpec(op=op, impl=kernel, attr_names=_attr_names(kernel))
-    raise InvalidDeclaration(
+    raise InvalidDeclarationError(
         f"a resolver kernel is a function, a Kernel subclass or a KernelSpec, got {kernel!r}"
     )
 
@@ -55,7 +55,7 @@ class OpResolver:
         (None: whichever kernel dispatch chooses)."""
         top = min_version if max_version is None else max_version
         if top < min_version:
-            raise InvalidArgument(f"max_version {top} is below min_version {min_version}")
+            raise InvalidArgumentError(f"max_version {top} is below min_version {min_version}")
         spec = None if kernel is None else _as_spec(op, kernel)
         versions = self._builtin.setdefault(op, {})
         for v in range(min_version, top + 1):
@@ -66,11 +66,12 @@ class OpResolver:
         self._custom.setdefault(name, {})[version] = _as_spec(name, kernel)
 
     def has(self, op: str, version: int = 1) -> bool:
-        """Whether ``op`` at ``version`` is in the resolver: :meth:`find` without the NotFound."""
+        """Whether ``op`` at ``version`` is in the resolver: :meth:`find` without the
+        NotFoundError."""
         return version in self._builtin.get(op, {}) or version in self._custom.get(op, {})
 
     def find(self, op: str, version: int = 1) -> KernelSpec | None:
-        """The kernel for ``op`` at ``version`` (None: let dispatch choose); NotFound
+        """The kernel for ``op`` at ``version`` (None: let dispatch choose); NotFoundError
         naming the versions there are."""
         if version in self._custom.get(op, {}):
             return self._custom[op][version]
@@ -78,11 +79,11 @@ class OpResolver:
             return self._builtin[op][version]
         have = sorted({*self._builtin.get(op, {}), *self._custom.get(op, {})})
         if have:
-            raise NotFound(
+            raise NotFoundError(
                 f"op {op!r} version {version} is not in the resolver "
                 f"(it has versions {', '.join(map(str, have))})"
             )
-        raise NotFound(f"op {op!r} is not in the resolver")
+        raise NotFoundError(f"op {op!r} is not in the resolver")
 
     def ops(self) -> list[tuple[str, tuple[int, ...]]]:
         """Each op the resolver knows, with its versions."""
@@ -104,12 +105,12 @@ class OpResolver:
 
 
 def selective_resolver(graph: Graph, resolver: OpResolver) -> OpResolver:
-    """A resolver with only the (op, version) pairs ``graph`` uses; NotFound listing every
+    """A resolver with only the (op, version) pairs ``graph`` uses; NotFoundError listing every
     one ``resolver`` lacks. Graph inputs (``Placeholder``) need no kernel."""
     used = sorted({(n.op, int(n.attrs.get("_version", 1))) for n in graph if n.op != "Placeholder"})
     missing = [f"{op} v{v}" for op, v in used if not resolver.has(op, v)]
     if missing:
-        raise NotFound(f"the resolver lacks ops the graph uses: {', '.join(missing)}")
+        raise NotFoundError(f"the resolver lacks ops the graph uses: {', '.join(missing)}")
     out = OpResolver()
     for op, v in used:
         out._copy_entry(resolver, op, v)

@@ -1,5 +1,7 @@
 """What plugin authors use: the op spec language, dtypes, the OpDef model and its formats."""
 
+from typing import Any
+
 from opmarket.sdk._builder import OpBuilder, finalize_op, op
 from opmarket.sdk._canonical import Document
 from opmarket.sdk._custom_call import CustomCallTarget, custom_call, custom_call_target
@@ -20,13 +22,13 @@ from opmarket.sdk._dtypes import (
 )
 from opmarket.sdk._errors import (
     DocumentError,
-    InvalidArgument,
-    InvalidDeclaration,
-    InvalidOpDef,
-    NotFound,
+    InvalidArgumentError,
+    InvalidDeclarationError,
+    InvalidOpDefError,
+    NotFoundError,
     OpmarketError,
     Problem,
-    UnknownDType,
+    UnknownDTypeError,
 )
 from opmarket.sdk._gradients import (
     GradientOp,
@@ -94,13 +96,13 @@ __all__ = [
     "GradientSpec",
     "InferenceContext",
     "InputGeneratorSpec",
-    "InvalidArgument",
-    "InvalidDeclaration",
-    "InvalidOpDef",
+    "InvalidArgumentError",
+    "InvalidDeclarationError",
+    "InvalidOpDefError",
     "Kernel",
     "KernelDef",
     "KernelSpec",
-    "NotFound",
+    "NotFoundError",
     "OpBuilder",
     "OpDef",
     "OpSet",
@@ -113,7 +115,7 @@ __all__ = [
     "TaggedValue",
     "TensorShape",
     "TensorValue",
-    "UnknownDType",
+    "UnknownDTypeError",
     "as_dtype",
     "broadcast_shape",
     "broadcasting",
@@ -153,3 +155,25 @@ __all__ = [
     "unknown_shape",
     "validate_opdef",
 ]
+
+#: Old public names (opmarket 0.1): still there, with a DeprecationWarning, until 1.0.
+_DEPRECATED = {
+    "InvalidArgument": "InvalidArgumentError",
+    "InvalidOpDef": "InvalidOpDefError",
+    "NotFound": "NotFoundError",
+    "UnknownDType": "UnknownDTypeError",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"opmarket.sdk.{name} is deprecated; use opmarket.sdk.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module 'opmarket.sdk' has no attribute {name!r}")

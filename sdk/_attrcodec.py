@@ -26,7 +26,7 @@ from opmarket.sdk._values import (
 )
 
 __all__ = [
-    "BadJson",
+    "BadJsonError",
     "check_keys",
     "expect",
     "read_bool",
@@ -56,7 +56,7 @@ _TENSOR_FIELDS = (
 )
 
 
-class BadJson(OpmarketError, ValueError):
+class BadJsonError(OpmarketError, ValueError):
     """Malformed JSON for a value: ``where`` it is and what is wrong."""
 
     def __init__(self, where: str, message: str) -> None:
@@ -130,7 +130,7 @@ def value_to_json(attr_type: str, value: Any) -> Any:
 
 def expect(cond: bool, where: str, message: str) -> None:
     if not cond:
-        raise BadJson(where, message)
+        raise BadJsonError(where, message)
 
 
 def check_keys(obj: Any, where: str, allowed: Sequence[str], required: Sequence[str] = ()) -> None:
@@ -226,7 +226,7 @@ def read_tensor(v: Any, where: str) -> TensorValue:
         content = base64.b64decode(read_str(v.get("tensor_content", ""), where), validate=True)
         extra = base64.b64decode(read_str(v.get("extra", ""), where), validate=True)
     except ValueError:
-        raise BadJson(where, "tensor_content and extra must be base64") from None
+        raise BadJsonError(where, "tensor_content and extra must be base64") from None
     raw_dtype = v["dtype"]
     return TensorValue(
         dtype=read_int(raw_dtype, where)
@@ -277,7 +277,7 @@ def value_from_json(attr_type: str, v: Any, where: str = "value") -> Any:
     if attr_type == "none":
         expect(v is None, where, "a 'none' value must be null")
         return None
-    raise BadJson(where, f"unknown attr type {attr_type!r}")
+    raise BadJsonError(where, f"unknown attr type {attr_type!r}")
 
 
 _KINDS: tuple[tuple[type, str], ...] = (
@@ -312,6 +312,6 @@ def tagged_to_json(value: Any) -> dict[str, Any]:
 
 
 def tagged_from_json(v: Any, where: str = "value") -> Any:
-    """Read what :func:`tagged_to_json` writes; BadJson (a ValueError) if malformed."""
+    """Read what :func:`tagged_to_json` writes; BadJsonError (a ValueError) if malformed."""
     check_keys(v, where, ("type", "value"), ("type", "value"))
     return value_from_json(read_str(v["type"], where), v["value"], where)

@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from opmarket.sdk._dtypes import DType
-from opmarket.sdk._errors import InvalidArgument
+from opmarket.sdk._errors import InvalidArgumentError
 from opmarket.sdk._opdef import AttrType
 from opmarket.sdk._tfproto import FULL_TYPE_IDS, messages
 from opmarket.sdk._values import (
@@ -170,7 +170,7 @@ def _scalar_from(base: str, v: Any) -> Any:
         return _tensor_from_proto(v)
     if base == "func":
         return _func_from_proto(v)
-    raise InvalidArgument(f"unknown attr type {base!r}")
+    raise InvalidArgumentError(f"unknown attr type {base!r}")
 
 
 def value_from_proto(attr_type: str, p: Any) -> AttrValue:

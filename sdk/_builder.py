@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Self, TypedDict, cast
 
-from opmarket.sdk._errors import InvalidOpDef, Problem
+from opmarket.sdk._errors import InvalidOpDefError, Problem
 from opmarket.sdk._opdef import Deprecation, OpDef
 from opmarket.sdk._spec import (
     _OpUnderConstruction,
@@ -191,7 +191,7 @@ class OpBuilder:
         return self
 
     def build(self) -> OpDef:
-        """The finished OpDef; raises InvalidOpDef listing every problem."""
+        """The finished OpDef; raises InvalidOpDefError listing every problem."""
         if self._built is None:
             opdef, problems = finalize_op(
                 self.name,
@@ -205,7 +205,7 @@ class OpBuilder:
                 **cast(OpFlags, self._flags),
             )
             if opdef is None:
-                raise InvalidOpDef(Problem(p, op=self.name) for p in problems)
+                raise InvalidOpDefError(Problem(p, op=self.name) for p in problems)
             self._built = opdef
         return self._built
 

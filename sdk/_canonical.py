@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opmarket.sdk._attrcodec import (
-    BadJson,
+    BadJsonError,
     check_keys,
     expect,
     read_bool,
@@ -391,12 +391,12 @@ def decode_document(obj: Mapping[str, Any], source: str) -> Document:
         try:
             ops.append(opdef_from_json(raw))
         except ValueError as exc:
-            where = exc.where if isinstance(exc, BadJson) else ""
+            where = exc.where if isinstance(exc, BadJsonError) else ""
             doc.problems.append(Problem(str(exc), op=str(op_name), field=where, source=source))
     for i, raw in enumerate(raw_kernels):
         try:
             kernels.append(kernel_from_json(raw))
-        except BadJson as exc:
+        except BadJsonError as exc:
             doc.problems.append(
                 Problem(exc.message, field=f"kernels[{i}].{exc.where}", source=source)
             )

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from opmarket.sdk._errors import NotFound
+from opmarket.sdk._errors import NotFoundError
 from opmarket.sdk._kernel import declare
 
 __all__ = ["PLATFORMS", "CustomCallTarget", "custom_call", "custom_call_target"]
@@ -56,7 +56,7 @@ def custom_call(
     ``opmarket.registry.custom_call``, which this calls on the process's registry). For
     kernels, which import only ``opmarket.sdk``."""
     if not _runner:
-        raise NotFound(
+        raise NotFoundError(
             f"custom_call({target!r}) needs opmarket's run time: import opmarket.registry"
         )
     return _runner[0](target, inputs, result, opaque=opaque, platform=platform)

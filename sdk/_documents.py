@@ -15,11 +15,11 @@ from opmarket.sdk._canonical import (
     decode_history,
     encode_opset,
 )
-from opmarket.sdk._errors import DocumentError, InvalidOpDef, Problem
+from opmarket.sdk._errors import DocumentError, InvalidOpDefError, Problem
 from opmarket.sdk._opdef import OpDef
 from opmarket.sdk._opset import KernelDef, OpSet
 from opmarket.sdk._specjson import (
-    NotExpressible,
+    NotExpressibleError,
     decode_spec_document,
     looks_like_spec_document,
     op_to_spec,
@@ -115,7 +115,7 @@ def read_document(path: str | Path) -> Document:
 
 
 def read_opset(path: str | Path) -> OpSet:
-    """One release's op-set from a file; raises InvalidOpDef listing every problem."""
+    """One release's op-set from a file; raises InvalidOpDefError listing every problem."""
     return _as_opset(read_document(path))
 
 
@@ -131,7 +131,7 @@ def _as_opset(doc: Document) -> OpSet:
             problems.append(Problem("defined more than once", op=op.name, source=doc.source))
         seen.add(op.name)
     if problems:
-        raise InvalidOpDef(problems)
+        raise InvalidOpDefError(problems)
     return doc.opset
 
 
@@ -141,7 +141,7 @@ def opset_to_json(opset: OpSet) -> str:
 
 
 def opset_from_json(text: str, source: str = "<json>") -> OpSet:
-    """An op-set from canonical JSON text; raises DocumentError or InvalidOpDef."""
+    """An op-set from canonical JSON text; raises DocumentError or InvalidOpDefError."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -163,7 +163,7 @@ def render_document(
     source: str = "<ops>",
     notes: list[str] | None = None,
 ) -> str:
-    """``ops`` in format ``fmt``; raises InvalidOpDef when an op cannot be written in it.
+    """``ops`` in format ``fmt``; raises InvalidOpDefError when an op cannot be written in it.
 
     What a format leaves out (full types in spec form) is appended to ``notes``.
     """
@@ -179,8 +179,8 @@ def render_document(
             specs.append(spec)
             if notes is not None:
                 notes.extend(dropped)
-        except NotExpressible as exc:
+        except NotExpressibleError as exc:
             problems.append(Problem(str(exc).partition(": ")[2], op=op.name, source=source))
     if problems:
-        raise InvalidOpDef(problems)
+        raise InvalidOpDefError(problems)
     return json.dumps({"ops": specs}, indent=2, ensure_ascii=False) + "\n"

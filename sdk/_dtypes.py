@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.sdk._errors import UnknownDType
+from opmarket.sdk._errors import UnknownDTypeError
 
 __all__ = [
     "DType",
@@ -275,14 +275,14 @@ def as_dtype(value: object) -> DType:
         found = dtype_from_spec_name(name)
         if found is not None:
             return found
-        raise UnknownDType(f"unknown dtype {value!r}")
+        raise UnknownDTypeError(f"unknown dtype {value!r}")
     if isinstance(value, bool) or not isinstance(value, (type, np.dtype)):
-        raise UnknownDType(f"cannot interpret {value!r} as a dtype")
+        raise UnknownDTypeError(f"cannot interpret {value!r} as a dtype")
     try:
         npdt = np.dtype(value)
     except TypeError as exc:
-        raise UnknownDType(f"cannot interpret {value!r} as a dtype") from exc
+        raise UnknownDTypeError(f"cannot interpret {value!r} as a dtype") from exc
     found = _from_numpy().get(npdt)
     if found is None:
-        raise UnknownDType(f"numpy dtype {npdt} has no opmarket dtype")
+        raise UnknownDTypeError(f"numpy dtype {npdt} has no opmarket dtype")
     return found

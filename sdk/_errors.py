@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "DocumentError",
-    "InvalidArgument",
-    "InvalidDeclaration",
-    "InvalidOpDef",
-    "NotFound",
+    "InvalidArgumentError",
+    "InvalidDeclarationError",
+    "InvalidOpDefError",
+    "NotFoundError",
     "OpmarketError",
     "Problem",
-    "UnknownDType",
+    "UnknownDTypeError",
 ]
 
 
@@ -21,19 +21,19 @@ class OpmarketError(Exception):
     """Base of every error opmarket raises on purpose."""
 
 
-class UnknownDType(OpmarketError, ValueError):
+class UnknownDTypeError(OpmarketError, ValueError):
     """A value that names no dtype opmarket knows."""
 
 
-class InvalidArgument(OpmarketError, ValueError):
-    """A call got arguments its op does not accept (TensorFlow's InvalidArgument)."""
+class InvalidArgumentError(OpmarketError, ValueError):
+    """A call got arguments its op does not accept (TensorFlow's InvalidArgumentError)."""
 
 
-class NotFound(OpmarketError, LookupError):
+class NotFoundError(OpmarketError, LookupError):
     """An op, kernel or plugin that is not registered."""
 
 
-class InvalidDeclaration(OpmarketError, TypeError):
+class InvalidDeclarationError(OpmarketError, TypeError):
     """A decorator or ``register`` given something it cannot declare (not a function, a
     Kernel subclass or a declaration)."""
 
@@ -52,7 +52,7 @@ class Problem:
         return f"{where}: {self.message}" if where else self.message
 
 
-class InvalidOpDef(OpmarketError, ValueError):
+class InvalidOpDefError(OpmarketError, ValueError):
     """One or more op definitions are invalid; ``problems`` lists every one found."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:
@@ -67,3 +67,8 @@ class DocumentError(OpmarketError, ValueError):
         self.source = source
         self.message = message
         super().__init__(f"{source}: {message}")
+
+
+# What native kernels built against opmarket 0.1's kernel.h look up (by this name) to raise
+# from OPM_REQUIRES: kept so that those compiled plugins keep working.
+InvalidArgument = InvalidArgumentError

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
-from opmarket.sdk._errors import InvalidArgument
+from opmarket.sdk._errors import InvalidArgumentError
 from opmarket.sdk._kernel import declare
 from opmarket.sdk._opdef import OpDef
 
@@ -71,7 +71,7 @@ def as_input_grads(result: Any, count: int, op: str) -> Sequence[Any]:
     """A gradient function's result as one entry per input."""
     items = result if isinstance(result, (list, tuple)) else (result,)
     if len(items) != count:
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"the gradient of {op} returned {len(items)} value(s) for {count} input(s)"
         )
     return items

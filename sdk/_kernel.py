@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opmarket.sdk._dtypes import DType, as_dtype
-from opmarket.sdk._errors import InvalidDeclaration
+from opmarket.sdk._errors import InvalidDeclarationError
 from opmarket.sdk._opset import KernelDef
 
 __all__ = [
@@ -151,7 +151,9 @@ def kernel(
 
     def decorate(impl: T) -> T:
         if not callable(impl):
-            raise InvalidDeclaration(f"@kernel({op!r}) decorates a function or Kernel subclass")
+            raise InvalidDeclarationError(
+                f"@kernel({op!r}) decorates a function or Kernel subclass"
+            )
         lifecycle = isinstance(impl, type) and issubclass(impl, Kernel)
         spec = KernelSpec(
             op=op,

@@ -14,7 +14,7 @@ from typing import Any
 
 from opmarket.sdk._builder import finalize_op
 from opmarket.sdk._dtypes import DType, as_dtype
-from opmarket.sdk._errors import InvalidOpDef, Problem
+from opmarket.sdk._errors import InvalidOpDefError, Problem
 from opmarket.sdk._kernel import KernelSpec
 from opmarket.sdk._opdef import OpDef
 
@@ -33,7 +33,7 @@ def get_include() -> str:
 def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
     """The ops and kernels a compiled library declares, ops first.
 
-    InvalidOpDef lists every problem (an op spec that does not parse, a kernel with an
+    InvalidOpDefError lists every problem (an op spec that does not parse, a kernel with an
     unknown dtype), naming the library's file; an empty list if it declares nothing.
     """
     source = str(getattr(module, "__file__", None) or module.__name__)
@@ -42,7 +42,7 @@ def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
         return []
     if not (isinstance(raw, tuple) and len(raw) == 2 and raw[0] == LIBRARY_FORMAT):
         found = raw[0] if isinstance(raw, tuple) and raw else raw
-        raise InvalidOpDef(
+        raise InvalidOpDefError(
             [
                 Problem(
                     f"library format {found!r}; this opmarket reads format {LIBRARY_FORMAT} "
@@ -98,5 +98,5 @@ def library_declarations(module: ModuleType) -> list[OpDef | KernelSpec]:
             )
         )
     if problems:
-        raise InvalidOpDef(problems)
+        raise InvalidOpDefError(problems)
     return [*ops.values(), *kernels]

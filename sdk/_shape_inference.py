@@ -2,7 +2,7 @@
 
 A shape is a tuple of dims or None (unknown rank); a dim is an int or None (unknown). A
 shape function takes an :class:`InferenceContext`, checks the input shapes and sets the
-output shapes; it raises InvalidArgument when the inputs cannot be right.
+output shapes; it raises InvalidArgumentError when the inputs cannot be right.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, overload
 
-from opmarket.sdk._errors import InvalidArgument
+from opmarket.sdk._errors import InvalidArgumentError
 from opmarket.sdk._kernel import declare
 from opmarket.sdk._opdef import OpDef
 
@@ -55,7 +55,7 @@ def parse_shape(text: str) -> Shape:
     if text == "?":
         return None
     if not (text.startswith("[") and text.endswith("]")):
-        raise InvalidArgument(f"not a shape: {text!r}")
+        raise InvalidArgumentError(f"not a shape: {text!r}")
     body = text[1:-1].strip()
     if not body:
         return ()
@@ -93,13 +93,16 @@ class InferenceContext:
     def input(self, index: int) -> Shape:
         """The shape of input ``index``."""
         if not 0 <= index < len(self._inputs):
-            raise InvalidArgument(f"input index {index} out of range: {len(self._inputs)} inputs")
+            raise InvalidArgumentError(
+                f"input index {index} out of range: {len(self._inputs)} inputs"
+            )
         return self._inputs[index]
 
     def set_output(self, index: int, shape: Shape) -> None:
-        """Set output ``index``'s shape (TensorFlow's set_output); InvalidArgument if it is none."""
+        """Set output ``index``'s shape (TensorFlow's set_output); InvalidArgumentError if
+        there is no such output."""
         if not 0 <= index < len(self._outputs):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"output index {index} out of range: {len(self._outputs)} outputs"
             )
         self._outputs[index] = shape
@@ -107,9 +110,9 @@ class InferenceContext:
 
     def output(self, index: int) -> Shape:
         """The shape set for output ``index`` so far, None until set (TensorFlow's output);
-        InvalidArgument if there is no such output."""
+        InvalidArgumentError if there is no such output."""
         if not 0 <= index < len(self._outputs):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"output index {index} out of range: {len(self._outputs)} outputs"
             )
         return self._outputs[index]
@@ -120,9 +123,9 @@ class InferenceContext:
         return list(self._outputs)
 
     def get_attr(self, name: str) -> Any:
-        """The value of attr ``name``; InvalidArgument if the node has none."""
+        """The value of attr ``name``; InvalidArgumentError if the node has none."""
         if name not in self._attrs:
-            raise InvalidArgument(f"no attr named {name!r}")
+            raise InvalidArgumentError(f"no attr named {name!r}")
         return self._attrs[name]
 
     # building shapes and dims
@@ -168,7 +171,7 @@ class InferenceContext:
         if shape is None:
             return None
         if not -len(shape) <= index < len(shape):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"dimension index {index} out of range for shape {format_shape(shape)}"
             )
         return shape[index]
@@ -192,63 +195,68 @@ class InferenceContext:
 
     # checks
     def with_rank(self, shape: Shape, rank: int) -> Shape:
-        """``shape`` as rank ``rank``; InvalidArgument if its rank is another."""
+        """``shape`` as rank ``rank``; InvalidArgumentError if its rank is another."""
         if shape is None:
             return (None,) * rank
         if len(shape) != rank:
-            raise InvalidArgument(f"Shape must be rank {rank} but is rank {len(shape)}")
+            raise InvalidArgumentError(f"Shape must be rank {rank} but is rank {len(shape)}")
         return shape
 
     def with_rank_at_least(self, shape: Shape, rank: int) -> Shape:
         """``shape``, checked to have rank ``rank`` or more (TensorFlow's WithRankAtLeast).
 
-        InvalidArgument if it has fewer dims; an unknown rank passes and stays unknown.
+        InvalidArgumentError if it has fewer dims; an unknown rank passes and stays unknown.
         """
         if shape is not None and len(shape) < rank:
-            raise InvalidArgument(f"Shape must be at least rank {rank} but is rank {len(shape)}")
+            raise InvalidArgumentError(
+                f"Shape must be at least rank {rank} but is rank {len(shape)}"
+            )
         return shape
 
     def with_rank_at_most(self, shape: Shape, rank: int) -> Shape:
         """``shape``, checked to have rank ``rank`` or less (TensorFlow's WithRankAtMost).
 
-        InvalidArgument if it has more dims; an unknown rank passes and stays unknown.
+        InvalidArgumentError if it has more dims; an unknown rank passes and stays unknown.
         """
         if shape is not None and len(shape) > rank:
-            raise InvalidArgument(f"Shape must be at most rank {rank} but is rank {len(shape)}")
+            raise InvalidArgumentError(
+                f"Shape must be at most rank {rank} but is rank {len(shape)}"
+            )
         return shape
 
     def with_value(self, dim: Dim, value: int) -> Dim:
-        """``dim``, known to be ``value`` (TensorFlow's WithValue); InvalidArgument if it is not."""
+        """``dim``, known to be ``value`` (TensorFlow's WithValue); InvalidArgumentError if it
+        is not."""
         if dim is not None and dim != value:
-            raise InvalidArgument(f"Dimension must be {value} but is {dim}")
+            raise InvalidArgumentError(f"Dimension must be {value} but is {dim}")
         return value
 
     def merge_dim(self, a: Dim, b: Dim) -> Dim:
         """The dim that both ``a`` and ``b`` are: the known one, if any (TensorFlow's Merge).
 
-        InvalidArgument if both are known and differ.
+        InvalidArgumentError if both are known and differ.
         """
         if a is None:
             return b
         if b is not None and a != b:
-            raise InvalidArgument(f"Dimensions must be equal, but are {a} and {b}")
+            raise InvalidArgumentError(f"Dimensions must be equal, but are {a} and {b}")
         return a
 
     def merge(self, a: Shape, b: Shape) -> Shape:
-        """The most specific shape compatible with both; InvalidArgument if none is."""
+        """The most specific shape compatible with both; InvalidArgumentError if none is."""
         if a is None:
             return b
         if b is None:
             return a
         if len(a) != len(b):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"Shapes must be equal rank, but are {len(a)} and {len(b)} "
                 f"({format_shape(a)} and {format_shape(b)})"
             )
         try:
             return tuple(self.merge_dim(x, y) for x, y in zip(a, b, strict=True))
-        except InvalidArgument as exc:
-            raise InvalidArgument(
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(
                 f"{exc} for shapes {format_shape(a)} and {format_shape(b)}"
             ) from None
 
@@ -259,7 +267,7 @@ class InferenceContext:
     def subshape(self, shape: Shape, start: int, end: int | None = None) -> Shape:
         """Dims ``start`` up to ``end`` of ``shape``, or unknown rank (TensorFlow's Subshape).
 
-        Negative bounds count from the end; bounds outside the rank raise InvalidArgument, as
+        Negative bounds count from the end; bounds outside the rank raise InvalidArgumentError, as
         TensorFlow's do.
         """
         if shape is None:
@@ -268,7 +276,7 @@ class InferenceContext:
         lo = start + rank if start < 0 else start
         hi = rank if end is None else (end + rank if end < 0 else end)
         if not 0 <= lo <= rank or not 0 <= hi <= rank:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"Subshape [{start}:{end}] is out of range for shape {format_shape(shape)}"
             )
         return shape[lo : max(lo, hi)]
@@ -279,11 +287,12 @@ class InferenceContext:
         return None if a is None or b is None else a + b
 
     def subtract(self, a: Dim, b: Dim) -> Dim:
-        """``a - b``, unknown if either is (TensorFlow's Subtract); InvalidArgument if ``b > a``."""
+        """``a - b``, unknown if either is (TensorFlow's Subtract); InvalidArgumentError if
+        ``b > a``."""
         if a is None or b is None:
             return None
         if b > a:
-            raise InvalidArgument(f"Negative dimension size from subtracting {b} from {a}")
+            raise InvalidArgumentError(f"Negative dimension size from subtracting {b} from {a}")
         return a - b
 
     def multiply(self, a: Dim, b: Dim) -> Dim:
@@ -295,16 +304,17 @@ class InferenceContext:
     def divide(self, a: Dim, b: Dim, evenly: bool = False) -> Dim:
         """``a // b``, unknown if either is (TensorFlow's Divide).
 
-        InvalidArgument if ``b`` is not positive, or, with ``evenly``, if it does not divide ``a``.
+        InvalidArgumentError if ``b`` is not positive, or, with ``evenly``, if it does not
+        divide ``a``.
         """
         if b is None:
             return None
         if b <= 0:
-            raise InvalidArgument(f"Divisor must be positive but is {b}")
+            raise InvalidArgumentError(f"Divisor must be positive but is {b}")
         if a is None:
             return None
         if evenly and a % b:
-            raise InvalidArgument(f"Dimension size {a} must be evenly divisible by {b}")
+            raise InvalidArgumentError(f"Dimension size {a} must be evenly divisible by {b}")
         return a // b
 
     def finish(self) -> list[Shape]:
@@ -340,7 +350,7 @@ def merge_all_inputs(c: InferenceContext) -> None:
 
 
 def broadcast_shape(a: Shape, b: Shape) -> Shape:
-    """numpy's broadcasting of two shapes; InvalidArgument when they do not broadcast."""
+    """numpy's broadcasting of two shapes; InvalidArgumentError when they do not broadcast."""
     if a is None or b is None:
         return None
     out: list[Dim] = []
@@ -356,7 +366,9 @@ def broadcast_shape(a: Shape, b: Shape) -> Shape:
         elif x == y:
             out.append(x)
         else:
-            raise InvalidArgument(f"Incompatible shapes: {format_shape(a)} vs. {format_shape(b)}")
+            raise InvalidArgumentError(
+                f"Incompatible shapes: {format_shape(a)} vs. {format_shape(b)}"
+            )
     return tuple(reversed(out))
 
 
@@ -446,7 +458,7 @@ def infer_error(op: OpDef | None, fn: ShapeFn, inputs: str, message: str, **attr
     """Assert that ``fn`` rejects ``inputs`` with an error containing ``message``."""
     try:
         got = _run(op, fn, inputs, attrs)
-    except InvalidArgument as exc:
+    except InvalidArgumentError as exc:
         if message not in str(exc):
             raise AssertionError(f"error {str(exc)!r} does not contain {message!r}") from exc
         return

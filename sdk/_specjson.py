@@ -14,7 +14,7 @@ from opmarket.sdk._builder import OpFlags, finalize_op
 from opmarket.sdk._errors import DocumentError, OpmarketError, Problem
 from opmarket.sdk._opdef import ArgDef, AttrDef, Deprecation, OpDef
 
-__all__ = ["SPEC_KEYS", "NotExpressible", "decode_spec_document", "op_to_spec"]
+__all__ = ["SPEC_KEYS", "NotExpressibleError", "decode_spec_document", "op_to_spec"]
 
 # spec-form key -> finalize_op keyword for the boolean flags
 _FLAG_KEYS = {
@@ -28,7 +28,7 @@ _LIST_KEYS = ("inputs", "outputs", "attrs", "control_outputs")
 SPEC_KEYS: tuple[str, ...] = ("name", *_LIST_KEYS, "doc", *_FLAG_KEYS, "deprecation")
 
 
-class NotExpressible(OpmarketError, ValueError):
+class NotExpressibleError(OpmarketError, ValueError):
     """An OpDef that no set of spec strings produces (e.g. a float8 type in an allowed set)."""
 
 
@@ -151,7 +151,7 @@ def op_to_spec(op: OpDef) -> tuple[dict[str, Any], list[str]]:
     """The spec-form JSON object of ``op`` and notes on what it leaves out.
 
     Full types (set by TensorFlow's C++ type constructors, not by spec strings) are left out
-    with a note; anything else spec strings cannot say raises NotExpressible.
+    with a note; anything else spec strings cannot say raises NotExpressibleError.
     """
     notes = [
         f"op {op.name}: the full type of {kind} {arg.name!r} has no spec form; left out"
@@ -195,7 +195,7 @@ def op_to_spec(op: OpDef) -> tuple[dict[str, Any], list[str]]:
     )
     if rebuilt != op:
         why = "; ".join(errors) if errors else _first_difference(op, rebuilt)
-        raise NotExpressible(f"op {op.name} cannot be written in spec form: {why}")
+        raise NotExpressibleError(f"op {op.name} cannot be written in spec form: {why}")
     return out, notes
 
 

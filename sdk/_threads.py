@@ -13,7 +13,7 @@ import os
 import warnings
 from typing import Any
 
-from opmarket.sdk._errors import InvalidArgument
+from opmarket.sdk._errors import InvalidArgumentError
 
 __all__ = ["ENV_VAR", "intra_op_threads", "set_intra_op_threads"]
 
@@ -30,7 +30,7 @@ def _default() -> int:
 
 def _check(n: object, what: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidArgument(f"{what} must be a positive number of threads, got {n!r}")
+        raise InvalidArgumentError(f"{what} must be a positive number of threads, got {n!r}")
     return n
 
 

@@ -10,7 +10,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from opmarket.sdk._dtypes import DType
-from opmarket.sdk._errors import InvalidArgument
+from opmarket.sdk._errors import InvalidArgumentError
 
 __all__ = [
     "ATTR_BASE_TYPES",
@@ -84,7 +84,7 @@ class TensorValue:
         """The tensor as a numpy array, expanding TensorFlow's repeated-last-value rule."""
         npdt = self.dtype.numpy if isinstance(self.dtype, DType) else None
         if npdt is None:
-            raise InvalidArgument(f"tensor of dtype {self.dtype} has no numpy form")
+            raise InvalidArgumentError(f"tensor of dtype {self.dtype} has no numpy form")
         dims = (self.shape.dims if self.shape is not None else None) or ()
         if self.content:
             return np.frombuffer(self.content, dtype=npdt).reshape(dims).copy()

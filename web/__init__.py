@@ -7,7 +7,9 @@ dependencies (FastAPI, SQLAlchemy) until a web command runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from opmarket._lazy import lazy_exports
 
 __all__ = [
     "Limits",
@@ -54,25 +56,9 @@ _LAZY = {
     "WheelLimits": "_wheels",
     "inspect_wheel": "_wheels",
 }
-#: Old public names: still there, with a DeprecationWarning, until 1.0.
-_DEPRECATED = {"WheelProblem": "WheelError"}
-
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"opmarket.web.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    if name in _DEPRECATED:
-        import warnings
-
-        new = _DEPRECATED[name]
-        warnings.warn(
-            f"opmarket.web.{name} is deprecated: use opmarket.web.{new}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return __getattr__(new)
-    raise AttributeError(f"module 'opmarket.web' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {name: f"opmarket.web.{module}" for name, module in _LAZY.items()},
+    # Old public names: still there, with a DeprecationWarning, until 1.0.
+    deprecated={"WheelProblem": "WheelError"},
+)

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opmarket.web._report import HarnessResult, ReportProblem, parse_harness
-from opmarket.web._sandbox import Limits, SandboxUnavailable, run_sandboxed
+from opmarket.web._report import HarnessResult, ReportError, parse_harness
+from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
 from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 
@@ -201,7 +201,7 @@ def _run_probe(
         reader.join(30)
     try:
         return outcome, parse_harness(bytes(raw), secret)
-    except ReportProblem as exc:
+    except ReportError as exc:
         return outcome, str(exc)
 
 
@@ -218,7 +218,7 @@ def validate_wheel(
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
     folders the plugin must never see (the server's data). Raises nothing for a bad wheel:
-    every failure is a failed step (``SandboxUnavailable`` included)."""
+    every failure is a failed step (``SandboxUnavailableError`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -255,7 +255,7 @@ def validate_wheel(
             interpreter=interpreter,
             private=private,
         )
-    except SandboxUnavailable as exc:
+    except SandboxUnavailableError as exc:
         verdict.steps.append(
             Step(
                 "sandbox",

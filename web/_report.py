@@ -15,14 +15,14 @@ from typing import Any
 
 from opmarket.sdk import OpmarketError
 
-__all__ = ["HarnessResult", "PluginReport", "ReportProblem", "parse_harness"]
+__all__ = ["HarnessResult", "PluginReport", "ReportError", "parse_harness"]
 
 STATUSES = ("passed", "failed", "skipped", "not available")
 _OP_KEYS = ("name", "signature", "summary")
 _KERNEL_KEYS = ("op", "device", "dtypes", "status", "message")
 
 
-class ReportProblem(OpmarketError, ValueError):
+class ReportError(OpmarketError, ValueError):
     """What came back from the sandbox is not what the harness or the probe writes."""
 
 
@@ -55,7 +55,7 @@ class HarnessResult:
 
 def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str, str]]:
     if not isinstance(value, list):
-        raise ReportProblem(f"{what} must be a list, not {_quote(value)}")
+        raise ReportError(f"{what} must be a list, not {_quote(value)}")
     out = []
     for item in value:
         if (
@@ -63,7 +63,7 @@ def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str
             or set(item) - set(keys)
             or not all(isinstance(item.get(k, ""), str) for k in keys)
         ):
-            raise ReportProblem(
+            raise ReportError(
                 f"each of {what} must be an object of strings {', '.join(keys)}; got {_quote(item)}"
             )
         out.append({k: str(item.get(k, "")) for k in keys})
@@ -72,11 +72,11 @@ def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str
 
 def _report(data: object) -> PluginReport:
     if not isinstance(data, dict):
-        raise ReportProblem(f"the report must be an object, not {_quote(data)}")
+        raise ReportError(f"the report must be an object, not {_quote(data)}")
     report = PluginReport()
     steps = data.get("steps")
     if not isinstance(steps, list) or not steps:
-        raise ReportProblem(f"the report's steps must be a non-empty list, not {_quote(steps)}")
+        raise ReportError(f"the report's steps must be a non-empty list, not {_quote(steps)}")
     for step in steps:
         if not (
             isinstance(step, dict)
@@ -85,14 +85,14 @@ def _report(data: object) -> PluginReport:
             and isinstance(step.get("log"), list)
             and all(isinstance(line, str) for line in step["log"])
         ):
-            raise ReportProblem(
+            raise ReportError(
                 f"a step must be {{name, status ({', '.join(STATUSES)}), log "
                 f"(strings)}}; got {_quote(step)}"
             )
         report.steps.append((step["name"], step["status"], list(step["log"])))
     opset = data.get("opset", "")
     if not isinstance(opset, str):
-        raise ReportProblem(f"opset must be a string of JSON, not {_quote(opset)}")
+        raise ReportError(f"opset must be a string of JSON, not {_quote(opset)}")
     report.opset = opset
     report.ops = _str_dicts(data.get("ops", []), _OP_KEYS, "ops")
     report.kernels = _str_dicts(data.get("kernels", []), _KERNEL_KEYS, "kernels")
@@ -100,7 +100,7 @@ def _report(data: object) -> PluginReport:
     if not isinstance(registered, list) or not all(
         isinstance(r, str) and r.count("\t") == 1 for r in registered
     ):
-        raise ReportProblem(
+        raise ReportError(
             f"registered_kernels must be 'op<TAB>device' strings, not {_quote(registered)}"
         )
     report.registered_kernels = [(r.split("\t")[0], r.split("\t")[1]) for r in registered]
@@ -108,29 +108,29 @@ def _report(data: object) -> PluginReport:
 
 
 def parse_harness(raw: bytes, secret: str) -> HarnessResult:
-    """The harness's result from the bytes read on the result pipe; ``ReportProblem`` when
+    """The harness's result from the bytes read on the result pipe; ``ReportError`` when
     it is missing, malformed, or does not carry ``secret``. A malformed report of the
     plugin's process is not an error here: it is ``report_error``, a reason to reject."""
     try:
         data: Any = json.loads(raw) if raw else None
     except ValueError as exc:
-        raise ReportProblem(f"the harness's result is not JSON ({exc})") from None
+        raise ReportError(f"the harness's result is not JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise ReportProblem("the harness sent no result (its process was stopped or killed)")
+        raise ReportError("the harness sent no result (its process was stopped or killed)")
     if not hmac.compare_digest(str(data.get("secret", "")), secret):
-        raise ReportProblem("the result does not carry this job's secret")
+        raise ReportError("the result does not carry this job's secret")
     out = HarnessResult(protected=data.get("protected") is True)
     if data.get("install_error"):
         out.install_error = str(data["install_error"])
         return out
     code = data.get("returncode")
     if not isinstance(code, int):
-        raise ReportProblem(f"the harness's returncode is {_quote(code)}")
+        raise ReportError(f"the harness's returncode is {_quote(code)}")
     out.returncode = code
     out.report_error = str(data.get("report_error", ""))
     if not out.report_error and data.get("report") is not None:
         try:
             out.report = _report(data["report"])
-        except ReportProblem as exc:
+        except ReportError as exc:
             out.report_error = f"sent a malformed report: {exc}"
     return out

@@ -21,7 +21,7 @@ in), started with a control group per job (``_cgroup``). What one run gets:
   group, rlimits on file size and open files, no core dumps, a wall-clock timeout and a cap
   on what it prints.
 
-Without bwrap it refuses (``SandboxUnavailable``) unless ``Limits.allow_unsandboxed`` is set,
+Without bwrap it refuses (``SandboxUnavailableError``) unless ``Limits.allow_unsandboxed`` is set,
 as ``opmarket validate`` does for an author's own wheel: then only the rlimits, the timeout
 and the output cap hold, and ``Outcome.protections`` says so.
 """
@@ -47,13 +47,20 @@ from pathlib import Path
 from opmarket.sdk import OpmarketError
 from opmarket.web._cgroup import JobCgroup, create_job_cgroup
 
-__all__ = ["WORK", "Limits", "Outcome", "SandboxUnavailable", "run_sandboxed", "sandbox_problem"]
+__all__ = [
+    "WORK",
+    "Limits",
+    "Outcome",
+    "SandboxUnavailableError",
+    "run_sandboxed",
+    "sandbox_problem",
+]
 
 #: The job's working folder inside the sandbox (a private tmpfs).
 WORK = "/job"
 
 
-class SandboxUnavailable(OpmarketError, RuntimeError):
+class SandboxUnavailableError(OpmarketError, RuntimeError):
     """No sandbox can be built here, and running unsandboxed was not allowed."""
 
 
@@ -124,7 +131,7 @@ def _interpreter_paths(interpreter: str) -> tuple[str, ...]:
         [interpreter, "-I", "-c", _PATHS], capture_output=True, timeout=120, check=False, cwd="/"
     )
     if done.returncode != 0:
-        raise SandboxUnavailable(
+        raise SandboxUnavailableError(
             f"cannot list what {interpreter!r} needs: {done.stderr.decode(errors='replace')[-500:]}"
         )
     paths = sorted({os.path.normpath(p) for p in json.loads(done.stdout)} - set(_NEVER))
@@ -269,7 +276,7 @@ def _bwrap_argv(
     for path in needed:
         for secret in private:
             if secret == Path(path) or Path(path) in secret.parents:
-                raise SandboxUnavailable(
+                raise SandboxUnavailableError(
                     f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
                     "sandbox must not see: install opmarket outside the server's data folder"
                 )
@@ -344,15 +351,15 @@ def run_sandboxed(
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
     the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
     read; ``private`` names host folders it must never see (the server's data): a sandbox
-    whose binds would show one is refused. Raises ``SandboxUnavailable`` when no sandbox can
+    whose binds would show one is refused. Raises ``SandboxUnavailableError`` when no sandbox can
     be made (and ``limits`` does not allow running without one)."""
     binds = dict(binds or {})
     for dest in binds:
         if not dest.startswith("/input/"):
-            raise SandboxUnavailable(f"inputs go under /input, not {dest!r}")
+            raise SandboxUnavailableError(f"inputs go under /input, not {dest!r}")
     problem = sandbox_problem(limits)
     if problem and not limits.allow_unsandboxed:
-        raise SandboxUnavailable(f"no sandbox for untrusted code: {problem}")
+        raise SandboxUnavailableError(f"no sandbox for untrusted code: {problem}")
     group = create_job_cgroup(limits.memory_mb, limits.max_pids, limits.cpus)
     scratch: Path | None = None
     try:

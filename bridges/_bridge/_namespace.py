@@ -2,7 +2,7 @@
 resolved to the framework's version of the op.
 
 Name resolution is ``opmarket.ops``'s own (short names while unique, namespaces, full names
-by item, plugins loaded as names need them, AmbiguousOpName for shared short names); the
+by item, plugins loaded as names need them, AmbiguousOpNameError for shared short names); the
 namespace only maps each op it finds through the bridge's ``make(op_name)``.
 """
 
@@ -41,7 +41,7 @@ class BridgeNamespace:
             value = getattr(self._ops(), name)
         except AttributeError as exc:
             if type(exc) is not AttributeError:
-                raise  # AmbiguousOpName: its message says how to reach each op
+                raise  # AmbiguousOpNameError: its message says how to reach each op
             raise AttributeError(f"{self._label} has no op {name!r}") from None
         full = getattr(value, "__opmarket_op__", None)
         if full is None:  # a sub-namespace of opmarket.ops

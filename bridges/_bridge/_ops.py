@@ -24,8 +24,8 @@ from opmarket.sdk import (
     DType,
     GradientOp,
     InferenceContext,
-    InvalidArgument,
-    NotFound,
+    InvalidArgumentError,
+    NotFoundError,
     OpDef,
     format_shape,
     snake_case,
@@ -160,14 +160,14 @@ class BridgeOp:
         return None
 
     def check_supported(self, framework: str) -> None:
-        """NotFound saying why ``framework`` cannot run this op, if it cannot."""
+        """NotFoundError saying why ``framework`` cannot run this op, if it cannot."""
         if _registry.builtin(self.name):
-            raise NotFound(
+            raise NotFoundError(
                 f"{self.name} is one of opmarket's built-in graph ops; {framework} "
                 "has its own, use that"
             )
         if self.unsupported:
-            raise NotFound(f"{self.name} cannot run in {framework}: {self.unsupported}")
+            raise NotFoundError(f"{self.name} cannot run in {framework}: {self.unsupported}")
 
     def __repr__(self) -> str:
         return f"<BridgeOp {self.name}>"
@@ -182,7 +182,7 @@ class BridgeOp:
         for key, value in given.items():
             name = by_py.get(key)
             if name is None:
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{self.name} has no attr {key!r} (it takes {', '.join(by_py) or 'none'})"
                 )
             attrs[name] = value
@@ -198,7 +198,7 @@ class BridgeOp:
             dtype = attrs[arg.type_attr] if arg.type_attr else arg.type
             npdt = DType(dtype).numpy
             if npdt is None:
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{self.name}: output {arg.name!r} has dtype "
                     f"{DType(dtype).spec_name}, which has no array type"
                 )
@@ -214,11 +214,11 @@ class BridgeOp:
     ) -> list[OutputSpec]:
         """Each output's shape and dtype from the shape function, for inputs of ``shapes``.
 
-        InvalidArgument when the op has no shape function or an output's shape depends on
+        InvalidArgumentError when the op has no shape function or an output's shape depends on
         the input values (unless ``allow_unknown``: such dims are then None)."""
         spec = _registry.registry().shape_fn(self.name)
         if spec is None:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{self.name} has no shape function, so its output shapes are unknown until "
                 "it runs: it cannot be traced (jax.jit, torch.compile); register one with "
                 "@shape_fn"
@@ -228,8 +228,8 @@ class BridgeOp:
         )
         try:
             spec.fn(c)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{self.name}: {exc}") from None
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{self.name}: {exc}") from None
         result = []
         for arg, shape, dtype in zip(
             self.op_def.outputs, c.finish(), self.output_dtypes(attrs), strict=True
@@ -237,13 +237,13 @@ class BridgeOp:
             if shape is None or any(d is None for d in shape):
                 if not allow_unknown:
                     ins = ", ".join(format_shape(tuple(int(d) for d in s)) for s in shapes)
-                    raise InvalidArgument(
+                    raise InvalidArgumentError(
                         f"{self.name}: output {arg.name!r} has shape "
                         f"{format_shape(shape)} for inputs {ins}: its shape depends on the "
                         "input values, which tracing (jax.jit, torch.compile) does not know"
                     )
                 if shape is None:
-                    raise InvalidArgument(
+                    raise InvalidArgumentError(
                         f"{self.name}: the rank of output {arg.name!r} depends on the input values"
                     )
             result.append(OutputSpec(tuple(shape), dtype))
@@ -287,16 +287,16 @@ class BridgeOp:
         return found
 
     def kernel(self, attrs: Mapping[str, Any], device: str, label: str = "") -> Any:
-        """The KernelSpec dispatch chooses on ``device`` (KernelNotFound if none)."""
+        """The KernelSpec dispatch chooses on ``device`` (KernelNotFoundError if none)."""
         return _registry.choose_kernel(self.op_def, attrs, device, label)
 
     def has_kernel(self, attrs: Mapping[str, Any], device: str, label: str = "") -> bool:
         """Whether some kernel serves ``attrs`` on ``device``."""
-        from opmarket.registry import KernelNotFound
+        from opmarket.registry import KernelNotFoundError
 
         try:
             self.kernel(attrs, device, label)
-        except KernelNotFound:
+        except KernelNotFoundError:
             return False
         return True
 
@@ -318,10 +318,10 @@ class BridgeOp:
         grads: Sequence[_Array],
     ) -> list[_Array | None]:
         """The registered gradient: d(loss)/d(input) for each input (None where there is
-        none), as arrays of the inputs' shapes and dtypes. NotFound without a gradient."""
+        none), as arrays of the inputs' shapes and dtypes. NotFoundError without a gradient."""
         spec = _registry.registry().gradient(self.name)
         if spec is None:
-            raise NotFound(
+            raise NotFoundError(
                 f"no gradient is registered for op {self.name!r}; register one with "
                 "register_gradient, or mark it not_differentiable"
             )
@@ -331,7 +331,7 @@ class BridgeOp:
         result = spec.fn(forward, *grads)
         items = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(items) != len(inputs):
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"the gradient of {self.name} returned {len(items)} value(s) "
                 f"for {len(inputs)} input(s)"
             )
@@ -351,10 +351,10 @@ _ops: dict[OpDef, BridgeOp] = {}
 
 
 def bridge_op(name: str) -> BridgeOp:
-    """The BridgeOp of the registered op ``name`` (NotFound if it is not registered)."""
+    """The BridgeOp of the registered op ``name`` (NotFoundError if it is not registered)."""
     op_def = _registry.registry().op_def(name)
     if op_def is None:
-        raise NotFound(f"op {name!r} is not registered")
+        raise NotFoundError(f"op {name!r} is not registered")
     found = _ops.get(op_def)
     if found is None:
         found = _ops[op_def] = BridgeOp(op_def)

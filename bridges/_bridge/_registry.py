@@ -53,14 +53,14 @@ def builtin(name: str) -> bool:
 
 def bind(op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Every attr of ``op`` for these inputs (arrays; only their dtypes matter) and given
-    attrs: inferred, defaulted and checked, InvalidArgument naming the op otherwise."""
+    attrs: inferred, defaulted and checked, InvalidArgumentError naming the op otherwise."""
     return registry().dispatcher(op.name).bind(inputs, attrs)[1]
 
 
 def choose_kernel(
     op: OpDef, attrs: Mapping[str, Any], device: str | None, label: str = ""
 ) -> KernelSpec:
-    """The kernel dispatch runs for bound ``attrs`` on ``device``; KernelNotFound lists
+    """The kernel dispatch runs for bound ``attrs`` on ``device``; KernelNotFoundError lists
     the registered ones."""
     return registry().dispatcher(op.name).choose(attrs, device, label)
 

@@ -17,7 +17,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 from opmarket._bridge import BridgeOp, OutputSpec, ParamKind, bridge_op, freeze_attrs
-from opmarket.sdk import DType, InvalidArgument
+from opmarket.sdk import DType, InvalidArgumentError
 
 __all__ = ["jax_op", "native_path"]
 
@@ -52,7 +52,7 @@ def _wrapper(op: BridgeOp) -> Callable[..., Any]:
 
     def call(*inputs: Any, _kernel: str = "", **kwargs: Any) -> Any:
         if len(inputs) != n_in:
-            raise InvalidArgument(f"{op.name} takes {n_in} inputs, got {len(inputs)}")
+            raise InvalidArgumentError(f"{op.name} takes {n_in} inputs, got {len(inputs)}")
         arrays = [x if isinstance(x, jax.Array) else jnp.asarray(x) for x in inputs]
         given = {k: _dtype_value(v) if k in dtype_params else v for k, v in kwargs.items()}
         attrs = op.bind([np.dtype(a.dtype) for a in arrays], given)
@@ -133,7 +133,7 @@ def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: A
 
 
 def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Callable[..., Any]:
-    op.kernel(attrs, device, label)  # KernelNotFound now, naming the device, if none serves
+    op.kernel(attrs, device, label)  # KernelNotFoundError now, naming the device, if none serves
     single = len(op.op_def.outputs) == 1
 
     def primal(*xs: Any) -> Any:
@@ -183,7 +183,7 @@ def _backward(
     op: BridgeOp, attrs: dict[str, Any], xs: Sequence[Any], outs: Sequence[Any], gs: Sequence[Any]
 ) -> tuple[Any, ...]:
     if not op.differentiable:
-        op.gradient([], [], attrs, [])  # NotFound without a gradient; None: not differentiable
+        op.gradient([], [], attrs, [])  # NotFoundError without a gradient; None: not differentiable
     exact = [jnp.issubdtype(x.dtype, jnp.inexact) for x in xs]
     # Integer outputs get float0 cotangents; the opmarket gradient sees zeros of their dtype.
     gs = [

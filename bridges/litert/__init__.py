@@ -25,5 +25,5 @@ def interpreter(
 ) -> Interpreter:
     """A ready interpreter for the model at ``model_path`` or in ``model_content``, with
     opmarket's ops registered as its custom ops. The model is scanned first: a custom op that
-    no installed opmarket op (and version) provides raises ``NotFound`` naming it."""
+    no installed opmarket op (and version) provides raises ``NotFoundError`` naming it."""
     return interpreter_from(model_path, model_content, kwargs)

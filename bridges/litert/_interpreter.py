@@ -17,9 +17,9 @@ from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     KernelSpec,
-    NotFound,
+    NotFoundError,
     OpDef,
     OpmarketError,
     Shape,
@@ -71,7 +71,7 @@ def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
 
 def _dtype_of_schema(number: int) -> DType:
     if number not in _SCHEMA_TYPES:
-        raise InvalidArgument(f"LiteRT tensor type {number} has no opmarket dtype")
+        raise InvalidArgumentError(f"LiteRT tensor type {number} has no opmarket dtype")
     return as_dtype(np.dtype(_SCHEMA_TYPES[number]))
 
 
@@ -84,7 +84,7 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
 
     raw = flexbuffers.Loads(options)
     if not isinstance(raw, dict):
-        raise InvalidArgument(f"{op.name}: custom options are not a map of attrs")
+        raise InvalidArgumentError(f"{op.name}: custom options are not a map of attrs")
     attrs: dict[str, Any] = {}
     for a in op.attrs:
         if a.name not in raw:
@@ -130,7 +130,7 @@ class _CustomOp:
         try:
             attrs = _attrs_from_options(self.op, ctypes.string_at(data, size) if size else b"")
             if self.attrs and attrs != self.attrs:
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{self.op.name}: the nodes of one custom op must share "
                     "their attrs (LiteRT's custom-op kernels do not say "
                     "which node runs)"
@@ -148,7 +148,7 @@ class _CustomOp:
             ]
             out = _output_shapes(self.op, shapes, self.attrs)
             if out is None or len(out) != n_out or any(s is None or None in s for s in out):
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{self.op.name}: its shape function does not give "
                     f"static output shapes for inputs {shapes}"
                 )
@@ -213,7 +213,7 @@ def _read(lib: Any, buffer: Any) -> np.ndarray[Any, Any]:
 def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
     dtype, dims = _buffer_type(lib, buffer)
     if value.dtype != dtype or value.shape != dims:
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"a kernel returned {value.dtype}{list(value.shape)} for an "
             f"output of {dtype}{list(dims)}"
         )
@@ -252,7 +252,9 @@ class Interpreter:
     def __init__(self, content: bytes, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - {"num_threads"})
         if unknown:
-            raise InvalidArgument(f"opmarket.litert.interpreter: unsupported arguments {unknown}")
+            raise InvalidArgumentError(
+                f"opmarket.litert.interpreter: unsupported arguments {unknown}"
+            )
         self._content = bytes(content)
         self._errors: list[str] = []
         self._ops = self._resolve()
@@ -276,13 +278,13 @@ class Interpreter:
                 continue
             try:
                 kernel = resolver.find(name, version)
-            except NotFound as exc:
+            except NotFoundError as exc:
                 missing.append(f"{name} (version {version}): {exc}")
                 continue
             spec = kernel if isinstance(kernel, KernelSpec) else None
             ops.append((name, version, _CustomOp(op, spec, self._errors)))
         if missing:
-            raise NotFound(
+            raise NotFoundError(
                 "this model's custom ops have no opmarket op or kernel: " + "; ".join(missing)
             )
         return ops
@@ -328,7 +330,7 @@ class Interpreter:
             h["env"], h["model"], h["options"], ctypes.byref(h["compiled"])
         )
         if status != _capi.STATUS_OK:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 "LiteRT could not compile the model: " + ("; ".join(self._errors) or str(status))
             )
 
@@ -369,7 +371,7 @@ class Interpreter:
             t = self._tensors[index]
             shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
             if any(d < 0 for d in shape):
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"tensor {name!r} has a dynamic shape {list(shape)}; "
                     "opmarket.litert runs static shapes"
                 )
@@ -400,7 +402,7 @@ class Interpreter:
         array = self._array(tensor_index)
         value = np.asarray(value)
         if value.dtype != array.dtype or value.shape != array.shape:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"tensor {tensor_index}: got {value.dtype}"
                 f"{list(value.shape)}, expected {array.dtype}"
                 f"{list(array.shape)}"
@@ -415,7 +417,7 @@ class Interpreter:
         """Run the model; the first opmarket kernel error is raised with its message."""
         lib = _capi.lib()
         if not self._buffers:
-            raise InvalidArgument("allocate_tensors() must be called before invoke()")
+            raise InvalidArgumentError("allocate_tensors() must be called before invoke()")
         n_in = len(self._io["inputs"])
         values = [b.value for b in self._buffers]
         ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
@@ -427,13 +429,13 @@ class Interpreter:
         # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
         # of it counts too.
         if status != _capi.STATUS_OK or self._errors:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 "; ".join(self._errors) or f"LiteRT failed to run the model (status {status})"
             )
 
     def _array(self, index: int) -> np.ndarray[Any, Any]:
         if index not in self._arrays:
-            raise InvalidArgument(f"tensor {index} is not an allocated input or output")
+            raise InvalidArgumentError(f"tensor {index} is not an allocated input or output")
         return self._arrays[index]
 
     def _free_buffers(self) -> None:
@@ -466,7 +468,7 @@ def interpreter_from(
 ) -> Interpreter:
     """The Interpreter for a path or bytes (exactly one)."""
     if (model_path is None) == (model_content is None):
-        raise InvalidArgument("give exactly one of model_path and model_content")
+        raise InvalidArgumentError("give exactly one of model_path and model_content")
     if model_path is not None:
         with open(model_path, "rb") as f:
             content = f.read()

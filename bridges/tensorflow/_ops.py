@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.registry import AmbiguousOpName, get_registry
-from opmarket.sdk import DType, InvalidArgument, NotFound, OpDef, snake_case
+from opmarket.registry import AmbiguousOpNameError, get_registry
+from opmarket.sdk import DType, InvalidArgumentError, NotFoundError, OpDef, snake_case
 from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._plumbing import (
     normalize_attr,
@@ -45,7 +45,7 @@ def _to_tensor(
                 cast.astype(arr.dtype), arr
             ):
                 return tf.convert_to_tensor(cast)
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
                 f"{value!r} does not convert without changing its values"
             )
@@ -54,7 +54,7 @@ def _to_tensor(
     if isinstance(value, np.ndarray | np.generic):
         return tf.convert_to_tensor(arr)
     if arr.dtype == object:
-        raise InvalidArgument(f"{op.name}: input {arg_name!r}: {value!r} is not a tensor")
+        raise InvalidArgumentError(f"{op.name}: input {arg_name!r}: {value!r} is not a tensor")
     for d in candidates:
         if d.numpy is not None and _kind(np.dtype(d.numpy)) == _kind(arr.dtype):
             return tf.convert_to_tensor(arr.astype(d.numpy))
@@ -88,7 +88,7 @@ def _bind(
         if have is None:
             attrs[name] = value
         elif have != value:
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"{op.name}: input {arg!r} makes {name}={value!r}, but {name} is {have!r}"
             )
 
@@ -102,7 +102,7 @@ def _bind(
         dtypes = [normalize_dtype(t.dtype) for t in tensors]
         for d in dtypes:
             if fixed is not None and d != fixed:
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{op.name}: input {arg.name!r} must be {fixed.spec_name}, got {d.spec_name}"
                 )
             if arg.type_attr:
@@ -118,7 +118,7 @@ def _bind(
                 attrs[a.name] = normalize_attr(op, a.name, attrs[a.name])
             continue
         if a.default is None:
-            raise InvalidArgument(f"{op.name}: missing attr {a.name!r} (it has no default)")
+            raise InvalidArgumentError(f"{op.name}: missing attr {a.name!r} (it has no default)")
         attrs[a.name] = a.default
     return flat, attrs, inferred
 
@@ -197,7 +197,7 @@ def call_op(
         if execute.must_record_gradient():  # a GradientTape inside the function
             execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
         return _group(op, attrs, outs)
-    except InvalidArgument as exc:
+    except InvalidArgumentError as exc:
         if eager:
             raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
         # A plain ValueError while tracing, as TensorFlow's own ops raise (autograph passes
@@ -300,7 +300,7 @@ class TensorFlowOps:
             return wrapper(short[0])
         if len(short) > 1:
             names = ", ".join(sorted(op.name for op in short))
-            raise AmbiguousOpName(
+            raise AmbiguousOpNameError(
                 f"ops.{name} is ambiguous: {names}; use a namespaced name "
                 f'(ops.<namespace>.{name}) or ops["NAME"]'
             )
@@ -312,7 +312,7 @@ class TensorFlowOps:
     def __getitem__(self, full_name: str) -> Callable[..., Any]:
         op = get_registry().op_def(full_name)
         if op is None:
-            raise NotFound(f"no opmarket op {full_name!r} is installed")
+            raise NotFoundError(f"no opmarket op {full_name!r} is installed")
         return wrapper(op)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -19,7 +19,7 @@ from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     KernelSpec,
     OpDef,
     OpmarketError,
@@ -90,21 +90,21 @@ def normalize_dtype(value: Any) -> DType:
         try:
             return DType(value)
         except ValueError:
-            raise InvalidArgument(f"unknown DataType number {value!r}") from None
+            raise InvalidArgumentError(f"unknown DataType number {value!r}") from None
     try:
         return as_dtype(value)
     except OpmarketError as exc:
-        raise InvalidArgument(str(exc)) from None
+        raise InvalidArgumentError(str(exc)) from None
 
 
 def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
     """``value`` for attr ``name`` of ``op`` in opmarket's form (dtypes as DType, lists as
-    lists), checked against the attr's type, minimum and allowed values; InvalidArgument
+    lists), checked against the attr's type, minimum and allowed values; InvalidArgumentError
     quoting the op, the attr and the value otherwise."""
     attr = op.attr(name)
     if attr is None:
         known = ", ".join(a.name for a in op.attrs) or "none"
-        raise InvalidArgument(f"{op.name}: unknown attr {name!r} (its attrs: {known})")
+        raise InvalidArgumentError(f"{op.name}: unknown attr {name!r} (its attrs: {known})")
     base = attr.base_type
     items = list(value) if attr.is_list and isinstance(value, list | tuple) else None
 
@@ -122,7 +122,7 @@ def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
     value = tuple(one(v) for v in items) if items is not None else one(value)
     problem = check_attr_value(value, attr)
     if problem is not None:
-        raise InvalidArgument(f"{op.name}: {problem}")
+        raise InvalidArgumentError(f"{op.name}: {problem}")
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -148,18 +148,18 @@ def output_shapes(
     registry: Registry, op: OpDef, shapes: Sequence[Shape], attrs: Mapping[str, Any]
 ) -> list[Shape] | None:
     """The op's shape function run on static input shapes (None: unknown rank, None dims:
-    unknown); None when the op has none. Its InvalidArgument is raised with the op name."""
+    unknown); None when the op has none. Its InvalidArgumentError is raised with the op name."""
     spec = registry.shape_fn(op.name)
     if spec is None:
         return None
     c = InferenceContext(op, list(shapes), attrs, num_outputs=sum(num_outputs(op, attrs)))
     try:
         spec.fn(c)
-    except InvalidArgument as exc:
+    except InvalidArgumentError as exc:
         message = str(exc)
         if not message.startswith(op.name):
             message = f"{op.name}: {message}"
-        raise InvalidArgument(message) from None
+        raise InvalidArgumentError(message) from None
     return c.finish()
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from opmarket.registry import get_registry
 from opmarket.sdk import (
     DType,
-    InvalidArgument,
+    InvalidArgumentError,
     KernelSpec,
-    NotFound,
+    NotFoundError,
     OpDef,
     OpmarketError,
     Shape,
@@ -141,7 +141,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
             complete = False
         try:
             out = output_shapes(get_registry(), op, shapes, attrs)
-        except (InvalidArgument, KeyError, TypeError, IndexError) as exc:
+        except (InvalidArgumentError, KeyError, TypeError, IndexError) as exc:
             if complete:
                 _status_fail(status, _TF_INVALID_ARGUMENT, str(exc))
             return  # attrs the C API cannot read: the outputs stay unknown
@@ -184,9 +184,9 @@ def _create_cb(slot: int, ctx: int) -> int:
 
 
 def _code_for(exc: BaseException) -> int:
-    if isinstance(exc, InvalidArgument):
+    if isinstance(exc, InvalidArgumentError):
         return _TF_INVALID_ARGUMENT
-    if isinstance(exc, NotFound):
+    if isinstance(exc, NotFoundError):
         return _TF_NOT_FOUND
     return _TF_INTERNAL
 

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 
 import torch
-from opmarket.sdk import DType, InvalidArgument, as_dtype
+from opmarket.sdk import DType, InvalidArgumentError, as_dtype
 
 __all__ = ["DTYPES", "VIA", "VIA_NP", "from_numpy", "numpy_dtype", "opm_dtype", "to_numpy"]
 
@@ -44,11 +44,11 @@ VIA_NP = {DTYPES[t]: DTYPES[i] for t, i in VIA.items()}
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
-    """The numpy dtype of a torch dtype; InvalidArgument for one opmarket has no type for."""
+    """The numpy dtype of a torch dtype; InvalidArgumentError for one opmarket has no type for."""
     try:
         return DTYPES[dtype]
     except KeyError:
-        raise InvalidArgument(f"torch dtype {dtype} has no opmarket type") from None
+        raise InvalidArgumentError(f"torch dtype {dtype} has no opmarket type") from None
 
 
 def opm_dtype(value: Any) -> Any:
@@ -63,7 +63,7 @@ def torch_dtype(dtype: DType) -> torch.dtype:
     npdt = dtype.numpy
     found = _TORCH.get(npdt) if npdt is not None else None
     if found is None:
-        raise InvalidArgument(f"opmarket type {dtype.spec_name} has no torch dtype")
+        raise InvalidArgumentError(f"opmarket type {dtype.spec_name} has no torch dtype")
     return found
 
 

@@ -14,8 +14,8 @@ import numpy as np
 
 import torch
 from opmarket._bridge import BridgeOp, ParamKind, bridge_op, bridge_ops
-from opmarket.registry import KernelNotFound, RegistrationError, get_registry
-from opmarket.sdk import InvalidArgument, OpmarketError, TensorShape
+from opmarket.registry import KernelNotFoundError, RegistrationError, get_registry
+from opmarket.sdk import InvalidArgumentError, OpmarketError, TensorShape
 from opmarket.torch._convert import VIA, VIA_NP, from_numpy, numpy_dtype, opm_dtype, to_numpy
 from opmarket.torch._schema import backward_schema, forward_schema
 
@@ -31,7 +31,7 @@ _qualnames: dict[str, str] = {}
 
 def torch_op(name: str) -> Any:
     """``torch.ops.<namespace>.<op>`` for the registered op ``name``, registering it with
-    torch on first use; NotFound for a built-in or an op the bridge cannot carry."""
+    torch on first use; NotFoundError for a built-in or an op the bridge cannot carry."""
     op = bridge_op(name)
     found = _registered.get(op.name)
     if found is not None and found[0] == op.op_def:
@@ -102,7 +102,7 @@ class _Call:
         if found is None:
             attrs = self.attrs([numpy_dtype(t.dtype) for t in tensors], kwargs)
             if device != "CPU" and not self.op.has_kernel(attrs, device, label):
-                raise KernelNotFound(
+                raise KernelNotFoundError(
                     f"{self.op.name} has no {device} kernel; its input is on "
                     f"{tensors[0].device}\n" + _kernel_list(self.op)
                 )
@@ -312,7 +312,7 @@ def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
     for t, d in DTYPES.items():
         if d == dtype:
             return t
-    raise InvalidArgument(f"numpy dtype {dtype} has no torch dtype")
+    raise InvalidArgumentError(f"numpy dtype {dtype} has no torch dtype")
 
 
 def _register_backward(op: BridgeOp, call: _Call) -> Any:

@@ -147,7 +147,7 @@ def convert(source: Path, fmt: str, output: Path | None) -> None:
       opmarket convert ops.json --to tf-pbtxt -o ops.pbtxt
       opmarket convert ops.pbtxt --to spec
     """
-    from opmarket.sdk import DocumentError, InvalidOpDef, read_document, render_document
+    from opmarket.sdk import DocumentError, InvalidOpDefError, read_document, render_document
     from opmarket.sdk._documents import OutputFormat
 
     try:
@@ -172,7 +172,7 @@ def convert(source: Path, fmt: str, output: Path | None) -> None:
             source=str(source),
             notes=notes,
         )
-    except InvalidOpDef as exc:
+    except InvalidOpDefError as exc:
         report_problems(exc.problems)
         sys.exit(EXIT_PROBLEM)
     if doc.kernels and fmt != "json":

@@ -18,8 +18,8 @@ import opmarket.jax as oj  # noqa: E402
 from opmarket.registry import isolated_registry  # noqa: E402
 from opmarket.sdk import (  # noqa: E402
     InferenceContext,
-    InvalidArgument,
-    NotFound,
+    InvalidArgumentError,
+    NotFoundError,
     kernel,
     op,
     shape_fn,
@@ -142,18 +142,18 @@ def test_non_jax_callback_ops_show_a_callback_in_hlo() -> None:
 
 def test_bad_attrs_and_inputs_quote_what_was_wrong() -> None:
     x = jnp.asarray([1.0, 2.0], jnp.float32)
-    with pytest.raises(InvalidArgument, match="has no attr 'preserve'"):
+    with pytest.raises(InvalidArgumentError, match="has no attr 'preserve'"):
         oj.ops.zero_out(x, preserve=1)
-    with pytest.raises(InvalidArgument, match="preserve_index"):
+    with pytest.raises(InvalidArgumentError, match="preserve_index"):
         jax.jit(lambda x: oj.ops.zero_out(x, preserve_index=-1))(x)
-    with pytest.raises(InvalidArgument, match="rank 1"):
+    with pytest.raises(InvalidArgumentError, match="rank 1"):
         jax.jit(oj.ops.zero_out)(jnp.ones((2, 2)))
-    with pytest.raises(InvalidArgument, match="takes 2 inputs"):
+    with pytest.raises(InvalidArgumentError, match="takes 2 inputs"):
         oj.ops.do_custom_call(x)
 
 
 def test_builtin_graph_ops_are_left_to_the_framework() -> None:
-    with pytest.raises(NotFound, match="built-in graph ops"):
+    with pytest.raises(NotFoundError, match="built-in graph ops"):
         _ = oj.ops.add_n
     with pytest.raises(AttributeError, match=r"opmarket\.jax\.ops has no op 'no_such_op'"):
         _ = oj.ops.no_such_op
@@ -189,9 +189,9 @@ def test_an_output_shape_that_depends_on_values_says_so() -> None:
         opmarket.register(VALUES, _unique, _unique_shape, NO_SHAPE, _no_shape)
         x = jnp.asarray([3.0, 1.0, 3.0])
         np.testing.assert_array_equal(np.asarray(oj.ops.unique(x)), [1, 3])  # eager works
-        with pytest.raises(InvalidArgument, match="depends on the input values"):
+        with pytest.raises(InvalidArgumentError, match="depends on the input values"):
             jax.jit(oj.ops.unique)(x)
-        with pytest.raises(InvalidArgument, match="has no shape function"):
+        with pytest.raises(InvalidArgumentError, match="has no shape function"):
             jax.jit(oj.ops.no_shape)(x)
 
 
@@ -234,9 +234,9 @@ def test_a_device_without_a_kernel_is_a_clear_error() -> None:
     # No GPU here: the rule a GPU array meets, asked directly for the GPU.
     from opmarket._bridge import bridge_op
     from opmarket.jax._ops import _build
-    from opmarket.registry import KernelNotFound
+    from opmarket.registry import KernelNotFoundError
 
     op = bridge_op("Opm>Atan")
     attrs = op.bind([np.dtype(np.float32)], {})
-    with pytest.raises(KernelNotFound, match="no kernel for Opm>Atan on GPU"):
+    with pytest.raises(KernelNotFoundError, match="no kernel for Opm>Atan on GPU"):
         _build(op, attrs, "", "GPU")

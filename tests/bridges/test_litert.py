@@ -19,7 +19,7 @@ pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
 
 import opmarket.litert as olr  # noqa: E402 (after the skips)
 import opmarket.tensorflow as otf  # noqa: E402
-from opmarket.sdk import InvalidArgument, NotFound  # noqa: E402
+from opmarket.sdk import InvalidArgumentError, NotFoundError  # noqa: E402
 
 
 def _convert(fn: Any) -> bytes:
@@ -70,9 +70,9 @@ def test_interpreter_methods_and_model_path(
     assert inp["dtype"] is np.float32 and inp["shape"].tolist() == [5]
     assert out["shape"].tolist() == [5]
     it.allocate_tensors()
-    with pytest.raises(InvalidArgument, match="expected float32"):
+    with pytest.raises(InvalidArgumentError, match="expected float32"):
         it.set_tensor(inp["index"], np.zeros(5, np.float64))
-    with pytest.raises(InvalidArgument, match="exactly one"):
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
         olr.interpreter()
 
 
@@ -91,7 +91,7 @@ def test_an_op_nobody_provides_fails_at_creation_naming_it(
     _, content = atan_zero_out
     renamed = content.replace(b"Opm>ZeroOut", b"Opm>ZeroOff")
     assert renamed != content
-    with pytest.raises(NotFound, match=r"Opm>ZeroOff \(version 1\)"):
+    with pytest.raises(NotFoundError, match=r"Opm>ZeroOff \(version 1\)"):
         olr.interpreter(model_content=renamed)
 
 
@@ -106,7 +106,7 @@ def test_a_version_the_resolver_lacks_fails_at_creation(atan_zero_out: tuple[Any
             code.version = 2
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    with pytest.raises(NotFound, match=r"Opm>Atan \(version 2\)"):
+    with pytest.raises(NotFoundError, match=r"Opm>Atan \(version 2\)"):
         olr.interpreter(model_content=bytes(builder.Output()))
 
 
@@ -115,7 +115,7 @@ def test_a_kernel_error_is_raised_by_invoke() -> None:
     def model(x: Any) -> Any:
         return otf.ops.zero_out(x * 2, preserve_index=3)  # past the end: the kernel says so
 
-    with pytest.raises(InvalidArgument, match="preserve_index out of range"):
+    with pytest.raises(InvalidArgumentError, match="preserve_index out of range"):
         _run(_convert(model), np.array([1, 2], np.int32))
 
 

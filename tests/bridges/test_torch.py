@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import opmarket  # noqa: E402
 import opmarket.torch as ot  # noqa: E402
 from opmarket.registry import get_registry, isolated_registry  # noqa: E402
-from opmarket.sdk import InvalidArgument, NotFound, kernel, op, shape_fn, unchanged  # noqa: E402
+from opmarket.sdk import InvalidArgumentError, NotFoundError, kernel, op, shape_fn, unchanged  # noqa: E402
 
 from .conftest import CASES, Case, expected  # noqa: E402
 
@@ -128,7 +128,7 @@ def test_every_installed_op_is_registered_with_torch() -> None:
     names = ot.register_all()
     assert set(FIRST_PARTY) <= set(names)
     assert not {"Const", "Placeholder", "NoOp", "Identity", "AddN"} & set(names)
-    with pytest.raises(NotFound, match="built-in graph ops"):
+    with pytest.raises(NotFoundError, match="built-in graph ops"):
         _ = ot.ops.add_n
 
 
@@ -148,11 +148,11 @@ def test_torch_compile_fullgraph_gives_the_eager_result() -> None:
 
 
 def test_kernel_errors_and_bad_attrs_are_opmarket_errors() -> None:
-    with pytest.raises(InvalidArgument, match="preserve_index out of range"):
+    with pytest.raises(InvalidArgumentError, match="preserve_index out of range"):
         torch.ops.opm.zero_out.c_abi(torch.ones(2), preserve_index=5)
-    with pytest.raises(InvalidArgument, match="rank 1"):
+    with pytest.raises(InvalidArgumentError, match="rank 1"):
         torch.ops.opm.zero_out(torch.ones(2, 2))
-    with pytest.raises(InvalidArgument, match="padding"):
+    with pytest.raises(InvalidArgumentError, match="padding"):
         torch.ops.opm.median_pool(
             torch.ones(1, 3, 3, 1), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="FULL"
         )
@@ -194,9 +194,9 @@ def test_import_opmarket_stays_light_and_a_missing_torch_names_the_extra() -> No
 def test_a_device_without_a_kernel_is_a_clear_error() -> None:
     # No CUDA here: the rule a CUDA tensor meets, asked directly for the GPU.
     from opmarket._bridge import bridge_op
-    from opmarket.registry import KernelNotFound
+    from opmarket.registry import KernelNotFoundError
     from opmarket.torch._ops import _Call
 
     call = _Call(bridge_op("Opm>Atan"))
-    with pytest.raises(KernelNotFound, match=r"Opm>Atan has no GPU kernel(.|\n)*CPU"):
+    with pytest.raises(KernelNotFoundError, match=r"Opm>Atan has no GPU kernel(.|\n)*CPU"):
         call.prepared([torch.ones(2)], {}, "GPU", "")

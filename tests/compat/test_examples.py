@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opmarket.compat._examples import example_op
-from opmarket.sdk import DType, InvalidOpDef
+from opmarket.sdk import DType, InvalidOpDefError
 
 
 def test_a_whole_op_on_one_line() -> None:
@@ -29,5 +29,5 @@ def test_absent_and_empty() -> None:
 def test_mistakes_are_errors() -> None:
     with pytest.raises(ValueError, match="unknown example item 'input x: float'"):
         example_op("input x: float")
-    with pytest.raises(InvalidOpDef):
+    with pytest.raises(InvalidOpDefError):
         example_op("in x: T")

@@ -17,7 +17,7 @@ from opmarket.sdk import (
     DType,
     GradientOp,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     OpDef,
     input_generator,
     kernel,
@@ -45,9 +45,9 @@ ZERO_OUT = (
 def zero_out_kernel(x: np.ndarray[Any, Any], *, preserve_index: int) -> np.ndarray[Any, Any]:
     # The seed's checks: a vector, and an index in range.
     if x.ndim != 1:
-        raise InvalidArgument("ZeroOut expects a 1-D vector.")
+        raise InvalidArgumentError("ZeroOut expects a 1-D vector.")
     if preserve_index >= x.shape[0]:
-        raise InvalidArgument("preserve_index out of range")
+        raise InvalidArgumentError("preserve_index out of range")
     out = np.zeros_like(x)
     out[preserve_index] = x[preserve_index]
     return out

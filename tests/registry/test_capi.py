@@ -23,7 +23,7 @@ from opmarket.registry import (
     load_plugins_from,
 )
 from opmarket.registry._capi import HOST_API_VERSION, host
-from opmarket.sdk import DType, InvalidArgument, get_include
+from opmarket.sdk import DType, InvalidArgumentError, get_include
 
 HERE = Path(__file__).resolve().parent
 V1_INCLUDE = HERE / "data" / "c_api_v1"
@@ -173,10 +173,10 @@ def test_a_c_plugin_declares_an_op_and_its_kernel_runs_through_dispatch(
 def test_c_statuses_become_python_errors(tmp_path: Path, registry: Registry) -> None:
     lib = load_library(build(tmp_path, SCALE))
     # The shape function's rank check, with TensorFlow's message.
-    with pytest.raises(InvalidArgument, match="Shape must be rank 1 but is rank 2"):
+    with pytest.raises(InvalidArgumentError, match="Shape must be rank 1 but is rank 2"):
         lib.scale(np.zeros((2, 2), np.float32))
     # create's failure; compute's INTERNAL, which is the kernel's fault, not the caller's.
-    with pytest.raises(InvalidArgument, match=r"Test>Scale \(kernel ScaleOp\): tag must be"):
+    with pytest.raises(InvalidArgumentError, match=r"Test>Scale \(kernel ScaleOp\): tag must be"):
         lib.scale(np.ones(2, np.float32), tag="no")
     with pytest.raises(KernelError, match=r"empty input \(INTERNAL\)"):
         lib.scale(np.ones(0, np.float32))
@@ -334,7 +334,7 @@ def test_a_kernel_reading_a_missing_input_fails_instead_of_crashing(
         OPM_PLUGIN_INIT(Init)
     """
     lib = load_library(build(tmp_path, source, "bad", cpp=True))
-    with pytest.raises(InvalidArgument, match="input index 1 out of range: 1 inputs"):
+    with pytest.raises(InvalidArgumentError, match="input index 1 out of range: 1 inputs"):
         lib.bad(np.array([1.5], np.float32))
 
 

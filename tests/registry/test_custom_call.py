@@ -12,7 +12,7 @@ from opmarket.registry import (
     custom_call,
     register_custom_call_target,
 )
-from opmarket.sdk import NotFound, custom_call_target
+from opmarket.sdk import NotFoundError, custom_call_target
 
 
 @custom_call_target("do_custom_call")
@@ -48,7 +48,7 @@ def test_single_result_and_platforms(registry: Registry) -> None:
     out = custom_call("twice", [np.arange(3)], ((3,), np.int64), registry=registry)
     assert out.tolist() == [0, 2, 4]
     with pytest.raises(
-        NotFound,
+        NotFoundError,
         match=r"no custom-call target 'twice' on CUDA; registered: "
         r"twice \(Host\)",
     ):

@@ -11,12 +11,12 @@ import pytest
 import opmarket
 from opmarket.registry import (
     KernelError,
-    KernelNotFound,
+    KernelNotFoundError,
     Registry,
     current_device,
     device,
 )
-from opmarket.sdk import InferenceContext, InvalidArgument, Kernel, OpDef, kernel, op, shape_fn
+from opmarket.sdk import InferenceContext, InvalidArgumentError, Kernel, OpDef, kernel, op, shape_fn
 
 
 def test_zero_out_runs(zero_out: OpDef) -> None:
@@ -72,13 +72,13 @@ def test_python_values_take_an_allowed_type(zero_out: OpDef) -> None:
 def test_checks(zero_out: OpDef, call: Any, message: str) -> None:
     f = opmarket.ops.zero_out
     f(np.zeros(2, np.int32))  # a cached entry must not let a bad call through
-    with pytest.raises(InvalidArgument) as info:
+    with pytest.raises(InvalidArgumentError) as info:
         call(f)
     assert message in str(info.value)
 
 
 def test_missing_kernel_lists_what_exists(zero_out: OpDef) -> None:
-    with device("GPU"), pytest.raises(KernelNotFound) as info:
+    with device("GPU"), pytest.raises(KernelNotFoundError) as info:
         opmarket.ops.zero_out(np.zeros(2, np.float32))
     assert str(info.value) == (
         "no kernel for Opm>ZeroOut on GPU with T=float\n"
@@ -188,7 +188,7 @@ def test_list_inputs_and_several_outputs(registry: Registry) -> None:
     registry.register(split, impl)
     total, count = opmarket.ops.sum_and_count([np.ones(2, np.int32)] * 3)
     assert total.tolist() == [3, 3] and count == 3 and count.dtype == np.int32
-    with pytest.raises(InvalidArgument, match="input 'xs' makes T=float, but T is int32"):
+    with pytest.raises(InvalidArgumentError, match="input 'xs' makes T=float, but T is int32"):
         opmarket.ops.sum_and_count([np.ones(2, np.int32), np.ones(2, np.float32)])
     assert opmarket.ops.add_n([np.ones(2, np.float32)] * 2).tolist() == [2, 2]
 
@@ -272,7 +272,7 @@ def test_an_equal_value_of_another_type_is_still_checked(
     registry.register(scale, impl)
     x = np.ones(2, np.float32)
     opmarket.ops.scale(x, factor=1.0, n=1, sizes=(1,))  # cached: it must not let these pass
-    with pytest.raises(InvalidArgument, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         opmarket.ops.scale(x, **given)
 
 
@@ -383,7 +383,7 @@ def test_python_values_are_not_cast_into_other_values(
     registry.register(take, impl)
     args = {"x": [1], "scale": [1.0], "y": [1]}
     args.update(value if isinstance(value, dict) else {"x": value})
-    with pytest.raises(InvalidArgument) as info:
+    with pytest.raises(InvalidArgumentError) as info:
         opmarket.ops.take(args["x"], args["scale"], args["y"])
     assert str(info.value).startswith(message)
 
@@ -427,9 +427,9 @@ def test_a_type_attr_given_as_a_number_reaches_the_kernel_as_a_dtype(registry: R
     x = np.array([1.5, 2.5], np.float32)
     assert opmarket.ops.cast(x, DstT=3).dtype == np.int32  # DT_INT32, as TensorFlow numbers it
     assert opmarket.ops.cast(x, DstT=2).dtype == np.float64  # DT_DOUBLE
-    with pytest.raises(InvalidArgument, match="attr 'DstT': expected a dtype"):
+    with pytest.raises(InvalidArgumentError, match="attr 'DstT': expected a dtype"):
         opmarket.ops.cast(x, DstT=True)
-    with pytest.raises(InvalidArgument, match="attr 'DstT': 999 is not a valid dtype number"):
+    with pytest.raises(InvalidArgumentError, match="attr 'DstT': 999 is not a valid dtype number"):
         opmarket.ops.cast(x, DstT=999)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from opmarket.registry import (
     Graph,
-    InvalidGraph,
+    InvalidGraphError,
     Node,
     Registry,
     infer_graph_shapes,
@@ -16,7 +16,7 @@ from opmarket.registry import (
     run_graph,
     save_graph,
 )
-from opmarket.sdk import DType, InvalidArgument, OpDef, kernel
+from opmarket.sdk import DType, InvalidArgumentError, OpDef, kernel
 
 
 def zero_out_graph() -> Graph:
@@ -54,7 +54,7 @@ def test_an_old_graph_gets_new_defaults(tmp_path: Path, zero_out: OpDef) -> None
 def test_invalid_graphs_do_not_run(zero_out: OpDef) -> None:
     g = zero_out_graph()
     g.add_node(Node("bad", "Opm>ZeroOut", ("x:0",), {"colour": 1}))
-    with pytest.raises(InvalidGraph) as info:
+    with pytest.raises(InvalidGraphError) as info:
         run_graph(g, {"x": np.ones(2, np.float32)}, "z")
     assert info.value.problems == (
         "node 'bad' (Opm>ZeroOut): unknown attr 'colour'; Opm>ZeroOut has attrs T, preserve_index",
@@ -71,7 +71,7 @@ def test_invalid_graphs_do_not_run(zero_out: OpDef) -> None:
     ],
 )
 def test_run_errors(zero_out: OpDef, feeds: dict[str, Any], message: str) -> None:
-    with pytest.raises(InvalidArgument, match=message.replace("[", r"\[").replace("?", r"\?")):
+    with pytest.raises(InvalidArgumentError, match=message.replace("[", r"\[").replace("?", r"\?")):
         run_graph(zero_out_graph(), feeds, "sum")
 
 
@@ -83,7 +83,7 @@ def test_shape_inference_without_running(zero_out: OpDef) -> None:
     g.add("Opm>ZeroOut", x, name="z")
     c = g.constant(np.zeros((4,), np.int32), name="c")
     g.add("AddN", c, c, name="s")
-    with pytest.raises(InvalidGraph) as info:
+    with pytest.raises(InvalidGraphError) as info:
         infer_graph_shapes(g)
     assert info.value.problems == ("node 'z' (Opm>ZeroOut): Shape must be rank 1 but is rank 2",)
     assert infer_graph_shapes(g, input_shapes={"x": (5,)})["s"] == [(4,)]

@@ -15,7 +15,7 @@ from opmarket.registry import (
 )
 from opmarket.sdk import (
     GradientOp,
-    NotFound,
+    NotFoundError,
     OpDef,
     kernel,
     not_differentiable,
@@ -92,7 +92,7 @@ def test_missing_gradient_names_op_and_node(registry: Registry) -> None:
     x = g.placeholder(np.float64, [1], name="x")
     g.add("Opm>NoGrad", x, name="n")
     with pytest.raises(
-        NotFound,
+        NotFoundError,
         match="no gradient is registered for op 'Opm>NoGrad' "
         r"\(node 'n'\)",
     ):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import opmarket
-from opmarket.registry import AmbiguousOpName, Registry
-from opmarket.sdk import NotFound, OpDef, kernel, op
+from opmarket.registry import AmbiguousOpNameError, Registry
+from opmarket.sdk import NotFoundError, OpDef, kernel, op
 
 
 def test_three_ways_to_reach_an_op(zero_out: OpDef) -> None:
@@ -27,7 +27,7 @@ def test_short_name_shared_by_two_ops(registry: Registry, zero_out: OpDef) -> No
 
     assert opmarket.ops.zero_out is not None  # cached before the second op arrives
     registry.register(other, impl)
-    with pytest.raises(AmbiguousOpName) as info:
+    with pytest.raises(AmbiguousOpNameError) as info:
         _ = opmarket.ops.zero_out
     assert str(info.value) == (
         "opmarket.ops.zero_out is ambiguous: Acme>ZeroOut and Opm>ZeroOut both have that "
@@ -42,7 +42,7 @@ def test_unknown_names(zero_out: OpDef) -> None:
         _ = opmarket.ops.zero_in
     with pytest.raises(AttributeError, match=r"opmarket\.ops\.opm has no op 'nothing'"):
         _ = opmarket.ops.opm.nothing
-    with pytest.raises(NotFound, match="no op named 'Opm>Nothing' is registered"):
+    with pytest.raises(NotFoundError, match="no op named 'Opm>Nothing' is registered"):
         opmarket.ops["Opm>Nothing"]
 
 

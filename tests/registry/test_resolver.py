@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from opmarket.registry import Graph, OpResolver, Registry, run_graph, selective_resolver
-from opmarket.sdk import Kernel, NotFound, OpDef
+from opmarket.sdk import Kernel, NotFoundError, OpDef
 
 
 class Negate(Kernel):
@@ -35,7 +35,7 @@ def test_builtin_version_ranges(zero_out: OpDef) -> None:
     assert r.ops() == [("Opm>ZeroOut", (1, 2, 3))]
     assert r.find("Opm>ZeroOut", 3) is None  # dispatch chooses
     with pytest.raises(
-        NotFound,
+        NotFoundError,
         match=r"version 4 is not in the resolver \(it has "
         "versions 1, 2, 3\\)",
     ):
@@ -53,5 +53,5 @@ def test_selective_resolver_keeps_what_the_graph_uses(zero_out: OpDef, registry:
     assert len(small) == 2 < len(full)
     assert run_graph(g, {"x": [3, 4]}, "v2", resolver=small).tolist() == [3, 4]
     g.add("Identity", "v1:0", name="i", _version=7)
-    with pytest.raises(NotFound, match="the resolver lacks ops the graph uses: Identity v7"):
+    with pytest.raises(NotFoundError, match="the resolver lacks ops the graph uses: Identity v7"):
         selective_resolver(g, full)

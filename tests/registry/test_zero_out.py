@@ -17,7 +17,7 @@ from opmarket.registry import (
     run_graph,
     save_graph,
 )
-from opmarket.sdk import InvalidArgument, OpDef, infer_error, infer_ok
+from opmarket.sdk import InvalidArgumentError, OpDef, infer_error, infer_ok
 from tests.registry.conftest import zero_out_shape
 
 
@@ -29,7 +29,7 @@ def test_zero_out_end_to_end(tmp_path: Path, zero_out: OpDef) -> None:
         4.0,
     ]
     # The vector check, before the kernel runs.
-    with pytest.raises(InvalidArgument, match="Shape must be rank 1 but is rank 2"):
+    with pytest.raises(InvalidArgumentError, match="Shape must be rank 1 but is rank 2"):
         opmarket.ops.zero_out(np.ones((2, 2), np.float32))
     # A saved graph round-trips, shape-infers and runs.
     g = Graph()

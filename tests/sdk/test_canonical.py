@@ -11,7 +11,7 @@ import pytest
 from opmarket.sdk import (
     DocumentError,
     DType,
-    InvalidOpDef,
+    InvalidOpDefError,
     KernelDef,
     OpSet,
     op,
@@ -112,7 +112,7 @@ def test_structural_problems_are_collected_per_op() -> None:
             ],
         }
     )
-    with pytest.raises(InvalidOpDef) as info:
+    with pytest.raises(InvalidOpDefError) as info:
         opset_from_json(text, "ops.json")
     messages = [str(p) for p in info.value.problems]
     assert len(messages) == 3
@@ -125,7 +125,7 @@ def test_duplicate_ops_are_refused_in_an_opset() -> None:
     text = json.dumps(
         {"format": "opmarket.opset", "format_version": 1, "ops": [{"name": "A"}, {"name": "A"}]}
     )
-    with pytest.raises(InvalidOpDef, match="defined more than once"):
+    with pytest.raises(InvalidOpDefError, match="defined more than once"):
         opset_from_json(text)
 
 
@@ -148,7 +148,7 @@ def test_unknown_full_type_id_is_a_problem_not_a_crash_later() -> None:
             ],
         }
     )
-    with pytest.raises(InvalidOpDef, match="unknown full type id 'zz'"):
+    with pytest.raises(InvalidOpDefError, match="unknown full type id 'zz'"):
         opset_from_json(text)
 
 

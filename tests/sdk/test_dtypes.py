@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opmarket.sdk import DType, UnknownDType, as_dtype
+from opmarket.sdk import DType, UnknownDTypeError, as_dtype
 from opmarket.sdk._dtypes import dtype_from_spec_name
 
 
@@ -69,5 +69,5 @@ def test_as_dtype(value: object, expected: DType) -> None:
 
 @pytest.mark.parametrize("value", ["int", "DT_NOPE", 3, True, None, np.dtype("datetime64[s]")])
 def test_as_dtype_rejects_with_our_error(value: object) -> None:
-    with pytest.raises(UnknownDType, match="dtype"):
+    with pytest.raises(UnknownDTypeError, match="dtype"):
         as_dtype(value)

@@ -19,8 +19,8 @@ import pytest
 import opmarket
 from opmarket.registry import LibraryError, Registry, isolated_registry, load_library
 from opmarket.sdk import (
-    InvalidArgument,
-    InvalidOpDef,
+    InvalidArgumentError,
+    InvalidOpDefError,
     get_include,
     intra_op_threads,
     library_declarations,
@@ -115,7 +115,7 @@ def test_a_kernel_takes_non_contiguous_inputs(tiny_library: Path, registry: Regi
 
 def test_opm_requires_raises_invalid_argument(tiny_library: Path, registry: Registry) -> None:
     lib = load_library(tiny_library)
-    with pytest.raises(InvalidArgument, match=r"Scale needs factor >= 0, got -1"):
+    with pytest.raises(InvalidArgumentError, match=r"Scale needs factor >= 0, got -1"):
         lib.tiny_scale(np.ones(3, np.float32), factor=-1.0)
 
 
@@ -125,7 +125,7 @@ def test_a_check_failing_in_a_shard_worker_reaches_python(
 ) -> None:
     set_intra_op_threads(n)
     lib = load_library(tiny_library)
-    with pytest.raises(InvalidArgument, match="index 777 is bad"):
+    with pytest.raises(InvalidArgumentError, match="index 777 is bad"):
         lib.module.fail_in_shard(777)
     lib.module.fail_in_shard(-1)  # the pool still works after an error
 
@@ -173,7 +173,7 @@ def test_threads_setting(threads: None) -> None:
     assert intra_op_threads() == 3
     assert set_intra_op_threads(old) == 3
     for bad in (0, -1, 1.5, True, "2"):
-        with pytest.raises(InvalidArgument, match="positive number of threads"):
+        with pytest.raises(InvalidArgumentError, match="positive number of threads"):
             set_intra_op_threads(bad)  # type: ignore[arg-type]  # wrong on purpose
     assert intra_op_threads() == old
 
@@ -246,11 +246,11 @@ def test_library_declarations_collect_every_problem() -> None:
         "label": "",
         "args": [],
     }
-    with pytest.raises(InvalidOpDef) as info:
+    with pytest.raises(InvalidOpDefError) as info:
         library_declarations(_fake([op, k]))
     text = str(info.value)
     assert "fake.so" in text
     assert "Q" in text and "nonsense" in text
-    with pytest.raises(InvalidOpDef, match="library format 99; this opmarket reads format 1"):
+    with pytest.raises(InvalidOpDefError, match="library format 99; this opmarket reads format 1"):
         library_declarations(_fake([], fmt=99))
     assert library_declarations(SimpleNamespace(__name__="plain")) == []  # type: ignore[arg-type]

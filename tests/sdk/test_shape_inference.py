@@ -4,7 +4,7 @@ import pytest
 
 from opmarket.sdk import (
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     OpDef,
     Shape,
     broadcast_shape,
@@ -107,11 +107,11 @@ def test_dim_arithmetic_and_attrs() -> None:
     assert c.with_rank_at_least((1, 2), 2) == (1, 2)
     assert c.with_value(None, 3) == 3
     assert c.unknown() is None and c.scalar() == () and c.vector(2) == (2,)
-    with pytest.raises(InvalidArgument, match="Negative dimension size"):
+    with pytest.raises(InvalidArgumentError, match="Negative dimension size"):
         c.subtract(1, 2)
-    with pytest.raises(InvalidArgument, match="no attr named 'missing'"):
+    with pytest.raises(InvalidArgumentError, match="no attr named 'missing'"):
         c.get_attr("missing")
-    with pytest.raises(InvalidArgument, match="at most rank 1"):
+    with pytest.raises(InvalidArgumentError, match="at most rank 1"):
         c.with_rank_at_most((1, 2), 1)
     assert broadcast_shape((3,), (2, 1)) == (2, 3)
 
@@ -138,15 +138,15 @@ def test_parity_with_tensorflow_edges() -> None:
     # Subshape: negative bounds count from the end; bounds past the rank are errors.
     assert c.subshape(c.input(0), 1) == (None, 3)
     assert c.subshape(c.input(0), -2, -1) == (None,)
-    with pytest.raises(InvalidArgument, match="out of range"):
+    with pytest.raises(InvalidArgumentError, match="out of range"):
         c.subshape(c.input(0), 0, 4)
-    with pytest.raises(InvalidArgument, match="out of range"):
+    with pytest.raises(InvalidArgumentError, match="out of range"):
         c.subshape(c.input(0), -4)
     assert c.subshape(None, 0, 9) is None
     # Divide by an unknown dim is unknown, not an error.
     assert c.divide(8, None) is None and c.divide(8, 2, evenly=True) == 4
     # Output indexes are checked like input indexes.
-    with pytest.raises(InvalidArgument, match="output index 2 out of range"):
+    with pytest.raises(InvalidArgumentError, match="output index 2 out of range"):
         c.output(2)
     # ScalarShape sets output 0 only, as TensorFlow's does.
     scalar_shape(c)

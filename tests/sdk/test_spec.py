@@ -11,7 +11,7 @@ from opmarket.sdk import (
     AttrDef,
     DType,
     FuncValue,
-    InvalidOpDef,
+    InvalidOpDefError,
     OpDef,
     TensorShape,
     TensorValue,
@@ -206,7 +206,7 @@ def test_op_names() -> None:
     for good in ("ZeroOut", "Opm>ZeroOut", "A>B>C9_x", "_AnythingGoes here"):
         assert op(good).build().name == good
     for bad in ("zeroOut", "Opm>>ZeroOut", "Opm>zero", "Zero-Out", ""):
-        with pytest.raises(InvalidOpDef, match="invalid op name"):
+        with pytest.raises(InvalidOpDefError, match="invalid op name"):
             op(bad).build()
 
 
@@ -257,7 +257,7 @@ BAD: list[tuple[str, str, str]] = [
 def test_rejected_specs_name_op_and_quote_spec(kind: str, spec: str, part: str) -> None:
     builder = op("Opm>Example").attr("S: string").attr("TL: list(type)").attr("M: int >= -1")
     builder = builder.attr(spec) if kind == "attr" else builder.input(spec)
-    with pytest.raises(InvalidOpDef) as info:
+    with pytest.raises(InvalidOpDefError) as info:
         builder.build()
     lines = str(info.value).split("\n")  # one problem a line
     assert len(lines) == len(info.value.problems)
@@ -276,12 +276,12 @@ def test_every_problem_of_an_op_is_reported() -> None:
 
 
 def test_doc_naming_an_unknown_argument_is_rejected() -> None:
-    with pytest.raises(InvalidOpDef, match="'nope' names no input"):
+    with pytest.raises(InvalidOpDefError, match="'nope' names no input"):
         op("Op").input("x: float").doc("Summary.\n\nnope: what?").build()
 
 
 def test_duplicate_names_across_args_and_attrs_are_rejected() -> None:
-    with pytest.raises(InvalidOpDef, match="duplicate name 'x'"):
+    with pytest.raises(InvalidOpDefError, match="duplicate name 'x'"):
         op("Op").input("x: T").attr("x: int").attr("T: type").build()
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from opmarket.web import Limits
 from opmarket.web._cgroup import create_job_cgroup, sweep_stale
-from opmarket.web._sandbox import Outcome, SandboxUnavailable, run_sandboxed, sandbox_problem
+from opmarket.web._sandbox import Outcome, SandboxUnavailableError, run_sandboxed, sandbox_problem
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 needs_bwrap = pytest.mark.skipif(
@@ -171,7 +171,7 @@ def test_nothing_outside_its_folder_is_writable() -> None:
 @needs_bwrap
 def test_a_sandbox_that_would_show_the_servers_data_is_refused() -> None:
     inside = Path(sys.prefix) / "opmarket-data"  # a data folder inside the environment
-    with pytest.raises(SandboxUnavailable, match="opmarket-data"):
+    with pytest.raises(SandboxUnavailableError, match="opmarket-data"):
         run_sandboxed(
             [sys.executable, "-c", "print(1)"],
             limits=Limits(timeout_s=60),
@@ -338,7 +338,7 @@ def test_a_fork_bomb_hits_the_pids_limit() -> None:
 
 
 def test_without_bubblewrap_it_refuses_unless_allowed() -> None:
-    with pytest.raises(SandboxUnavailable, match="'/nonexistent/bwrap' is not installed"):
+    with pytest.raises(SandboxUnavailableError, match="'/nonexistent/bwrap' is not installed"):
         run("print('ran')", bwrap="/nonexistent/bwrap")
     out = run("print('ran')", bwrap="/nonexistent/bwrap", allow_unsandboxed=True)
     assert out.stdout == b"ran\n"

@@ -18,7 +18,7 @@ import opmarket
 from opmarket.registry import Registry, check_conformance, isolated_registry
 from opmarket.registry._capi import CAbiKernel
 from opmarket.registry._plugins import library_path
-from opmarket.sdk import DType, InferenceContext, InvalidArgument
+from opmarket.sdk import DType, InferenceContext, InvalidArgumentError
 
 PLUGIN = Path(__file__).resolve().parents[1]
 ENTRY = "opmarket_bitcast:libopm_bitcast.so"
@@ -98,14 +98,14 @@ def test_the_shape_function_is_tensorflows(registry: Registry) -> None:
     assert infer(registry, (2, None), DType.UINT8, DType.FLOAT) == (2,)
     assert infer(registry, None, DType.UINT8, DType.FLOAT) is None
     with pytest.raises(
-        InvalidArgument,
+        InvalidArgumentError,
         match=r"Cannot bitcast due to shape\. 3 does "
         r"not match 4",
     ):
         infer(registry, (2, 3), DType.UINT8, DType.FLOAT)
-    with pytest.raises(InvalidArgument, match="Shape must be at least rank 1 but is rank 0"):
+    with pytest.raises(InvalidArgumentError, match="Shape must be at least rank 1 but is rank 0"):
         infer(registry, (), DType.UINT8, DType.FLOAT)
-    with pytest.raises(InvalidArgument, match=r"Opm>Bitcast: Cannot bitcast due to shape\."):
+    with pytest.raises(InvalidArgumentError, match=r"Opm>Bitcast: Cannot bitcast due to shape\."):
         opmarket.ops.bitcast(np.zeros(3, np.int32), type=DType.INT64)
 
 

@@ -16,7 +16,7 @@ from opmarket.registry import (
     custom_call,
     isolated_registry,
 )
-from opmarket.sdk import InvalidArgument
+from opmarket.sdk import InvalidArgumentError
 
 
 @pytest.fixture
@@ -43,9 +43,9 @@ def test_the_seeds_call_with_sizes_in_the_opaque_bytes(registry: Registry) -> No
 def test_the_target_refuses_sizes_that_do_not_match_the_buffers(registry: Registry) -> None:
     b, c = np.ones(4, np.float32), np.ones(10, np.float32)
     result = [((10,), np.float32), ((10,), np.float32)]
-    with pytest.raises(InvalidArgument, match=r"len\(B\)=8, len\(C\)=10"):
+    with pytest.raises(InvalidArgumentError, match=r"len\(B\)=8, len\(C\)=10"):
         custom_call("do_custom_call", [b, c], result, opaque=opaque_sizes(8, 10))
-    with pytest.raises(InvalidArgument, match="opaque must be 16 bytes"):
+    with pytest.raises(InvalidArgumentError, match="opaque must be 16 bytes"):
         custom_call("do_custom_call", [b, c], result, opaque=b"\x04")
 
 

@@ -12,7 +12,7 @@ from opmarket_median_pool import _median_pool, median_pool_reference, median_poo
 
 import opmarket
 from opmarket.registry import Registry, check_conformance, check_gradient, isolated_registry
-from opmarket.sdk import InvalidArgument, infer_error, infer_ok, set_intra_op_threads
+from opmarket.sdk import InvalidArgumentError, infer_error, infer_ok, set_intra_op_threads
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_same_and_valid_edges(
     # Few distinct values: ties, and even counts whose two middle values differ.
     x = (rng.integers(-8, 8, shape) / 4).astype(dtype)
     if padding == "VALID" and (shape[1] - k[0] + s[0] < 0 or shape[2] - k[1] + s[1] < 0):
-        with pytest.raises(InvalidArgument, match="would be negative"):
+        with pytest.raises(InvalidArgumentError, match="would be negative"):
             pool(x, k, s, padding)
         return
     got = pool(x, k, s, padding)
@@ -158,27 +158,27 @@ def test_errors_are_invalid_argument(
         "padding": "SAME",
         **kwargs,
     }
-    with pytest.raises(InvalidArgument, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         opmarket.ops.median_pool(np.zeros((1, 5, 5, 1), np.float32), **attrs)
 
 
 def test_rank_and_dtype_errors(registry: Registry) -> None:
     attrs: dict[str, Any] = {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}
-    with pytest.raises(InvalidArgument, match="rank 4"):
+    with pytest.raises(InvalidArgumentError, match="rank 4"):
         opmarket.ops.median_pool(np.zeros((5, 5, 1), np.float32), **attrs)
-    with pytest.raises(InvalidArgument, match="int32"):
+    with pytest.raises(InvalidArgumentError, match="int32"):
         opmarket.ops.median_pool(np.zeros((1, 5, 5, 1), np.int32), **attrs)
 
 
 def test_the_cpp_checks_themselves() -> None:
     x = np.zeros((1, 5, 5, 1), np.float32)
-    with pytest.raises(InvalidArgument, match=r"4-D NHWC input, got shape \[5,5\]"):
+    with pytest.raises(InvalidArgumentError, match=r"4-D NHWC input, got shape \[5,5\]"):
         _median_pool.median_pool_float(x[0, :, :, 0], [1, 3, 3, 1], [1, 1, 1, 1], "SAME")
-    with pytest.raises(InvalidArgument, match="Computed output rows would be negative"):
+    with pytest.raises(InvalidArgumentError, match="Computed output rows would be negative"):
         _median_pool.median_pool_float(x, [1, 7, 3, 1], [1, 1, 1, 1], "VALID")
-    with pytest.raises(InvalidArgument, match="padding must be 'VALID' or 'SAME', got 'X'"):
+    with pytest.raises(InvalidArgumentError, match="padding must be 'VALID' or 'SAME', got 'X'"):
         _median_pool.median_pool_float(x, [1, 3, 3, 1], [1, 1, 1, 1], "X")
-    with pytest.raises(InvalidArgument, match="use_isa takes"):
+    with pytest.raises(InvalidArgumentError, match="use_isa takes"):
         _median_pool.use_isa("avx9")
 
 

@@ -16,7 +16,7 @@ from opmarket_time_two import GPU_LIBRARY, gpu_status
 
 import opmarket
 from opmarket.registry import (
-    KernelNotFound,
+    KernelNotFoundError,
     Registry,
     check_conformance,
     check_gradient,
@@ -131,7 +131,7 @@ def test_the_gpu_kernel_registers_only_with_a_gpu(registry: Registry) -> None:
             "no GPU kernel in this wheel (it was built without nvcc)",
         ) or status.startswith("no CUDA runtime: ")
         assert not has_gpu_kernel(registry)
-        with opmarket.device("GPU"), pytest.raises(KernelNotFound, match="on GPU"):
+        with opmarket.device("GPU"), pytest.raises(KernelNotFoundError, match="on GPU"):
             opmarket.ops.time_two(x)
     # Without a device scope the preferred device with a kernel runs it.
     np.testing.assert_array_equal(opmarket.ops.time_two(x), x * 2)

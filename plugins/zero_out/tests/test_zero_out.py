@@ -16,7 +16,7 @@ from opmarket.registry import (
     isolated_registry,
     load_library,
 )
-from opmarket.sdk import InvalidArgument
+from opmarket.sdk import InvalidArgumentError
 
 
 @pytest.fixture
@@ -70,16 +70,18 @@ def test_every_kernel_matches_the_reference(registry: Registry) -> None:
 def test_errors_are_invalid_argument(
     registry: Registry, x: np.ndarray, attrs: dict[str, int], message: str
 ) -> None:
-    with pytest.raises(InvalidArgument, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         opmarket.ops.zero_out(x, **attrs)
 
 
 def test_the_cpp_checks_themselves(registry: Registry) -> None:
     from opmarket_zero_out import _zero_out
 
-    with pytest.raises(InvalidArgument, match=r"ZeroOut expects a 1-D vector, got shape \[2,2\]"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"ZeroOut expects a 1-D vector, got shape \[2,2\]"
+    ):
         _zero_out.zero_out_float(np.ones((2, 2), np.float32))
-    with pytest.raises(InvalidArgument, match="Need preserve_index >= 0, got -1"):
+    with pytest.raises(InvalidArgumentError, match="Need preserve_index >= 0, got -1"):
         _zero_out.zero_out_int32(np.ones(3, np.int32), preserve_index=-1)
 
 

@@ -10,7 +10,7 @@ import pytest
 import opmarket
 from opmarket.registry import Registry, check_conformance, isolated_registry
 from opmarket.registry._capi import CAbiKernel
-from opmarket.sdk import InvalidArgument
+from opmarket.sdk import InvalidArgumentError
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_both_kernels_refuse_the_same_inputs(registry: Registry) -> None:
     d = registry.dispatcher("Opm>ZeroOut")
     x = np.array([1.0, 2.0], np.float32)
     for label in ("", "c_abi"):
-        with pytest.raises(InvalidArgument, match="preserve_index out of range: 2"):
+        with pytest.raises(InvalidArgumentError, match="preserve_index out of range: 2"):
             d.call([x], {"preserve_index": 2}, label=label)
-        with pytest.raises(InvalidArgument, match="Shape must be rank 1"):
+        with pytest.raises(InvalidArgumentError, match="Shape must be rank 1"):
             d.call([x.reshape(1, 2)], {"preserve_index": 0}, label=label)

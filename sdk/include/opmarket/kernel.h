@@ -4,7 +4,7 @@
 // (as pybind11.get_include()). It gives a kernel author what TensorFlow's op_kernel.h gives:
 //
 //   opmarket::Tensor<T>        typed access to a numpy input, and outputs (allocate<T>(shape))
-//   OPM_REQUIRES(cond, ...)    a check that raises opmarket.sdk.InvalidArgument in Python
+//   OPM_REQUIRES(cond, ...)    a check that raises opmarket.sdk.InvalidArgumentError in Python
 //   opmarket::shard(total, cost_per_unit, fn)
 //                              a parallel-for over the library's thread pool, sized by the
 //                              intra-op threads setting (OPMARKET_INTRA_OP_THREADS, or
@@ -50,7 +50,7 @@ namespace py = pybind11;
 
 // --- errors ------------------------------------------------------------------------------
 
-// Thrown by OPM_REQUIRES; reaches Python as opmarket.sdk.InvalidArgument. Safe to throw from
+// Thrown by OPM_REQUIRES; reaches Python as opmarket.sdk.InvalidArgumentError. Safe to throw from
 // shard workers: shard rethrows the first one in the calling thread.
 class InvalidArgument : public std::runtime_error {
  public:
@@ -437,7 +437,7 @@ inline void translate_errors(std::exception_ptr p) {
     if (p) std::rethrow_exception(p);
   } catch (const InvalidArgument& e) {
     // Imported here, with the GIL held; the class object stays alive with its module.
-    py::object cls = py::module_::import("opmarket.sdk._errors").attr("InvalidArgument");
+    py::object cls = py::module_::import("opmarket.sdk._errors").attr("InvalidArgumentError");
     PyErr_SetString(cls.ptr(), e.what());
   }
 }

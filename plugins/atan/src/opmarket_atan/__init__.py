@@ -18,7 +18,7 @@ import numpy as np
 from opmarket.sdk import (
     DType,
     GradientOp,
-    InvalidArgument,
+    InvalidArgumentError,
     Kernel,
     hookimpl,
     input_generator,
@@ -60,17 +60,17 @@ class AtanKernel(Kernel):
         try:
             params = json.loads(options or b"{}")
         except ValueError:
-            raise InvalidArgument(f"Atan: options are not a JSON map: {options!r}") from None
+            raise InvalidArgumentError(f"Atan: options are not a JSON map: {options!r}") from None
         unknown = sorted(set(params) - {"compute_dtype"})
         if unknown:
-            raise InvalidArgument(f"Atan: unknown options {unknown}")
+            raise InvalidArgumentError(f"Atan: unknown options {unknown}")
         self.compute_dtype = np.dtype(params.get("compute_dtype", "float64"))
         self.output_shape: tuple[int, ...] | None = None
 
     def prepare(self, *inputs: Any) -> None:
         # LiteRT's AtanPrepare: one input, one output of the input's shape.
         if len(inputs) != 1:
-            raise InvalidArgument(f"Atan takes 1 input, got {len(inputs)}")
+            raise InvalidArgumentError(f"Atan takes 1 input, got {len(inputs)}")
         self.output_shape = tuple(np.shape(inputs[0]))
 
     def compute(self, *inputs: Any) -> _Array:

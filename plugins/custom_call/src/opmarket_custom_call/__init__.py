@@ -23,7 +23,7 @@ from opmarket.sdk import (
     DType,
     GradientOp,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     custom_call,
     custom_call_target,
     hookimpl,
@@ -78,14 +78,14 @@ def opaque_sizes(len_b: int, len_c: int) -> bytes:
 def do_custom_call(out: tuple[_Array, _Array], ins: list[_Array], opaque: bytes) -> None:
     """The Host target: ``out`` is the tuple (A, scratch), ``ins`` is [B, C]."""
     if len(opaque) != _OPAQUE.size:
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"{TARGET}: opaque must be {_OPAQUE.size} bytes (len(B), len(C)), got {len(opaque)}"
         )
     m, n = _OPAQUE.unpack(opaque)
     b, c = ins
     a, scratch = out
     if m < 1 or b.shape != (m,) or c.shape != (n,) or a.shape != (n,) or scratch.shape != (n,):
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"{TARGET}: buffers do not match the opaque sizes len(B)={m}, len(C)={n}: "
             f"B {b.shape}, C {c.shape}, A {a.shape}, scratch {scratch.shape}"
         )
@@ -97,7 +97,7 @@ def do_custom_call(out: tuple[_Array, _Array], ins: list[_Array], opaque: bytes)
 def do_custom_call_kernel(b: _Array, c: _Array) -> _Array:
     """Calls the registered target by name, with the sizes in the opaque bytes."""
     if b.ndim != 1 or c.ndim != 1 or b.shape[0] < 1:
-        raise InvalidArgument("DoCustomCall expects a non-empty vector b and a vector c")
+        raise InvalidArgumentError("DoCustomCall expects a non-empty vector b and a vector c")
     n = c.shape[0]
     a, _scratch = custom_call(
         TARGET, [b, c], [((n,), np.float32), ((n,), np.float32)], opaque=opaque_sizes(b.shape[0], n)

@@ -19,7 +19,7 @@ from opmarket.sdk import (
     DType,
     GradientOp,
     InferenceContext,
-    InvalidArgument,
+    InvalidArgumentError,
     hookimpl,
     input_generator,
     library_declarations,
@@ -44,7 +44,7 @@ def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[i
     num = size - k + stride
     out = num // stride if num >= 0 else -(-num // stride)  # truncated, as TensorFlow's
     if out < 0:
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"Computed output size would be negative: {out} [input: {size}, "
             f"ksize: {k}, stride: {stride}]"
         )
@@ -53,17 +53,19 @@ def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[i
 
 def _check(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
     if len(ksize) != 4 or len(strides) != 4:
-        raise InvalidArgument("Sliding window ksize and stride fields must specify 4 dimensions")
+        raise InvalidArgumentError(
+            "Sliding window ksize and stride fields must specify 4 dimensions"
+        )
     if ksize[0] != 1 or strides[0] != 1:
-        raise InvalidArgument("Pooling is not yet supported on the batch dimension.")
+        raise InvalidArgumentError("Pooling is not yet supported on the batch dimension.")
     if ksize[3] != 1 or strides[3] != 1:
-        raise InvalidArgument("MedianPool does not pool over depth.")
+        raise InvalidArgumentError("MedianPool does not pool over depth.")
     if min(*ksize[1:3], *strides[1:3]) < 1:
-        raise InvalidArgument(
+        raise InvalidArgumentError(
             f"Sliding window ksize {list(ksize)} and strides {list(strides)} must be positive"
         )
     if padding not in ("SAME", "VALID"):
-        raise InvalidArgument(f"padding must be 'VALID' or 'SAME', got {padding!r}")
+        raise InvalidArgumentError(f"padding must be 'VALID' or 'SAME', got {padding!r}")
 
 
 def windows(
