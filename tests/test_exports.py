@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import ModuleType
+
+import pytest
 
 import opmarket
 import opmarket.compat
+import opmarket.registry
 import opmarket.sdk
+import opmarket.web
 
 SDK = [
     "DEVICES",
@@ -127,3 +132,33 @@ def test_compat_names_exist() -> None:
     assert opmarket.compat.__all__
     for name in opmarket.compat.__all__:
         assert hasattr(opmarket.compat, name), name
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        (opmarket.sdk, "InvalidArgument", "InvalidArgumentError"),
+        (opmarket.sdk, "InvalidOpDef", "InvalidOpDefError"),
+        (opmarket.sdk, "NotFound", "NotFoundError"),
+        (opmarket.sdk, "UnknownDType", "UnknownDTypeError"),
+        (opmarket.registry, "AmbiguousOpName", "AmbiguousOpNameError"),
+        (opmarket.registry, "InvalidGraph", "InvalidGraphError"),
+        (opmarket.registry, "KernelNotFound", "KernelNotFoundError"),
+    ],
+)
+def test_old_error_names_still_work_with_a_deprecation_warning(
+    module: ModuleType, old: str, new: str
+) -> None:
+    """Errors are named ``*Error`` since 0.2; the 0.1 names stay until 1.0, warning."""
+    with pytest.warns(DeprecationWarning, match=f"use {module.__name__}.{new}"):
+        alias = getattr(module, old)
+    assert alias is getattr(module, new)
+    assert old not in module.__all__
+
+
+def test_every_exported_exception_is_named_error() -> None:
+    for module in (opmarket.sdk, opmarket.registry, opmarket.compat, opmarket.web):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, Exception):
+                assert name.endswith("Error"), f"{module.__name__}.{name}"
