@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -22,7 +22,10 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 
-_ERRORS = {404: {"description": 'Not found: `{"error": {"status", "code", "message"}}`'}}
+# Typed as FastAPI's ``responses`` parameter is.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": 'Not found: `{"error": {"status", "code", "message"}}`'}
+}
 
 
 @router.get("/packages", summary="Search packages")
@@ -43,7 +46,7 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
 
 @router.get(
     "/packages/{name}", summary="One package: versions, files, ops, validation", responses=_ERRORS
-)  # type: ignore[arg-type]  # FastAPI's loose responses type
+)
 def package(name: str, session: SessionDep) -> PackageDetail:
     found = get_package(session, name)
     if found is None:
@@ -55,7 +58,7 @@ def package(name: str, session: SessionDep) -> PackageDetail:
     "/ops/{name}",
     summary="Which packages provide an op, kernels per device and dtype",
     responses=_ERRORS,
-)  # type: ignore[arg-type]  # FastAPI's loose responses type
+)
 def op(name: str, session: SessionDep) -> OpDetail:
     found = get_op(session, name)
     if found is None:
