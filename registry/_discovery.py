@@ -32,7 +32,6 @@ from opmarket.registry._metadata import (
     distribution_at,
     name_and_version,
     parse_entry_points,
-    plugin_entry_points,
 )
 from opmarket.sdk._files import write_atomic
 from opmarket.sdk._hookspecs import PROJECT
@@ -165,14 +164,13 @@ def _scan_dirs(dirs: Iterable[str]) -> tuple[list[EntryPointRecord], int, list[s
                 continue
             if not _SECTION.search(text):
                 continue
-            try:
-                found = distribution_at(folder)
-                pairs = plugin_entry_points(found)
-                dist, version = name_and_version(found) if pairs else ("", "")
-            except (OSError, UnicodeDecodeError):
-                continue  # unreadable metadata: not a plugin importlib.metadata can load
+            pairs = parse_entry_points(text)  # the text read above, as importlib.metadata reads it
             if not pairs:
                 continue
+            try:
+                dist, version = name_and_version(distribution_at(folder))
+            except (OSError, UnicodeDecodeError):
+                dist = version = ""  # an unreadable METADATA: the folder's name says
             if not dist:
                 dist, version = _from_folder_name(folder)
             records.extend(EntryPointRecord(n, v, dist, version, folder) for n, v in pairs)
