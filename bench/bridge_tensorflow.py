@@ -51,11 +51,11 @@ class ZeroOutOp : public OpKernel {
   void Compute(OpKernelContext* context) override {
     const Tensor& input_tensor = context->input(0);
     OP_REQUIRES(context, TensorShapeUtils::IsVector(input_tensor.shape()),
-                errors::InvalidArgumentError("ZeroOut expects a 1-D vector."));
+                errors::InvalidArgument("ZeroOut expects a 1-D vector."));
     auto input = input_tensor.flat<T>();
     const int64_t n = input.size();
     OP_REQUIRES(context, preserve_index_ < n,
-                errors::InvalidArgumentError("preserve_index out of range"));
+                errors::InvalidArgument("preserve_index out of range"));
     Tensor* output_tensor = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, input_tensor.shape(), &output_tensor));
     auto output = output_tensor->flat<T>();
