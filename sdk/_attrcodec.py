@@ -17,6 +17,7 @@ from opmarket.sdk._dtypes import DType, dtype_from_spec_name
 from opmarket.sdk._errors import OpmarketError
 from opmarket.sdk._opdef import AttrType
 from opmarket.sdk._values import (
+    TENSOR_VALUE_FIELDS,
     FuncValue,
     TaggedValue,
     TensorShape,
@@ -40,20 +41,6 @@ __all__ = [
     "value_from_json",
     "value_to_json",
 ]
-
-_TENSOR_FIELDS = (
-    "half_val",
-    "float_val",
-    "double_val",
-    "int_val",
-    "string_val",
-    "scomplex_val",
-    "int64_val",
-    "bool_val",
-    "dcomplex_val",
-    "uint32_val",
-    "uint64_val",
-)
 
 
 class BadJsonError(OpmarketError, ValueError):
@@ -202,11 +189,11 @@ def read_tensor(v: Any, where: str) -> TensorValue:
     check_keys(
         v,
         where,
-        ("dtype", "shape", "version_number", "tensor_content", "extra", *_TENSOR_FIELDS),
+        ("dtype", "shape", "version_number", "tensor_content", "extra", *TENSOR_VALUE_FIELDS),
         ("dtype",),
     )
     values: list[tuple[str, tuple[Any, ...]]] = []
-    for name in _TENSOR_FIELDS:
+    for name in TENSOR_VALUE_FIELDS:
         if name not in v:
             continue
         items = read_list(v[name], f"{where}.{name}")

@@ -11,6 +11,7 @@ from opmarket.sdk._errors import InvalidArgumentError
 from opmarket.sdk._opdef import AttrType
 from opmarket.sdk._tfproto import FULL_TYPE_IDS, messages
 from opmarket.sdk._values import (
+    TENSOR_VALUE_FIELDS,
     AttrValue,
     FullType,
     FuncValue,
@@ -45,19 +46,6 @@ _FIELD = {
 }
 _TYPE_OF_FIELD = {v: k for k, v in _FIELD.items()}
 _FULL_TYPE_NAMES = {v: k for k, v in FULL_TYPE_IDS.items()}
-_TENSOR_VALUE_FIELDS = (
-    "half_val",
-    "float_val",
-    "double_val",
-    "int_val",
-    "string_val",
-    "scomplex_val",
-    "int64_val",
-    "bool_val",
-    "dcomplex_val",
-    "uint32_val",
-    "uint64_val",
-)
 
 
 def proto_field_for(base_type: str) -> str:
@@ -94,7 +82,7 @@ def shape_to_proto(shape: TensorShape, out: Any) -> None:
 
 def _tensor_from_proto(p: Any) -> TensorValue:
     values: list[tuple[str, tuple[Any, ...]]] = []
-    for name in _TENSOR_VALUE_FIELDS:
+    for name in TENSOR_VALUE_FIELDS:
         vals = getattr(p, name)
         if len(vals):
             if name == "string_val":

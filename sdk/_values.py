@@ -17,6 +17,7 @@ __all__ = [
     "AttrValue",
     "FullType",
     "FuncValue",
+    "TENSOR_VALUE_FIELDS",
     "TaggedValue",
     "TensorShape",
     "TensorValue",
@@ -61,6 +62,22 @@ class TensorShape:
         if self.dims is None:
             return "<unknown>"
         return "[" + ",".join("?" if d < 0 else str(d) for d in self.dims) + "]"
+
+
+#: TensorProto's typed value fields, in its order (what ``TensorValue.values`` names).
+TENSOR_VALUE_FIELDS: tuple[str, ...] = (
+    "half_val",
+    "float_val",
+    "double_val",
+    "int_val",
+    "string_val",
+    "scomplex_val",
+    "int64_val",
+    "bool_val",
+    "dcomplex_val",
+    "uint32_val",
+    "uint64_val",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape
+from opmarket.sdk._attrproto import proto_field_for
 
 __all__ = [
     "disagreement",
@@ -44,25 +45,13 @@ def _base_from_proto(base: str, v: Any) -> Any:
     raise ValueError(f"attr type {base!r} is not bridged")
 
 
-_FIELD = {
-    "string": "s",
-    "int": "i",
-    "float": "f",
-    "bool": "b",
-    "type": "type",
-    "shape": "shape",
-    "tensor": "tensor",
-    "func": "func",
-}
-
-
 def from_attr_value(attr: AttrDef, value: Any) -> Any:
     """A TensorFlow ``AttrValue`` proto as the Python value opmarket uses for ``attr``."""
     base = attr.base_type
     if attr.is_list:
-        items = getattr(value.list, _FIELD[base])
+        items = getattr(value.list, proto_field_for(base))
         return [_base_from_proto(base, v) for v in items]
-    return _base_from_proto(base, getattr(value, _FIELD[base]))
+    return _base_from_proto(base, getattr(value, proto_field_for(base)))
 
 
 def _from_python(base: str, v: Any) -> Any:
