@@ -22,12 +22,14 @@ from opmarket.sdk import ArgDef, DType, OpDef
 if TYPE_CHECKING:
     from opmarket.registry._dispatch import Dispatcher
 
-__all__ = ["docstring", "make_wrapper"]
+__all__ = ["docstring", "make_wrapper", "py_name"]
 
 _MISS = object()  # the generated wrapper's "not prepared for these shapes"
 
 
-def _py_name(name: str, taken: set[str]) -> str:
+def py_name(name: str, taken: set[str]) -> str:
+    """``name`` as a Python parameter name not in ``taken`` (no keyword, no leading ``_``),
+    added to ``taken``."""
     out = name
     while keyword.iskeyword(out) or out in taken or out.startswith("_"):
         out = out + "_" if not out.startswith("_") else "a" + out
@@ -40,8 +42,8 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     with their defaults, the fast path inline."""
     op = d.op_def
     taken: set[str] = set()
-    ins = [_py_name(a.name, taken) for a in op.inputs]
-    attrs = [(a, _py_name(a.name, taken)) for a in d.keyword_attrs]
+    ins = [py_name(a.name, taken) for a in op.inputs]
+    attrs = [(a, py_name(a.name, taken)) for a in d.keyword_attrs]
     env: dict[str, Any] = {
         "_cache": d.cache,
         "_slow": d.slow_call,

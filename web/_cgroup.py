@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["JobCgroup", "create_job_cgroup", "sweep_stale"]
+__all__ = ["JobCgroup", "create_job_cgroup", "pid_alive", "sweep_stale"]
 
 _ROOT = Path("/sys/fs/cgroup")
 _PREFIX = "opmarket-"
@@ -186,7 +186,8 @@ def _remove(folder: Path) -> None:
             threading.Event().wait(0.05)  # the killed processes are still exiting
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -206,7 +207,7 @@ def sweep_stale() -> int:
                 owner = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
                 if not folder.name.startswith(_PREFIX) or not owner.isdigit():
                     continue
-                if _alive(int(owner)):
+                if pid_alive(int(owner)):
                     continue
                 _remove(folder)
                 removed += not folder.exists()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
-from opmarket.web._cgroup import sweep_stale
+from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
@@ -162,16 +162,6 @@ def _pid_of(name: str, prefix: str) -> int | None:
     return int(owner) if name.startswith(prefix) and owner.isdigit() else None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_leftovers(settings: Settings) -> int:
     """Remove what killed validations left: job folders and control groups of processes
     that are gone, and upload spool files older than an hour; how many were removed."""
@@ -179,7 +169,7 @@ def clean_leftovers(settings: Settings) -> int:
     for folder in Path(tempfile.gettempdir()).glob("opmarket-*"):
         for prefix in (_JOB_PREFIX, "opmarket-unsandboxed-"):
             pid = _pid_of(folder.name, prefix)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not pid_alive(pid):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1
     cutoff = time.time() - 3600

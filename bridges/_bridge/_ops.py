@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import importlib
-import keyword
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,14 +112,6 @@ def freeze_attrs(attrs: Mapping[str, Any]) -> Any:
     return tuple(sorted((k, one(v)) for k, v in attrs.items()))
 
 
-def _py_name(name: str, taken: set[str]) -> str:
-    out = name
-    while keyword.iskeyword(out) or out in taken or out.startswith("_"):
-        out = out + "_" if not out.startswith("_") else "a" + out
-    taken.add(out)
-    return out
-
-
 class BridgeOp:
     """One op, described for a framework bridge; see the module's docstring."""
 
@@ -139,10 +130,12 @@ class BridgeOp:
         for arg in op_def.inputs:
             inferred.update(n for n in (arg.type_attr, arg.number_attr, arg.type_list_attr) if n)
         taken: set[str] = set()
-        self.input_names = [_py_name(a.name, taken) for a in op_def.inputs]
+        self.input_names = [_registry.py_name(a.name, taken) for a in op_def.inputs]
         self.params = [
             Param(
-                _py_name(a.name, taken), a, ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR
+                _registry.py_name(a.name, taken),
+                a,
+                ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR,
             )
             for a in op_def.attrs
             if a.name not in inferred

@@ -11,22 +11,24 @@ from typing import Any
 import numpy as np
 
 from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
+from opmarket.registry._wrapper import py_name  # internal: wrappers' parameter names
 from opmarket.sdk import KernelSpec, OpDef
 
 __all__ = [
+    "bind",
+    "bridge_include",
+    "bridge_table",
     "builtin",
     "cache_dir",
     "choose_kernel",
-    "bridge_table",
     "is_c_abi",
-    "native_handle",
     "load_all",
-    "registry",
-    "version",
-    "run_op",
-    "bind",
-    "bridge_include",
+    "native_handle",
     "prepared_call",
+    "py_name",
+    "registry",
+    "run_op",
+    "version",
 ]
 
 
