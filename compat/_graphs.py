@@ -6,10 +6,11 @@ from pathlib import Path
 
 from opmarket.compat._report import Finding
 from opmarket.compat._rules import RULES_BY_ID
-from opmarket.registry import GraphProblem, graph_problems, load_graph
+from opmarket.compat._values import show_value, values_equal
+from opmarket.registry import Graph, GraphProblem, graph_problems, load_graph
 from opmarket.sdk import DocumentError, OpSet
 
-__all__ = ["graph_files", "replay_graphs"]
+__all__ = ["default_reliances", "graph_files", "replay_graphs"]
 
 
 def graph_files(folder: str | Path) -> list[Path]:
@@ -19,6 +20,37 @@ def graph_files(folder: str | Path) -> list[Path]:
 
 def _op_of(problem: GraphProblem) -> str:
     return problem.op or "(graph)"
+
+
+def default_reliances(graph: Graph, old: OpSet, new: OpSet) -> list[tuple[str, str, str]]:
+    """``(node, op, message)`` for each node that leaves an attr to its op's default when
+    that default differs between ``old`` and ``new``: the node computes something else under
+    the new release, though the graph still validates. A node that stores the value (every
+    graph saved with format_version 3 does) keeps its meaning."""
+    out: list[tuple[str, str, str]] = []
+    for node in graph:
+        before, after = old.get(node.op), new.get(node.op)
+        if before is None or after is None:
+            continue
+        for attr in before.attrs:
+            changed = after.attr(attr.name)
+            if attr.name in node.attrs or attr.default is None or changed is None:
+                continue
+            if changed.default is None:
+                continue  # the graph no longer validates: graph-invalid names it
+            if attr.type == changed.type and values_equal(attr.type, attr.default, changed.default):
+                continue
+            saved = " (saved before defaults were stored)" if graph.relies_on_defaults else ""
+            out.append(
+                (
+                    node.name,
+                    node.op,
+                    f"node {node.name!r} takes attr {attr.name!r} from its default{saved}: "
+                    f"{show_value(attr.type, attr.default)} when saved, "
+                    f"{show_value(changed.type, changed.default)} now, so its result changes",
+                )
+            )
+    return out
 
 
 def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list[Finding]]:
@@ -31,6 +63,7 @@ def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list
     files = graph_files(folder)
     out: list[Finding] = []
     invalid, before = RULES_BY_ID["graph-invalid"], RULES_BY_ID["graph-invalid-before"]
+    reliance = RULES_BY_ID["graph-default-changed"]
     for path in files:
         label = str(path)
         try:
@@ -61,5 +94,9 @@ def replay_graphs(folder: str | Path, old: OpSet, new: OpSet) -> tuple[int, list
         out.extend(
             Finding(_op_of(p), invalid.id, invalid.severity, p.message, graph=label)
             for p in graph_problems(graph, new)
+        )
+        out.extend(
+            Finding(op, reliance.id, reliance.severity, message, graph=label)
+            for _, op, message in default_reliances(graph, old, new)
         )
     return len(files), out

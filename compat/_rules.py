@@ -256,6 +256,15 @@ RULES: tuple[Rule, ...] = (
         None,
     ),
     Rule(
+        "graph-default-changed",
+        B,
+        Scope.GRAPH,
+        "A node of a saved graph leaves an attr to its default, and that default changed: the "
+        "graph still loads but computes something else.",
+        "Keep the old default; graphs saved from now on store every value (format_version 3).",
+        None,
+    ),
+    Rule(
         "graph-invalid-before",
         W,
         Scope.GRAPH,

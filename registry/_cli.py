@@ -84,7 +84,9 @@ def plugin_rows(*, load: bool = True) -> list[PluginRow]:
             row.ops = sorted(o.name for o in manifest.ops)
             row.kernels = _by_device(manifest.kernels)
         except OpmarketError as exc:
-            row.errors.append(str(exc).splitlines()[0])
+            # The table prints each error after the plugin's own label: say it once.
+            label = f"plugin {entry.name} ({entry.distribution} {entry.version}): "
+            row.errors.append(str(exc).splitlines()[0].removeprefix(label))
         rows.append(row)
     if not load:
         return rows

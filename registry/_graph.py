@@ -40,7 +40,10 @@ __all__ = [
 GRAPH_FORMAT = "opmarket.graph"
 #: The ``versions.producer`` this release writes (TensorFlow's GraphDef producer version).
 PRODUCER_VERSION = 1
-_FORMAT_VERSION = 2  # 2: attrs as {type, value} (sdk's codec); 1 still loads
+# 3: every attr stored, defaults included (TensorFlow's NodeDefs); 2: attrs as {type, value}
+# (sdk's codec), defaulted attrs left out; 1: opmarket 0.1's attr spelling. All three load.
+_FORMAT_VERSION = 3
+_FIRST_WITH_DEFAULTS = 3
 
 #: Where graph functions look ops up: a name -> OpDef mapping, or an OpSet.
 OpLookup = Mapping[str, OpDef] | OpSet
@@ -103,9 +106,13 @@ class Graph:
         *,
         producer: int = PRODUCER_VERSION,
         min_consumer: int = 0,
+        relies_on_defaults: bool = False,
     ) -> None:
         self.producer = producer
         self.min_consumer = min_consumer
+        #: True for a graph read from a file written before attr defaults were stored
+        #: (format_version 1 or 2): its nodes take whatever defaults the running release has.
+        self.relies_on_defaults = relies_on_defaults
         self._nodes: dict[str, Node] = {}
         self._duplicates: list[Node] = []
         for node in nodes:
@@ -212,7 +219,8 @@ class Graph:
 
 
 def graph_to_json(graph: Graph) -> dict[str, Any]:
-    """The graph as JSON-ready data (what :func:`save_graph` writes)."""
+    """The graph as JSON-ready data, its nodes' attrs as they are (:func:`save_graph` first
+    fills in every attr that has a default)."""
     nodes: list[dict[str, Any]] = []
     for n in graph:
         entry: dict[str, Any] = {"name": n.name, "op": n.op, "inputs": list(n.inputs)}
@@ -262,7 +270,12 @@ def graph_from_json(data: Any, source: str = "<json>") -> Graph:
             nodes.append(node)
     if problems:
         raise DocumentError(source, "\n".join(problems))
-    return Graph(nodes, producer=producer, min_consumer=min_consumer)
+    return Graph(
+        nodes,
+        producer=producer,
+        min_consumer=min_consumer,
+        relies_on_defaults=isinstance(fv, int) and fv < _FIRST_WITH_DEFAULTS,
+    )
 
 
 def _node_from_json(raw: Any, where: str, problems: list[str], v1: bool) -> Node | None:
@@ -301,15 +314,18 @@ def _node_from_json(raw: Any, where: str, problems: list[str], v1: bool) -> Node
     return Node(name, op, tuple(inputs), attrs, raw.get("device", ""))
 
 
-def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write ``graph`` as deterministic JSON, one line per node field."""
+def save_graph(graph: Graph, path: str | os.PathLike[str], *, ops: OpLookup | None = None) -> None:
+    """Write ``graph`` as deterministic JSON, one line per node field, every attr stored:
+    the values its op's defaults give are filled in (from ``ops``, else the installed
+    plugins' ops), so that a later release changing a default does not change what the saved
+    graph computes, as TensorFlow's NodeDefs carry their defaults."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(dumps_graph(graph))
+        f.write(dumps_graph(graph, ops=ops))
 
 
-def dumps_graph(graph: Graph) -> str:
+def dumps_graph(graph: Graph, *, ops: OpLookup | None = None) -> str:
     """The text :func:`save_graph` writes: JSON, one line per node field."""
-    data = graph_to_json(graph)
+    data = graph_to_json(_with_defaults(graph, ops))
 
     def compact(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
@@ -325,6 +341,18 @@ def dumps_graph(graph: Graph) -> str:
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _with_defaults(graph: Graph, ops: OpLookup | None) -> Graph:
+    # Imported here: graph validation builds on this module.
+    from opmarket.registry._graph_validation import fill_defaults
+
+    if ops is None:
+        from opmarket.registry._runtime import get_registry, load_plugins
+
+        load_plugins()
+        ops = get_registry().op_defs
+    return fill_defaults(graph, ops)
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:

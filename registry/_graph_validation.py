@@ -57,7 +57,12 @@ def fill_defaults(graph: Graph, ops: OpLookup) -> Graph:
         filled[n.name] if filled.get(n.name) is not None and graph.get(n.name) is n else n
         for n in graph
     ]
-    return Graph(nodes, producer=graph.producer, min_consumer=graph.min_consumer)
+    return Graph(
+        nodes,
+        producer=graph.producer,
+        min_consumer=graph.min_consumer,
+        relies_on_defaults=graph.relies_on_defaults,
+    )
 
 
 def _infer_from_inputs(

@@ -31,10 +31,10 @@ def _narrow(opset: OpSet) -> OpSet:
 
 
 def test_a_graph_that_no_longer_validates_is_breaking(tmp_path: Path, release: Release) -> None:
-    save_graph(_zero_out_graph("int32"), tmp_path / "int.json")
-    (tmp_path / "nested").mkdir()
-    save_graph(_zero_out_graph("float"), tmp_path / "nested" / "float.json")
     old = release("1.0.0")
+    save_graph(_zero_out_graph("int32"), tmp_path / "int.json", ops=old)
+    (tmp_path / "nested").mkdir()
+    save_graph(_zero_out_graph("float"), tmp_path / "nested" / "float.json", ops=old)
     count, findings = replay_graphs(tmp_path, old, _narrow(old))
     assert count == 2
     assert [(f.rule, f.op, Path(f.graph).name) for f in findings] == [
@@ -45,16 +45,16 @@ def test_a_graph_that_no_longer_validates_is_breaking(tmp_path: Path, release: R
 
 def test_a_graph_invalid_before_is_a_warning(tmp_path: Path, release: Release) -> None:
     g = Graph([Node("u", "NoSuchOp")])
-    save_graph(g, tmp_path / "odd.json")
     old = release("1.0.0")
+    save_graph(g, tmp_path / "odd.json", ops=old)
     count, findings = replay_graphs(tmp_path, old, old)
     assert count == 1
     assert [(f.rule, f.severity.value) for f in findings] == [("graph-invalid-before", "warning")]
 
 
 def test_graph_findings_make_the_report_incompatible(tmp_path: Path, release: Release) -> None:
-    save_graph(_zero_out_graph("int32"), tmp_path / "g.json")
     old = release("1.0.0")
+    save_graph(_zero_out_graph("int32"), tmp_path / "g.json", ops=old)
     report = check_sources(
         Source("old", old, True), Source("new", _narrow(old), True), graphs=tmp_path
     )
@@ -68,8 +68,8 @@ def test_an_unreadable_graph_is_reported_and_the_others_replayed(
     tmp_path: Path, release: Release
 ) -> None:
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
-    save_graph(_zero_out_graph("int32"), tmp_path / "good.json")
     old = release("1.0.0")
+    save_graph(_zero_out_graph("int32"), tmp_path / "good.json", ops=old)
     count, findings = replay_graphs(tmp_path, old, _narrow(old))
     assert count == 2
     assert [(f.rule, f.severity.value, Path(f.graph).name) for f in findings] == [
@@ -80,8 +80,8 @@ def test_an_unreadable_graph_is_reported_and_the_others_replayed(
 
 
 def test_a_graph_using_a_removed_op_names_the_op(tmp_path: Path, release: Release) -> None:
-    save_graph(_zero_out_graph("int32"), tmp_path / "g.json")
     old = release("1.0.0")
+    save_graph(_zero_out_graph("int32"), tmp_path / "g.json", ops=old)
     count, findings = replay_graphs(tmp_path, old, OpSet.of([], name=old.name, version="2.0.0"))
     assert count == 1
     assert [(f.rule, f.op) for f in findings] == [("graph-invalid", "Opm>ZeroOut")]

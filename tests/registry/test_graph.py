@@ -67,9 +67,9 @@ def test_built_graph_is_valid_and_round_trips(tmp_path: Path, ops: dict[str, OpD
 
 
 def test_saved_attrs_are_readable(tmp_path: Path) -> None:
-    """Format 2: each attr is {type, value} in the op-set's encoding (one attr codec)."""
+    """Each attr is {type, value} in the op-set's encoding (one attr codec)."""
     data = graph_to_json(zero_out_graph())
-    assert data["format_version"] == 2
+    assert data["format_version"] == 3
     by_name = {n["name"]: n for n in data["nodes"]}
     assert by_name["x"]["attrs"] == {
         "dtype": {"type": "type", "value": "float"},
@@ -85,6 +85,32 @@ def test_saved_attrs_are_readable(tmp_path: Path) -> None:
     }
     assert by_name["cat"]["inputs"] == ["zx:0", "zx:0"]
     assert data["versions"] == {"producer": 1, "min_consumer": 0}
+
+
+def test_saving_stores_every_default(tmp_path: Path, ops: dict[str, OpDef]) -> None:
+    """As TensorFlow's NodeDefs: a saved node carries the defaults of the release it was saved
+    with, so a later default change does not change what the graph computes."""
+    path = tmp_path / "g.json"
+    save_graph(zero_out_graph(), path, ops=ops)
+    saved = json.loads(path.read_text())["nodes"]
+    zc = next(n for n in saved if n["name"] == "zc")
+    assert zc["attrs"]["preserve_index"] == {"type": "int", "value": 0}
+    loaded = load_graph(path)
+    assert loaded["zc"].attrs["preserve_index"] == 0
+    assert not loaded.relies_on_defaults
+    assert loaded == fill_defaults(zero_out_graph(), ops)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_graphs_saved_without_defaults_are_marked(version: int) -> None:
+    doc = {
+        "format": "opmarket.graph",
+        "format_version": version,
+        "nodes": [{"name": "x", "op": "Placeholder", "inputs": [], "attrs": {}}],
+    }
+    graph = graph_from_json(doc)
+    assert graph.relies_on_defaults
+    assert fill_defaults(graph, {}).relies_on_defaults  # a copy keeps the mark
 
 
 def test_format_1_graphs_still_load() -> None:
