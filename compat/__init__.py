@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opmarket.compat._engine import compare_history, compare_ops, compare_opsets
     from opmarket.compat._history import add_release, read_history, write_history
     from opmarket.compat._index import opset_from_index
-    from opmarket.compat._report import FORMATS, Finding, Report, render
+    from opmarket.compat._report import FAIL_ON, FORMATS, Finding, Report, render
     from opmarket.compat._rules import RULES, RULES_BY_ID, Example, Rule, Scope, Severity
     from opmarket.compat._snapshot import take_snapshot
     from opmarket.compat._sources import Source, load_source
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FAIL_ON",
     "FORMATS",
     "MANIFEST",
     "RULES",
@@ -65,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "ENTRY_POINT_GROUP": "opmarket.compat._dists",
         "Example": "opmarket.compat._rules",
+        "FAIL_ON": "opmarket.compat._report",
         "FORMATS": "opmarket.compat._report",
         "Finding": "opmarket.compat._report",
         "InvalidVersionError": "opmarket.compat._version",

@@ -1,7 +1,8 @@
 """``compat-check`` (also ``opmarket compat``) and ``opmarket snapshot``.
 
-Exit codes: 0 nothing breaks, 1 something breaks or the version bump is too small, 2 bad
-usage or unreadable input (one line naming the file and what is wrong).
+Exit codes: 0 nothing breaks, 1 something breaks or the version bump is too small (what
+counts is ``--fail-on``), 2 bad usage or unreadable input (one line naming the file and what is
+wrong).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = ["main", "snapshot"]
 # The report formats (compat._report.FORMATS, which a test keeps equal): spelled here so that
 # `compat-check --help` imports nothing of the engine. Each command imports what it runs.
 FORMATS = ("text", "json", "markdown")
+FAIL_ON = ("breaking", "version", "never")  # compat._report.FAIL_ON, the same way
 
 
 @click.command(
@@ -44,6 +46,14 @@ FORMATS = ("text", "json", "markdown")
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Replay every graph saved with the old release (*.json, recursively) against NEW.",
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default="breaking",
+    show_default=True,
+    help="What exits 1: any breaking change or a version bump too small; only a version "
+    "bump too small for what changed (a break released as a major bump passes); nothing.",
+)
 @click.option("--old-version", metavar="VERSION", help="The old release's version.")
 @click.option("--new-version", metavar="VERSION", help="The new release's version.")
 @click.option(
@@ -62,6 +72,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     history: str | None,
     fmt: str,
     graphs: Path | None,
+    fail_on: str,
     old_version: str | None,
     new_version: str | None,
     index_url: str | None,
@@ -103,6 +114,12 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
         )
     except (DocumentError, InvalidOpDefError, InvalidVersionError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
+    if fail_on == "version" and report.version is None:
+        raise UsageError(
+            "--fail-on version needs both releases' versions: give --old-version and "
+            "--new-version, or compare wheels, installed distributions or NAME==VERSION"
+        )
+    report.fail_on = fail_on
     write_output(render(report, fmt), output)
     sys.exit(report.exit_code)
 

@@ -11,9 +11,12 @@ from opmarket.compat._rules import RULES_BY_ID, Severity
 from opmarket.compat._version import VersionVerdict
 from opmarket.sdk import InvalidArgumentError
 
-__all__ = ["FORMATS", "Finding", "Report", "render"]
+__all__ = ["FAIL_ON", "FORMATS", "Finding", "Report", "render"]
 
 FORMATS: tuple[str, ...] = ("text", "json", "markdown")
+#: What makes a check fail (exit 1), for ``--fail-on``: any breaking change or a version bump
+#: too small (the default); only a version bump too small for what changed; nothing.
+FAIL_ON: tuple[str, ...] = ("breaking", "version", "never")
 
 _ORDER = {Severity.BREAKING: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -65,6 +68,7 @@ class Report:
     version: VersionVerdict | None = None
     graphs_checked: int = 0
     ops_compared: int = 0
+    fail_on: str = "breaking"  # one of FAIL_ON
 
     @property
     def compatible(self) -> bool:
@@ -73,8 +77,15 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """0 when fine, 1 when something breaks or the version bump is too small."""
-        return 0 if self.compatible and (self.version is None or self.version.ok) else 1
+        """1 when the check fails under :attr:`fail_on`, else 0: ``breaking`` fails on a
+        breaking change or a version bump too small, ``version`` only on a bump too small for
+        what changed (an intended, honestly versioned break passes), ``never`` never."""
+        bump_ok = self.version is None or self.version.ok
+        if self.fail_on == "never":
+            return 0
+        if self.fail_on == "version":
+            return 0 if bump_ok else 1
+        return 0 if self.compatible and bump_ok else 1
 
     def counts(self) -> dict[str, int]:
         """The number of findings per severity name, every severity present (0 when none)."""
@@ -90,6 +101,7 @@ class Report:
         return {
             "compatible": self.compatible,
             "ok": self.exit_code == 0,
+            "fail_on": self.fail_on,
             "old": self.old,
             "new": self.new,
             "ops_compared": self.ops_compared,
@@ -131,12 +143,14 @@ def _md_cell(text: str) -> str:
 
 def _markdown(report: Report) -> str:
     counts = report.counts()
-    if report.exit_code == 0:
+    if report.compatible and report.exit_code == 0:
         head = "### compat-check: compatible"
-    elif not report.compatible:
-        head = "### compat-check: breaking changes"
-    else:
+    elif report.version is not None and not report.version.ok:
         head = "### compat-check: version bump too small"
+    elif report.version is not None:
+        head = "### compat-check: breaking changes, released as a major bump"
+    else:
+        head = "### compat-check: breaking changes"
     lines = [
         head,
         "",
@@ -145,8 +159,8 @@ def _markdown(report: Report) -> str:
         f"{counts['info']} info.",
     ]
     if report.version is not None:
-        mark = "ok" if report.version.ok else "**too small**"
-        lines += ["", f"Version: {mark}: {_md_cell(report.version.message)}"]
+        label = "**Version:**" if report.version.ok else "**Version too small:**"
+        lines += ["", f"{label} {_md_cell(report.version.message)}"]
     if report.findings:
         lines += [
             "",

@@ -306,3 +306,104 @@ def test_snapshot_appends_only_to_a_history(tmp_path: Path, release: Release, ki
     assert done.stderr.startswith(f"opmarket: error: {target}: not an opmarket history file")
     assert done.stderr.count("\n") == 1
     assert target.read_text(encoding="utf-8") == text
+
+
+def test_fail_on_version_passes_a_break_released_as_a_major_bump(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    old, _, bad = pair  # bad: a breaking change released as 2.0.0
+    done = run("compat-check", old, bad, "--fail-on", "version", "--format", "json")
+    assert done.returncode == 0, done.stdout
+    report = json.loads(done.stdout)
+    assert report["compatible"] is False and report["ok"] is True
+    assert report["fail_on"] == "version"
+    markdown = run("compat-check", old, bad, "--fail-on", "version", "--format", "markdown")
+    assert markdown.returncode == 0
+    assert markdown.stdout.startswith(
+        "### compat-check: breaking changes, released as a major bump"
+    )
+    assert "**Version:** 1.0.0 -> 2.0.0: ok (" in markdown.stdout
+
+
+def test_fail_on_version_fails_a_break_released_as_a_minor_bump(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    old, _, bad = pair
+    done = run("compat-check", old, bad, "--fail-on", "version", "--new-version", "1.1.0")
+    assert done.returncode == 1
+    assert "version: 1.0.0 -> 1.1.0 is a minor bump, too small" in done.stdout
+    markdown = run(
+        "compat-check", old, bad, "--new-version", "1.1.0", "--format", "markdown"
+    ).stdout
+    assert markdown.startswith("### compat-check: version bump too small")
+    assert "**Version too small:** 1.0.0 -> 1.1.0 is a minor bump" in markdown
+
+
+def test_fail_on_never_reports_and_exits_0(pair: tuple[Path, Path, Path]) -> None:
+    old, _, bad = pair
+    done = run("compat-check", old, bad, "--fail-on", "never")
+    assert done.returncode == 0
+    assert "NOT compatible" in done.stdout
+
+
+def test_fail_on_version_without_versions_is_a_usage_error(
+    tmp_path: Path, release: Release
+) -> None:
+    def unversioned(opset: OpSet) -> OpSet:
+        return OpSet.of(list(opset.ops), opset.kernels, name=opset.name)
+
+    old = write(tmp_path / "a.json", unversioned(release("1.0.0")))
+    new = write(tmp_path / "b.json", unversioned(release("2.0.0", extra_attr="mode: string")))
+    done = run("compat-check", old, new, "--fail-on", "version")
+    assert done.returncode == 2
+    assert "--fail-on version needs both releases' versions" in done.stderr
+
+
+def test_graphs_name_each_node_that_relies_on_a_changed_default(
+    tmp_path: Path, release: Release
+) -> None:
+    """clip_max's default 6 -> 1: a graph saved before defaults were stored (format 2) takes
+    the new default and computes [1, 1] instead of [3, 6]; compat-check names its node. A graph
+    saved now stores 6 and keeps its meaning."""
+    old_set = release("1.0.0", extra_attr="clip_max: float = 6.0")
+    new_set = release("1.0.1", extra_attr="clip_max: float = 1.0")
+    old = write(tmp_path / "old.json", old_set)
+    new = write(tmp_path / "new.json", new_set)
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    node = {"name": "clipped", "op": "Opm>ZeroOut", "inputs": ["x:0"]}
+    placeholder = {
+        "name": "x",
+        "op": "Placeholder",
+        "inputs": [],
+        "attrs": {"dtype": {"type": "type", "value": "float"}},
+    }
+    (graphs / "before.json").write_text(
+        json.dumps(
+            {
+                "format": "opmarket.graph",
+                "format_version": 2,
+                "nodes": [
+                    placeholder,
+                    {**node, "attrs": {"T": {"type": "type", "value": "float"}}},
+                ],
+            }
+        )
+    )
+    from opmarket.registry import Graph, save_graph
+
+    g = Graph()
+    x = g.placeholder("float", name="x")
+    g.add("Opm>ZeroOut", x, name="clipped", T="float")
+    save_graph(g, graphs / "now.json", ops=old_set)
+
+    done = run("compat-check", old, new, "--graphs", graphs, "--format", "json")
+    assert done.returncode == 1
+    findings = [f for f in json.loads(done.stdout)["findings"] if f.get("graph")]
+    assert [(f["rule"], Path(f["graph"]).name) for f in findings] == [
+        ("graph-default-changed", "before.json")
+    ]
+    assert findings[0]["message"] == (
+        "node 'clipped' takes attr 'clip_max' from its default (saved before defaults were "
+        "stored): 6.0 when saved, 1.0 now, so its result changes"
+    )

@@ -21,7 +21,14 @@ def test_rules_reference_is_up_to_date() -> None:
 def test_every_rule_is_in_the_user_guide() -> None:
     guide = (DOCS / "compat.md").read_text(encoding="utf-8")
     assert "compat-rules.md" in guide
-    for option in ("--history", "--graphs", "--format", "--old-version", "--index-url"):
+    for option in (
+        "--history",
+        "--graphs",
+        "--format",
+        "--fail-on",
+        "--old-version",
+        "--index-url",
+    ):
         assert option in guide
 
 
@@ -30,6 +37,7 @@ def test_exported_members() -> None:
     assert exported == sorted(exported, key=lambda n: (not n.isupper(), n[0].islower(), n))
     assert set(exported) == {
         "ENTRY_POINT_GROUP",
+        "FAIL_ON",
         "FORMATS",
         "MANIFEST",
         "RULES",
