@@ -85,6 +85,10 @@ def test_the_plugins_table_reads_as_a_table_with_the_errors_under_it(beside_site
     assert static.returncode == 0
     assert "not loaded" in static.stdout.splitlines()[2]
     assert "ships no opmarket.opset.json" in static.stdout
+    # The plugin's label once per line, not once more inside the message.
+    (missing,) = [line for line in static.stdout.splitlines() if "ships no" in line]
+    assert missing.startswith("broken (opmarket-broken-plugin 0.3.0): entry point module ")
+    assert missing.count("opmarket-broken-plugin") == 1
 
 
 def test_ops_lists_from_manifests_without_importing_plugins(
