@@ -45,6 +45,11 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "doctor",
         "Show this machine's CPU, GPUs and CUDA runtimes, and which kernel runs each op.",
     ),
+    "install": (
+        "opmarket.registry._install",
+        "install",
+        "Install plugin NAME and the GPU companion that fits this machine, with pip.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",

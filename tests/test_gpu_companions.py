@@ -1,0 +1,237 @@
+"""The GPU companions (plugins/*_cuda13): their wheels built once per session with nvcc
+(skipped without it), what the wheels carry, and the installed companions on this machine:
+they load, register no GPU kernel without a GPU, the ops run on CPU, and doctor says why.
+
+The GPU-only branch (a GPU visible: the kernels register and run on it) is the ``else`` of
+``test_the_installed_companions_load_here``; it runs only on a machine with a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opmarket
+from opmarket.registry import isolated_registry, load_plugins
+from opmarket.registry._doctor import _missing_companions
+from opmarket.registry._gpubinary import read_device_code
+from opmarket.sdk._cuda import find_nvcc
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PAIRS = {"time_two": "Opm>TimeTwo", "median_pool": "Opm>MedianPool"}
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each base plugin's and companion's wheel, built from a clean copy of its source."""
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): no companions")
+    work = tmp_path_factory.mktemp("gpu-wheels")
+    sources = []
+    for base in PAIRS:
+        for name in (base, f"{base}_cuda13"):
+            shutil.copytree(
+                REPO / "plugins" / name,
+                work / name,
+                ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+            )
+            sources.append(str(work / name))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(work / "dist"),
+            *sources,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheels = {}
+    for wheel in (work / "dist").glob("*.whl"):
+        wheels[wheel.name.split("-")[0].removeprefix("opmarket_")] = wheel
+    assert set(wheels) == {*PAIRS, *(f"{b}_cuda13" for b in PAIRS)}, wheels
+    return wheels
+
+
+def members(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def read_member(wheel: Path, suffix: str) -> bytes:
+    with zipfile.ZipFile(wheel) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith(suffix)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", sorted(PAIRS))
+def test_the_base_wheel_carries_no_cuda_and_offers_the_extra(
+    built: dict[str, Path], base: str, tmp_path: Path
+) -> None:
+    wheel = built[base]
+    names = members(wheel)
+    assert not [n for n in names if n.endswith((".cu", ".cuh")) or "gpu" in n or "cuda" in n]
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp_path)
+    for lib in tmp_path.rglob("*.so"):
+        code = read_device_code(lib)
+        assert code.cuda_runtime is None and not code.has_device_code, lib
+    manifest = json.loads(read_member(wheel, "opmarket.opset.json"))
+    assert {k["device"] for k in manifest["kernels"]} == {"CPU"}
+    metadata = read_member(wheel, ".dist-info/METADATA").decode()
+    companion = f"opmarket-{base.replace('_', '-')}-cuda13"
+    assert "Provides-Extra: cuda13" in metadata
+    assert f'Requires-Dist: {companion}==0.1.0; extra == "cuda13"' in metadata
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", sorted(PAIRS))
+def test_the_companion_links_the_runtime_wheel_shared(
+    built: dict[str, Path], base: str, tmp_path: Path
+) -> None:
+    wheel = built[f"{base}_cuda13"]
+    assert wheel.name == f"opmarket_{base}_cuda13-0.1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp_path)
+    (lib,) = tmp_path.rglob("*.so")
+    code = read_device_code(lib)
+    # Shared, not static: the runtime is NEEDED, found through the runtime wheel's folder.
+    assert "libcudart.so.13" in code.needed and code.cuda_runtime == 13
+    assert code.runpath == ("$ORIGIN/../nvidia/cu13/lib",)
+    assert lib.stat().st_size < 400_000  # the static runtime alone is ~1 MB
+    # What the fat binary carries is what the build recorded.
+    record = json.loads(read_member(wheel, "cuda_build.json"))
+    assert (list(code.sass), list(code.ptx)) == (record["sass"], record["ptx"])
+    assert code.sass == ("sm_80", "sm_90") and code.ptx == ("compute_75",)
+    metadata = read_member(wheel, ".dist-info/METADATA").decode()
+    assert f"Requires-Dist: opmarket-{base.replace('_', '-')}==0.1.0" in metadata
+    assert "Requires-Dist: nvidia-cuda-runtime<14,>=13" in metadata
+    manifest = json.loads(read_member(wheel, "opmarket.opset.json"))
+    assert "ops" not in manifest  # the base declares the op
+    assert [(k["op"], k["device"]) for k in manifest["kernels"]] == [(PAIRS[base], "GPU")]
+
+
+def installed(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+needs_companions = pytest.mark.skipif(
+    not (installed("opmarket_time_two_cuda13") and installed("opmarket_median_pool_cuda13")),
+    reason="the GPU companions are not installed (scripts/setup skips them without nvcc)",
+)
+
+
+@pytest.fixture
+def companions() -> Iterator[None]:
+    with isolated_registry(plugins=[*PAIRS, *(f"{b}_cuda13" for b in PAIRS)]):
+        yield
+
+
+@needs_companions
+def test_the_installed_companions_load_here(companions: None) -> None:
+    import opmarket_median_pool_cuda13
+    import opmarket_time_two_cuda13
+
+    infos = {i.name: i for i in load_plugins()}
+    assert {n: i.status for n, i in infos.items()} == dict.fromkeys(infos, "loaded")
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)
+    for module in (opmarket_time_two_cuda13, opmarket_median_pool_cuda13):
+        lib = module.gpu()
+        assert lib.handle is not None, lib.status  # loaded: the runtime was found
+        # The runtime wheel's libcudart, not a system toolkit's.
+        assert "/nvidia/cu13/lib/libcudart.so.13" in lib.runtime, lib.runtime
+    if not opmarket_time_two_cuda13.gpu().available:
+        assert opmarket_time_two_cuda13.gpu_status().startswith("no GPU visible")
+        assert opmarket_median_pool_cuda13.gpu_status().startswith("no GPU visible")
+        assert infos["time_two_cuda13"].kernels == () == infos["median_pool_cuda13"].kernels
+        np.testing.assert_array_equal(opmarket.ops.time_two(x), x * 2)
+    else:  # a GPU: the companions' kernels registered and run there
+        with opmarket.device("GPU"):
+            np.testing.assert_array_equal(opmarket.ops.time_two(x), x * 2)
+            out = opmarket.ops.median_pool(
+                x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="SAME"
+            )
+        with opmarket.device("CPU"):
+            expected = opmarket.ops.median_pool(
+                x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="SAME"
+            )
+        np.testing.assert_array_equal(out, expected)
+
+
+@needs_companions
+def test_a_companion_registers_gpu_kernels_for_its_base_plugins_op(companions: None) -> None:
+    import opmarket_median_pool_cuda13
+    import opmarket_time_two_cuda13
+
+    load_plugins()
+    registry = opmarket.registry.get_registry()
+    if opmarket_time_two_cuda13.gpu().available:
+        pytest.skip("a GPU is visible: the companions registered their kernels already")
+    # What register() hands over where a GPU is, registered here by hand: the registry
+    # takes GPU kernels from one plugin for the op another declares.
+    registry.register(
+        *opmarket_time_two_cuda13.kernels(),
+        *opmarket_median_pool_cuda13.kernels(),
+        source="plugin companions (test)",
+    )
+    for op in PAIRS.values():
+        assert {k.device for k in registry.kernels(op)} == {"CPU", "GPU"}
+        assert registry.source(op) is not None and "cuda13" not in registry.source(op)
+    x = np.ones(3, np.float32)
+    with opmarket.device("GPU"), pytest.raises(RuntimeError, match="cannot run here: no GPU"):
+        opmarket.ops.time_two(x)
+
+
+@needs_companions
+@pytest.mark.slow
+def test_doctor_names_the_gpu_kernels_not_chosen(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "doctor", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "OPMARKET_CACHE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    ops = {o["op"]: o["kernels"] for o in data["ops"]}
+    if data["machine"]["gpus"]:
+        pytest.skip("a GPU is visible: see the GPU branch of the companions' load test")
+    for op in PAIRS.values():
+        gpu = [k for k in ops[op] if k["device"] == "GPU"]
+        assert [(k["chosen"], k["reason"]) for k in gpu] == [(False, "no GPU visible")]
+        assert all(k["chosen"] for k in ops[op] if k["device"] == "CPU")
+    assert ops["Opm>TimeTwo"][-1]["dtypes"] == ["float", "double", "int32", "int64"]
+    assert any(
+        r["major"] == 13 and r["source"] == "wheel" for r in data["machine"]["cuda_runtimes"]
+    )
+
+
+def test_a_cuda_extra_whose_companion_is_missing(tmp_path: Path) -> None:
+    info = tmp_path / "opm_x-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: opm-x\nVersion: 1.0\nProvides-Extra: cuda13\n"
+        'Provides-Extra: docs\nRequires-Dist: opm-x-cuda13==1.0; extra == "cuda13"\n'
+        'Requires-Dist: sphinx; extra == "docs"\nRequires-Dist: numpy\n'
+    )
+    assert _missing_companions(str(info)) == [("opm-x-cuda13", "cuda13")]
