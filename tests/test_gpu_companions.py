@@ -235,3 +235,35 @@ def test_a_cuda_extra_whose_companion_is_missing(tmp_path: Path) -> None:
         'Requires-Dist: sphinx; extra == "docs"\nRequires-Dist: numpy\n'
     )
     assert _missing_companions(str(info)) == [("opm-x-cuda13", "cuda13")]
+
+
+@needs_companions
+def test_the_median_pool_window_code_matches_the_reference_on_the_host() -> None:
+    # The CUDA kernel's per-window function is __host__ __device__; the library runs it on
+    # the CPU too, so its selection (local sort up to 49 values, counting beyond), SAME
+    # edges, even counts and NaN are checked here against the numpy composition.
+    import ctypes
+
+    import opmarket_median_pool_cuda13 as companion
+    from opmarket_median_pool import median_pool_reference
+
+    handle = companion.gpu().handle
+    assert handle is not None, companion.gpu_status()
+    on_host = handle.opm_median_pool_on_host
+    on_host.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    rng = np.random.default_rng(7)
+    for trial in range(120):
+        dtype = (np.float32, np.float64)[trial % 2]
+        kh, kw = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+        ksize, strides = [1, kh, kw, 1], [1, int(rng.integers(1, 4)), int(rng.integers(1, 4)), 1]
+        padding = ("SAME", "VALID")[int(rng.integers(0, 2))]
+        shape = (int(rng.integers(1, 3)), int(rng.integers(kh, 16)), int(rng.integers(kw, 16)), 2)
+        x = (rng.integers(-20, 20, shape) / 4).astype(dtype)
+        if trial % 5 == 0:
+            x.flat[int(rng.integers(0, x.size))] = np.nan
+        g = companion.geometry(x.shape, ksize, strides, padding)
+        out = np.empty((g[0], g[8], g[9], g[3]), dtype)
+        dims = (ctypes.c_int64 * 12)(*g)
+        assert on_host(trial % 2, x.ctypes.data, out.ctypes.data, dims) == 0
+        expected = median_pool_reference(x, ksize, strides, padding)
+        np.testing.assert_array_equal(out, expected, err_msg=f"{ksize} {strides} {padding}")

@@ -7,8 +7,13 @@
 // Windows of up to kLocal values are sorted in registers/local memory (insertion sort:
 // 3x3 and 5x5 windows are the common case); larger ones select the middle ranks by counting,
 // O(k^2) reads but no buffer. A C interface for opmarket_median_pool_cuda13 (ctypes).
+//
+// The per-window code is __host__ __device__: opm_median_pool_on_host runs the very same
+// function over every output element on the CPU, so that its results are checked against
+// the numpy reference on machines without a GPU (tests/test_gpu_companions.py).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -27,13 +32,13 @@ struct Geometry {
 };
 
 template <typename T>
-__device__ T nan_of() {
+__host__ __device__ T nan_of() {
   return static_cast<T>(NAN);
 }
 
 // The value of rank r (0-based, ascending) among the window's k values, by counting.
 template <typename T>
-__device__ T rank_by_counting(const T* img, const Geometry& g, int64_t ya, int64_t yb,
+__host__ __device__ T rank_by_counting(const T* img, const Geometry& g, int64_t ya, int64_t yb,
                               int64_t xa, int64_t xb, int64_t r) {
   for (int64_t y = ya; y < yb; ++y) {
     for (int64_t x = xa; x < xb; ++x) {
@@ -53,7 +58,7 @@ __device__ T rank_by_counting(const T* img, const Geometry& g, int64_t ya, int64
 }
 
 template <typename T>
-__device__ T window_median(const T* img, const Geometry& g, int64_t y0, int64_t x0) {
+__host__ __device__ T window_median(const T* img, const Geometry& g, int64_t y0, int64_t x0) {
   const int64_t ya = y0 > 0 ? y0 : 0, yb = y0 + g.kh < g.h ? y0 + g.kh : g.h;
   const int64_t xa = x0 > 0 ? x0 : 0, xb = x0 + g.kw < g.w ? x0 + g.kw : g.w;
   const int64_t k = (yb - ya) * (xb - xa);
@@ -86,18 +91,33 @@ __device__ T window_median(const T* img, const Geometry& g, int64_t y0, int64_t 
   return (rank_by_counting(img, g, ya, yb, xa, xb, k / 2 - 1) + hi) / T(2);
 }
 
+// Output element i (NHWC order): the median of its window.
+template <typename T>
+__host__ __device__ T output_element(const T* in, const Geometry& g, int64_t i) {
+  const int64_t ch = i % g.c;
+  const int64_t ox = (i / g.c) % g.ow;
+  const int64_t oy = (i / (g.c * g.ow)) % g.oh;
+  const int64_t b = i / (g.c * g.ow * g.oh);
+  const T* img = in + b * g.h * g.w * g.c + ch;
+  return window_median(img, g, oy * g.sh - g.top, ox * g.sw - g.left);
+}
+
 template <typename T>
 __global__ void MedianPoolKernel(const T* __restrict__ in, T* __restrict__ out, Geometry g) {
   const int64_t total = g.n * g.oh * g.ow * g.c;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t ch = i % g.c;
-    const int64_t ox = (i / g.c) % g.ow;
-    const int64_t oy = (i / (g.c * g.ow)) % g.oh;
-    const int64_t b = i / (g.c * g.ow * g.oh);
-    const T* img = in + b * g.h * g.w * g.c + ch;
-    out[i] = window_median(img, g, oy * g.sh - g.top, ox * g.sw - g.left);
+    out[i] = output_element(in, g, i);
   }
+}
+
+template <typename T>
+int run_on_host(const void* in, void* out, const Geometry& g) {
+  const int64_t total = g.n * g.oh * g.ow * g.c;
+  for (int64_t i = 0; i < total; ++i) {
+    static_cast<T*>(out)[i] = output_element(static_cast<const T*>(in), g, i);
+  }
+  return 0;
 }
 
 int fail(cudaError_t status, const char* what, char* err, int errlen) {
@@ -160,6 +180,19 @@ __attribute__((visibility("default"))) int opm_median_pool(int dtype, const void
     default:
       std::snprintf(err, errlen, "unknown dtype code %d", dtype);
       return 1;
+  }
+}
+
+// The same computation on the CPU, element by element (for tests without a GPU).
+__attribute__((visibility("default"))) int opm_median_pool_on_host(int dtype, const void* in,
+                                                                   void* out,
+                                                                   const int64_t* shape) {
+  const Geometry g{shape[0], shape[1], shape[2], shape[3], shape[4],  shape[5],
+                   shape[6], shape[7], shape[8], shape[9], shape[10], shape[11]};
+  switch (dtype) {
+    case kFloat: return run_on_host<float>(in, out, g);
+    case kDouble: return run_on_host<double>(in, out, g);
+    default: return 1;
   }
 }
 
