@@ -388,10 +388,10 @@ def doctor(fmt: str) -> None:
 
     machine = machine_facts()
     reports, problems = examine(machine)
-    if fmt == "json":
-        data = report_json(machine, reports)
-        data["problems"] = list(problems)
-        click.echo(json.dumps(data, indent=2))
+    if fmt == "json":  # the shape exactly; problems go to stderr
+        click.echo(json.dumps(report_json(machine, reports), indent=2))
+        for problem in problems:
+            click.echo(f"problem: {problem}", err=True)
     else:
         click.echo(_text(machine, reports, problems), nl=False)
     if problems:

@@ -122,7 +122,7 @@ def test_the_companion_links_the_runtime_wheel_shared(
     assert f"Requires-Dist: opmarket-{base.replace('_', '-')}==0.1.0" in metadata
     assert "Requires-Dist: nvidia-cuda-runtime<14,>=13" in metadata
     manifest = json.loads(read_member(wheel, "opmarket.opset.json"))
-    assert "ops" not in manifest  # the base declares the op
+    assert manifest.get("ops", []) == []  # the base declares the op
     assert [(k["op"], k["device"]) for k in manifest["kernels"]] == [(PAIRS[base], "GPU")]
 
 
@@ -213,7 +213,10 @@ def test_doctor_names_the_gpu_kernels_not_chosen(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    assert set(data) == {"machine", "ops"}
+    assert all(set(o) == {"op", "kernels"} for o in data["ops"])
     ops = {o["op"]: o["kernels"] for o in data["ops"]}
+    assert all(set(k) == {"device", "dtypes", "chosen", "reason"} for o in ops.values() for k in o)
     if data["machine"]["gpus"]:
         pytest.skip("a GPU is visible: see the GPU branch of the companions' load test")
     for op in PAIRS.values():
