@@ -63,14 +63,18 @@ class CudaBuildError(OpmarketError, RuntimeError):
 
 
 def find_nvcc() -> str | None:
-    """nvcc on PATH, else in ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``."""
+    """nvcc in ``$CUDA_HOME/bin`` (else ``$CUDA_PATH/bin``) when that is set: an explicit
+    toolkit wins, and one without nvcc means none, as PyTorch's cpp_extension decides; else
+    nvcc on PATH, else ``/usr/local/cuda/bin/nvcc``."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        candidate = Path(home, "bin", "nvcc")
+        return str(candidate) if candidate.is_file() else None
     found = shutil.which("nvcc")
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and Path(home, "bin", "nvcc").is_file():
-            return str(Path(home, "bin", "nvcc"))
-    return None
+    candidate = Path("/usr/local/cuda/bin/nvcc")
+    return str(candidate) if candidate.is_file() else None
 
 
 def _nvcc_release(nvcc: str) -> str:
@@ -102,7 +106,8 @@ def build_cuda_library(
     nvcc = find_nvcc()
     if nvcc is None:
         raise CudaBuildError(
-            "nvcc not found (PATH, $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin): "
+            "nvcc not found ($CUDA_HOME/bin or $CUDA_PATH/bin when set, else PATH and "
+            "/usr/local/cuda/bin): "
             f"a CUDA {runtime_major} GPU companion needs the CUDA {runtime_major} toolkit's "
             "compiler to build; install it, or install only the base plugin (CPU kernels)"
         )
