@@ -315,3 +315,38 @@ def test_without_nvcc_the_companion_build_fails_and_says_why(tmp_path: Path) -> 
     assert "CudaBuildError: nvcc not found" in output, output[-3000:]
     assert "a CUDA 13 GPU companion needs the CUDA 13 toolkit's compiler" in output
     assert not (tmp_path / "dist").exists() or not list((tmp_path / "dist").iterdir())
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump on PATH or from the nvidia-cuda-cuobjdump wheel (nvidia/cu13/bin)."""
+    found = shutil.which("cuobjdump")
+    for entry in sys.path:
+        candidate = Path(entry or ".", "nvidia", "cu13", "bin", "cuobjdump")
+        if found is None and candidate.is_file() and os.access(candidate, os.X_OK):
+            found = str(candidate)
+    return found
+
+
+@needs_companions
+@pytest.mark.parametrize("module", ["opmarket_time_two_cuda13", "opmarket_median_pool_cuda13"])
+def test_the_fatbin_reader_agrees_with_cuobjdump(module: str) -> None:
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("cuobjdump not found (PATH, or the nvidia-cuda-cuobjdump wheel)")
+    package = __import__(module)
+    lib = Path(package.__file__).with_name(package.LIBRARY)
+    listing = subprocess.run(
+        [cuobjdump, "--list-elf", "--list-ptx", str(lib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # "ELF file    1: libx.1.sm_80.cubin", "PTX file    1: libx.1.sm_75.ptx"
+    sass = {line.rsplit(".", 2)[1] for line in listing.splitlines() if line.startswith("ELF")}
+    ptx = {
+        "compute_" + line.rsplit(".", 2)[1].removeprefix("sm_")
+        for line in listing.splitlines()
+        if line.startswith("PTX")
+    }
+    code = read_device_code(lib)
+    assert (set(code.sass), set(code.ptx)) == (sass, ptx) != (set(), set())
