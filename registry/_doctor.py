@@ -187,8 +187,12 @@ def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Verdict]:
             )
             continue
         if c.device == "GPU":
-            why = gpu_fit(machine, c.builds)[1]
-            verdicts.append(Verdict(c, True, f"runs on GPU (the default device): {why}"))
+            # Registered where its build cannot run (an sm_75 GPU, sm_80 code): dispatch
+            # would pick it and the launch fail, so it is not counted as running.
+            fits, why = gpu_fit(machine, c.builds)
+            if fits:
+                why = f"runs on GPU (the default device): {why}"
+            verdicts.append(Verdict(c, fits, why))
         elif c.device == "CPU":
             where = (
                 "inside device('CPU') scopes; the GPU kernel runs by default"
@@ -253,24 +257,34 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
         found = kernel_dtypes(op_def, k) if op_def is not None else None
         return None if found is None else tuple(t.spec_name for t in sorted(found))
 
+    # Each loaded plugin's CUDA libraries: their device code, and what loading one says.
+    entries = [e for e in discover() if e.name in infos and infos[e.name].status == "loaded"]
+    builds: dict[str, tuple[DeviceCode, ...]] = {}
+    status: dict[str, str] = {}
+    for entry in entries:
+        for lib in _libraries(entry.metadata_dir, entry.module):
+            code = read_device_code(lib)
+            if code.has_device_code:
+                builds[entry.name] = (*builds.get(entry.name, ()), code)
+                major = code.cuda_runtime
+                if major is not None:
+                    status[entry.name] = load_cuda_library(lib, runtime_major=major).status
     for op, report in reports.items():
         for k in reg.kernels(op):
             plugin = owner.get(k.definition, "")
             report.candidates.append(
-                Candidate(k.device, dtypes(op, k), plugin, True, k.priority, k.label)
+                Candidate(
+                    k.device,
+                    dtypes(op, k),
+                    plugin,
+                    True,
+                    k.priority,
+                    k.label,
+                    builds.get(plugin, ()),
+                )
             )
-    for entry in discover():
-        loaded = infos.get(entry.name)
-        if loaded is None or loaded.status != "loaded":
-            continue
-        libs = [
-            (lib, read_device_code(lib)) for lib in _libraries(entry.metadata_dir, entry.module)
-        ]
-        builds = tuple(b for _, b in libs if b.has_device_code)
-        status = ""
-        for lib, build in libs:
-            if build.has_device_code and build.cuda_runtime is not None:
-                status = load_cuda_library(lib, runtime_major=build.cuda_runtime).status
+    for entry in entries:
+        loaded = infos[entry.name]
         try:
             manifest = read_manifest(entry)
         except OpmarketError:
@@ -287,8 +301,8 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
                     False,
                     k.priority,
                     k.label,
-                    builds,
-                    status,
+                    builds.get(entry.name, ()),
+                    status.get(entry.name, ""),
                 )
             )
         for project, extra in _missing_companions(entry.metadata_dir):

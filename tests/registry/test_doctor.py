@@ -242,3 +242,12 @@ def test_doctor_is_a_command() -> None:
         check=False,
     )
     assert done.returncode == 2 and "xml" in done.stderr
+
+
+def test_a_registered_gpu_kernel_whose_build_does_not_fit_is_not_chosen() -> None:
+    # The companion registered (its runtime sees a GPU), but the GPU is older than its code.
+    registered = Candidate("GPU", ("float",), "x_cuda13", True, builds=(SASS_ONLY,))
+    assert reasons(gpu_machine((7, 5)), [CPU_FLOAT, registered]) == [
+        (True, "runs on CPU (inside device('CPU') scopes; the GPU kernel runs by default)"),
+        (False, "sm_75 GPU but the build has sm_80/sm_90 and no PTX <= 7.5"),
+    ]
