@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from opmarket.registry._discovery import EntryPointRecord
 from opmarket.registry._plugins import plugin_declarations
-from opmarket.sdk import DocumentError, OpSet, opset_from_json
+from opmarket.sdk import DocumentError, OpDef, OpSet, opset_from_json
 from opmarket.sdk._files import write_atomic
 from opmarket.sdk._kernel import KernelSpec
 
@@ -103,7 +103,13 @@ def opset_from_code(module: str) -> OpSet:
     items = plugin_declarations(module)
     module = module.partition(":")[0].strip()
     reg = new_registry()
-    reg.register(*items, source=module)  # validates, as loading the plugin would
+    # Validated as loading the plugin would; kernels for an op of another plugin (a GPU
+    # companion's) are listed as they are, their op being unknown here.
+    declared = {i.name for i in items if isinstance(i, OpDef)} | {o.name for o in reg}
+    reg.register(
+        *(i for i in items if isinstance(i, OpDef) or getattr(i, "op", None) in declared),
+        source=module,
+    )
     # Its own kernels, also those for another plugin's (or a built-in) op.
     kernels = tuple(k.definition for k in items if isinstance(k, KernelSpec))
     return OpSet(reg.snapshot(source=module).ops, kernels)
@@ -122,7 +128,9 @@ def _write(module: str, target: str) -> None:
         kept = tuple(
             k
             for k in old.kernels
-            if k.device not in devices and k.op in opset and k.device != "CPU"
+            if k.device not in devices
+            and (k.op in opset or k.op not in old)  # its own op, or another plugin's
+            and k.device != "CPU"
         )
         opset = OpSet(opset.ops, opset.kernels + kept)
     write_atomic(path, opset_to_json(opset))

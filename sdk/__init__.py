@@ -4,6 +4,7 @@ from typing import Any
 
 from opmarket.sdk._builder import OpBuilder, finalize_op, op
 from opmarket.sdk._canonical import Document
+from opmarket.sdk._cuda import CudaBuildError, CudaLibrary, build_cuda_library, load_cuda_library
 from opmarket.sdk._custom_call import CustomCallTarget, custom_call, custom_call_target
 from opmarket.sdk._documents import (
     opset_from_json,
@@ -84,6 +85,8 @@ __all__ = [
     "ArgDef",
     "AttrDef",
     "AttrType",
+    "CudaBuildError",
+    "CudaLibrary",
     "CustomCallTarget",
     "DType",
     "Deprecation",
@@ -119,6 +122,7 @@ __all__ = [
     "as_dtype",
     "broadcast_shape",
     "broadcasting",
+    "build_cuda_library",
     "check_attr_value",
     "custom_call",
     "custom_call_target",
@@ -133,6 +137,7 @@ __all__ = [
     "is_valid_op_name",
     "kernel",
     "library_declarations",
+    "load_cuda_library",
     "merge_all_inputs",
     "not_differentiable",
     "op",

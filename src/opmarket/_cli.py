@@ -40,6 +40,16 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "ops",
         "List the installed plugins' ops: op, plugin, signature, kernels.",
     ),
+    "doctor": (
+        "opmarket.registry._doctor",
+        "doctor",
+        "Show this machine's CPU, GPUs and CUDA runtimes, and which kernel runs each op.",
+    ),
+    "install": (
+        "opmarket.registry._install",
+        "install",
+        "Install plugin NAME and the GPU companion that fits this machine, with pip.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",

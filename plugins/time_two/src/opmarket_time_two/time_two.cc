@@ -1,5 +1,5 @@
 // The CPU half of TimeTwo: ExampleFunctor<CPUDevice, T>, the kernel around it, and the op's
-// declaration. The GPU functor is in time_two_gpu.cu (a separate library, see time_two.h).
+// declaration. The GPU functor is in the companion opmarket-time-two-cuda13 (time_two.cu).
 #include <opmarket/kernel.h>
 
 #include <limits>
@@ -52,7 +52,7 @@ OPM_LIBRARY(_time_two, lib) {
       .input("input: T")
       .output("output: T")
       .doc(R"doc(
-Doubles every element: the ExampleFunctor of TensorFlow's guide, with CPU and GPU kernels.
+Doubles every element: the ExampleFunctor of TensorFlow's guide, with a CPU kernel here and a GPU kernel in its cuda13 companion.
 
 input: A tensor.
 output: 2 * input, of the same shape and type (integers wrap around, as numpy's do).

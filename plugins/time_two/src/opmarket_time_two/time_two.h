@@ -1,16 +1,13 @@
 // The ExampleFunctor of TensorFlow's "Adding a new op" guide: out = 2 * in, specialized per
 // device. The CPU specialization lives in time_two.cc (the pybind11 library); the GPU one in
-// time_two_gpu.cu, compiled by nvcc into a separate shared library with a C interface, so
-// that the CPU kernel loads on machines without the CUDA runtime.
+// the GPU companion opmarket-time-two-cuda13 (plugins/time_two_cuda13/.../time_two.cu), a
+// separate distribution, so this wheel carries no CUDA.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 struct CPUDevice {};
-struct GPUDevice {
-  void* stream = nullptr;  // a cudaStream_t; the default stream when null
-};
 
 template <typename Device, typename T>
 struct ExampleFunctor {
@@ -19,9 +16,6 @@ struct ExampleFunctor {
 
 // 2 * x with numpy's wrap-around for integers (signed overflow is undefined in C++).
 template <typename T>
-#ifdef __CUDACC__
-__host__ __device__
-#endif
 inline T times_two(T x) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
@@ -30,6 +24,3 @@ inline T times_two(T x) {
     return x * T(2);
   }
 }
-
-// The element types both sides instantiate, in the order of the GPU library's dtype codes.
-enum TimeTwoDtype : int { kFloat = 0, kDouble = 1, kInt32 = 2, kInt64 = 3 };

@@ -1,11 +1,34 @@
-// The GPU half of TimeTwo: the CUDA kernel, ExampleFunctor<GPUDevice, T> that launches it,
-// and a C interface that opmarket_time_two loads with ctypes only when the CUDA runtime and a
-// GPU are present (opm_time_two_device_count), so the wheel's CPU kernel never depends on it.
+// TimeTwo on the GPU, for the op opmarket-time-two declares: TensorFlow's ExampleFunctor
+// <GPUDevice, T>, the CUDA kernel it launches, and a C interface that
+// opmarket_time_two_cuda13 loads with ctypes. Built by nvcc into libopm_time_two_cuda13.so
+// (opmarket.sdk.build_cuda_library), apart from the base plugin's CPU library.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <type_traits>
 
-#include "time_two.h"
+struct GPUDevice {
+  cudaStream_t stream = nullptr;  // the default stream when null
+};
+
+template <typename Device, typename T>
+struct ExampleFunctor;
+
+// The element types, in the order of opmarket_time_two_cuda13's dtype codes.
+enum TimeTwoDtype : int { kFloat = 0, kDouble = 1, kInt32 = 2, kInt64 = 3 };
+
+// 2 * x with numpy's wrap-around for integers (signed overflow is undefined in C++), as the
+// base plugin's CPU kernel computes it.
+template <typename T>
+__device__ inline T times_two(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(2));
+  } else {
+    return x * T(2);
+  }
+}
 
 template <typename T>
 __global__ void ExampleCudaKernel(const int64_t size, const T* in, T* out) {
@@ -23,7 +46,7 @@ struct ExampleFunctor<GPUDevice, T> {
     const int64_t blocks = (size + thread_per_block - 1) / thread_per_block;
     const int block_count = static_cast<int>(blocks < 1024 ? (blocks > 0 ? blocks : 1) : 1024);
     ExampleCudaKernel<T><<<block_count, thread_per_block, 0,
-                           static_cast<cudaStream_t>(d.stream)>>>(size, in, out);
+                           d.stream>>>(size, in, out);
   }
 };
 
@@ -65,12 +88,13 @@ int run(const void* host_in, void* host_out, int64_t size, char* err, int errlen
 
 extern "C" {
 
-// How many GPUs the CUDA runtime sees; 0 when there is no driver or no device.
-__attribute__((visibility("default"))) int opm_time_two_device_count() {
+// How many GPUs the CUDA runtime sees, or minus the cudaError_t it got (no driver: -35).
+__attribute__((visibility("default"))) int opmarket_cuda_devices() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t status = cudaGetDeviceCount(&n);
+  if (status != cudaSuccess) {
     cudaGetLastError();
-    return 0;
+    return -static_cast<int>(status);
   }
   return n;
 }

@@ -1,0 +1,83 @@
+"""TimeTwo's CUDA 13 kernel: the GPU companion of opmarket-time-two.
+
+The base plugin declares ``Opm>TimeTwo`` and its CPU kernels; this distribution registers
+the GPU kernel for that op. Its library (``libopm_time_two_cuda13.so``, built by nvcc from
+``time_two.cu``) links the CUDA runtime of the ``nvidia-cuda-runtime`` wheel, a dependency.
+:func:`register` registers the GPU kernel only where the library loads and its runtime sees
+a GPU; elsewhere the plugin loads, registers nothing, and :func:`gpu_status` says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opmarket.sdk import CudaLibrary, hookimpl, kernel, load_cuda_library
+
+__all__ = ["LIBRARY", "gpu", "gpu_status", "kernels", "register"]
+
+OP = "Opm>TimeTwo"
+#: The CUDA library, beside this file.
+LIBRARY = "libopm_time_two_cuda13.so"
+TYPES = [np.float32, np.float64, np.int32, np.int64]
+# TimeTwoDtype in time_two.cu.
+_CODES = {np.dtype(t): code for code, t in enumerate(TYPES)}
+
+_loaded: CudaLibrary | None = None
+
+
+def gpu() -> CudaLibrary:
+    """The CUDA library as loaded here (once): its handle, GPUs seen, and status."""
+    global _loaded
+    if _loaded is None:
+        lib = load_cuda_library(Path(__file__).with_name(LIBRARY), runtime_major=13)
+        if lib.handle is not None:
+            fn = lib.handle.opm_time_two
+            fn.restype = ctypes.c_int
+            fn.argtypes = [
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_int64,
+                ctypes.c_char_p,
+                ctypes.c_int,
+            ]
+        _loaded = lib
+    return _loaded
+
+
+def gpu_status() -> str:
+    """Whether the GPU kernel registers here, and if not, why."""
+    return gpu().status
+
+
+@kernel(OP, device="GPU", constraints={"T": TYPES})
+def time_two_gpu(input: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """ExampleFunctor<GPUDevice, T>: copies the input to the GPU, runs, copies back."""
+    lib = gpu()
+    if not lib.available or lib.handle is None:
+        raise RuntimeError(f"TimeTwo's GPU kernel cannot run here: {lib.status}")
+    x = np.ascontiguousarray(input)
+    out = np.empty_like(x)
+    err = ctypes.create_string_buffer(512)
+    if lib.handle.opm_time_two(
+        _CODES[x.dtype], x.ctypes.data, out.ctypes.data, x.size, err, len(err)
+    ):
+        raise RuntimeError(f"TimeTwo on the GPU failed: {err.value.decode(errors='replace')}")
+    return out
+
+
+def kernels() -> list[Any]:
+    """The GPU kernels this companion declares (registered only where they can run)."""
+    return [time_two_gpu]
+
+
+@hookimpl
+def register(register: Callable[..., Any]) -> None:
+    """TimeTwo's GPU kernel, where the CUDA runtime loads and sees a GPU."""
+    if gpu().available:
+        register(*kernels())

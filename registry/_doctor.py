@@ -1,0 +1,412 @@
+"""``opmarket doctor``: what this machine has, and for every installed op which kernel runs
+on each device and why every other kernel or build does not fit.
+
+Two halves. :func:`decide` is pure: machine facts (:class:`~opmarket.registry._machine.
+Machine`) and one op's kernel candidates (:class:`Candidate`) in, a :class:`Verdict` per
+candidate out; tests feed it made-up machines (an sm_75 GPU, no runtime, an old driver) for
+every branch. :func:`examine` gathers the candidates of this installation: the kernels the
+loaded plugins registered, the kernels their manifests list that did not register here (a
+GPU companion on a machine without a GPU), the device code of each companion's libraries
+(read from their ``.nv_fatbin`` sections, :mod:`~opmarket.registry._gpubinary`, so no CUDA
+toolkit is needed and the answer is what the file carries, not what its build says), and
+the ``cuda<major>`` extras of base plugins whose companion is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from opmarket._usage import EXIT_PROBLEM
+from opmarket.registry._gpubinary import DeviceCode, read_device_code
+from opmarket.registry._machine import Gpu, Machine
+
+__all__ = [
+    "Candidate",
+    "OpReport",
+    "Verdict",
+    "decide",
+    "doctor",
+    "examine",
+    "gpu_fit",
+    "report_json",
+]
+
+_EXTRA = re.compile(r"^cuda(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A kernel (or a build not installed) that could run one op on one device."""
+
+    device: str
+    dtypes: tuple[str, ...] | None  # None: any dtype
+    plugin: str = ""
+    registered: bool = True  # False: its manifest lists it, it did not register here
+    priority: int = 0
+    label: str = ""
+    builds: tuple[DeviceCode, ...] = ()  # the CUDA libraries of its distribution
+    load_status: str = ""  # what loading its CUDA library said, when it has one
+    missing: str = ""  # a companion distribution not installed ("" when installed)
+    extra: str = ""  # the extra that installs ``missing`` (cuda13)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether ``candidate`` runs on its device here, and why (or why not)."""
+
+    candidate: Candidate
+    chosen: bool
+    reason: str
+
+
+@dataclass(slots=True)
+class OpReport:
+    """One op's candidates and verdicts."""
+
+    op: str
+    candidates: list[Candidate] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+# --- the decision (pure) ------------------------------------------------------------------
+
+
+def _arch(name: str) -> tuple[int, int, str]:
+    """``sm_86`` -> (8, 6, ""); ``sm_90a`` -> (9, 0, "a"); ``compute_75`` -> (7, 5, "")."""
+    digits = name.partition("_")[2]
+    number = "".join(ch for ch in digits if ch.isdigit())
+    suffix = digits[len(number) :]
+    return int(number[:-1] or 0), int(number[-1:] or 0), suffix
+
+
+def _fits(gpu: Gpu, build: DeviceCode) -> str:
+    """How ``build`` runs on ``gpu`` ("" when it does not): SASS of the same major and a
+    minor at or below the GPU's (``a`` variants only on their own GPU), else PTX at or below
+    the compute capability, compiled by the driver when the library loads."""
+    cc = gpu.compute_capability
+    for sass in reversed(build.sass):
+        major, minor, suffix = _arch(sass)
+        if (major, minor) == cc or (major == cc[0] and minor <= cc[1] and suffix != "a"):
+            return f"SASS {sass}"
+    for ptx in reversed(build.ptx):
+        major, minor, suffix = _arch(ptx)
+        if (major, minor) <= cc and not suffix:
+            return f"PTX {ptx}, compiled by the driver"
+    return ""
+
+
+def gpu_fit(machine: Machine, builds: Sequence[DeviceCode]) -> tuple[bool, str]:
+    """Whether GPU code from ``builds`` can run on this machine, and why (not)."""
+    if not machine.gpus:
+        return False, "no GPU visible"
+    code = [b for b in builds if b.has_device_code]
+    for major in sorted({b.cuda_runtime for b in code if b.cuda_runtime is not None}):
+        if machine.runtime(major) is None:
+            return False, f"CUDA runtime {major} not found; install the cuda{major} extra"
+        if machine.driver_cuda is not None and machine.driver_cuda[0] < major:
+            return False, (
+                "the NVIDIA driver supports CUDA {}.{}, the build needs CUDA {}; update the "
+                "driver".format(*machine.driver_cuda, major)
+            )
+    if not code:
+        return True, f"{machine.gpus[0].sm} GPU"
+    for gpu in machine.gpus:
+        for build in code:
+            how = _fits(gpu, build)
+            if how:
+                return True, f"{gpu.sm} GPU ({gpu.name}): {how}"
+    gpu, build = machine.gpus[0], code[0]
+    cc = "{}.{}".format(*gpu.compute_capability)
+    return False, (
+        f"{gpu.sm} GPU but the build has {'/'.join(build.sass) or 'no SASS'} and no PTX <= {cc}"
+    )
+
+
+def _covers(higher: Candidate, lower: Candidate) -> bool:
+    if higher.dtypes is None:
+        return True
+    return lower.dtypes is not None and set(lower.dtypes) <= set(higher.dtypes)
+
+
+def _overlaps(a: Candidate, b: Candidate) -> bool:
+    return a.dtypes is None or b.dtypes is None or bool(set(a.dtypes) & set(b.dtypes))
+
+
+def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Verdict]:
+    """A verdict for each of one op's ``candidates`` on ``machine``: the registered,
+    unlabelled, highest-priority kernel of each device (and dtype) is chosen; a GPU kernel
+    only where :func:`gpu_fit` says its build runs. The reasons name what is missing."""
+    verdicts: list[Verdict] = []
+    gpu_runs = any(c.device == "GPU" and c.registered and not c.label for c in candidates)
+    for c in candidates:
+        if c.missing:
+            fits, why = gpu_fit(machine, ())
+            detail = f"{c.missing} (the {c.extra} extra) is not installed"
+            reason = f"{why}; {detail}" if not fits else f"{detail}: pip install it to use the GPU"
+            verdicts.append(Verdict(c, False, reason))
+            continue
+        if c.label:
+            verdicts.append(
+                Verdict(c, False, f"label {c.label!r}: runs only for nodes that ask for it")
+            )
+            continue
+        if not c.registered:
+            fits, why = gpu_fit(machine, c.builds) if c.device == "GPU" else (True, "")
+            if fits:
+                why = c.load_status or f"{c.plugin} registered no {c.device} kernel here"
+            verdicts.append(Verdict(c, False, why))
+            continue
+        better = [
+            o
+            for o in candidates
+            if o is not c
+            and o.registered
+            and not o.label
+            and o.device == c.device
+            and o.priority > c.priority
+            and _overlaps(o, c)
+        ]
+        shadow = next((o for o in better if _covers(o, c)), None)
+        if shadow is not None:
+            verdicts.append(
+                Verdict(
+                    c,
+                    False,
+                    f"{shadow.plugin}'s kernel has priority {shadow.priority} > {c.priority} "
+                    "for these dtypes",
+                )
+            )
+            continue
+        if c.device == "GPU":
+            # Registered where its build cannot run (an sm_75 GPU, sm_80 code): dispatch
+            # would pick it and the launch fail, so it is not counted as running.
+            fits, why = gpu_fit(machine, c.builds)
+            if fits:
+                why = f"runs on GPU (the default device): {why}"
+            verdicts.append(Verdict(c, fits, why))
+        elif c.device == "CPU":
+            where = (
+                "inside device('CPU') scopes; the GPU kernel runs by default"
+                if gpu_runs
+                else "the default device here"
+            )
+            verdicts.append(Verdict(c, True, f"runs on CPU ({where})"))
+        else:
+            verdicts.append(Verdict(c, True, f"runs on {c.device} inside device() scopes"))
+    return verdicts
+
+
+# --- this installation --------------------------------------------------------------------
+
+
+def _libraries(metadata_dir: str, module: str) -> list[Path]:
+    """The shared libraries in the entry point module's top-level package (beside the
+    distribution's metadata folder)."""
+    folder = Path(metadata_dir).parent / module.partition(".")[0]
+    return sorted(folder.rglob("*.so*")) if folder.is_dir() else []
+
+
+def _missing_companions(metadata_dir: str) -> list[tuple[str, str]]:
+    """(distribution, extra) of each ``cuda<major>`` extra whose companion is not installed."""
+    dist = importlib.metadata.PathDistribution(Path(metadata_dir))
+    out: list[tuple[str, str]] = []
+    for req in dist.requires or []:
+        name, _, marker = req.partition(";")
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        if extra is None or not _EXTRA.match(extra.group(1)):
+            continue
+        project = re.split(r"[\s<>=!~\[(]", name.strip(), maxsplit=1)[0]
+        try:
+            importlib.metadata.distribution(project)
+        except importlib.metadata.PackageNotFoundError:
+            out.append((project, extra.group(1)))
+    return out
+
+
+def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
+    """Load the installed plugins (into the process-wide registry) and decide every op's
+    kernels on ``machine``; also the problems found (plugins that failed to load)."""
+    from opmarket.registry._cli import kernel_dtypes
+    from opmarket.registry._manifest import read_manifest
+    from opmarket.registry._plugins import discover
+    from opmarket.registry._runtime import get_registry, load_plugins
+    from opmarket.sdk import OpmarketError, load_cuda_library
+
+    infos = {i.name: i for i in load_plugins()}
+    reg = get_registry()
+    problems = [f"plugin {i.name}: {i.error}" for i in infos.values() if i.status == "failed"]
+    reports: dict[str, OpReport] = {}
+    owner: dict[Any, str] = {}
+    for info in infos.values():
+        for k in info.kernels:
+            owner.setdefault(k, info.name)
+        for op in info.ops:
+            reports.setdefault(op, OpReport(op))
+
+    def dtypes(op: str, k: Any) -> tuple[str, ...] | None:
+        op_def = reg.op_def(op)
+        found = kernel_dtypes(op_def, k) if op_def is not None else None
+        return None if found is None else tuple(t.spec_name for t in sorted(found))
+
+    # Each loaded plugin's CUDA libraries: their device code, and what loading one says.
+    entries = [e for e in discover() if e.name in infos and infos[e.name].status == "loaded"]
+    builds: dict[str, tuple[DeviceCode, ...]] = {}
+    status: dict[str, str] = {}
+    for entry in entries:
+        for lib in _libraries(entry.metadata_dir, entry.module):
+            code = read_device_code(lib)
+            if code.has_device_code:
+                builds[entry.name] = (*builds.get(entry.name, ()), code)
+                major = code.cuda_runtime
+                if major is not None:
+                    status[entry.name] = load_cuda_library(lib, runtime_major=major).status
+    for op, report in reports.items():
+        for k in reg.kernels(op):
+            plugin = owner.get(k.definition, "")
+            report.candidates.append(
+                Candidate(
+                    k.device,
+                    dtypes(op, k),
+                    plugin,
+                    True,
+                    k.priority,
+                    k.label,
+                    builds.get(plugin, ()),
+                )
+            )
+    for entry in entries:
+        loaded = infos[entry.name]
+        try:
+            manifest = read_manifest(entry)
+        except OpmarketError:
+            manifest = None
+        registered = {(k.op, k.device) for k in loaded.kernels}
+        for k in manifest.kernels if manifest is not None else ():
+            if (k.op, k.device) in registered or k.op not in reports:
+                continue
+            reports[k.op].candidates.append(
+                Candidate(
+                    k.device,
+                    dtypes(k.op, k),
+                    entry.name,
+                    False,
+                    k.priority,
+                    k.label,
+                    builds.get(entry.name, ()),
+                    status.get(entry.name, ""),
+                )
+            )
+        for project, extra in _missing_companions(entry.metadata_dir):
+            for op in loaded.ops:
+                reports[op].candidates.append(
+                    Candidate("GPU", None, entry.name, False, missing=project, extra=extra)
+                )
+    ordered = sorted(reports.values(), key=lambda r: r.op)
+    for report in ordered:
+        report.verdicts = decide(machine, report.candidates)
+        if not any(v.chosen for v in report.verdicts):
+            problems.append(f"{report.op}: no kernel runs on this machine")
+    return ordered, problems
+
+
+def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]:
+    """``{"machine": {...}, "ops": [{"op": ..., "kernels": [{"device", "dtypes", "chosen",
+    "reason"}]}]}``: what ``opmarket doctor --format json`` prints."""
+    return {
+        "machine": machine.to_json(),
+        "ops": [
+            {
+                "op": r.op,
+                "kernels": [
+                    {
+                        "device": v.candidate.device,
+                        "dtypes": None if v.candidate.dtypes is None else list(v.candidate.dtypes),
+                        "chosen": v.chosen,
+                        "reason": v.reason,
+                    }
+                    for v in r.verdicts
+                ],
+            }
+            for r in reports
+        ],
+    }
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]) -> str:
+    gpus = ", ".join(
+        f"{g.index}: {g.name} (compute capability {g.compute_capability[0]}."
+        f"{g.compute_capability[1]})"
+        for g in machine.gpus
+    )
+    runtimes = ", ".join(f"{r.major} ({r.source}: {r.path})" for r in machine.runtimes)
+    driver_cuda = "{}.{}".format(*machine.driver_cuda) if machine.driver_cuda else ""
+    lines = [
+        "machine",
+        f"  cpu           {machine.arch} {machine.cpu}".rstrip(),
+        f"  simd          {' '.join(machine.simd) or '-'}",
+        f"  gpus          {gpus or 'none: ' + (machine.gpu_note or 'no GPU visible')}",
+        f"  driver        {machine.driver or '-'}"
+        + (f" (CUDA {driver_cuda})" if driver_cuda else ""),
+        f"  cuda runtime  {runtimes or 'none found'}",
+        "",
+        "ops",
+    ]
+    for r in reports:
+        lines.append(f"  {r.op}")
+        for v in r.verdicts:
+            c = v.candidate
+            types = "any dtype" if c.dtypes is None else ", ".join(c.dtypes)
+            mark = "chosen" if v.chosen else "-"
+            lines.append(f"    {c.device:<4} {mark:<6} {types}: {v.reason}")
+    if not reports:
+        lines.append("  (no plugin ops installed)")
+    lines += [f"problem: {p}" for p in problems]
+    return "\n".join(lines) + "\n"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools.",
+)
+def doctor(fmt: str) -> None:
+    """Show this machine's CPU, GPUs and CUDA runtimes, and which kernel runs each op.
+
+    For every installed op, each kernel on each device: whether it is chosen here and why,
+    or why it does not fit ("no GPU visible", "sm_75 GPU but the build has sm_80/sm_90 and
+    no PTX <= 7.5", "CUDA runtime 13 not found; install the cuda13 extra"). Read without a
+    CUDA toolkit. Exit code 1 when a plugin failed to load or an op has no kernel that runs.
+
+    \b
+    Examples:
+      opmarket doctor
+      opmarket doctor --format json
+    """
+    from opmarket.registry._machine import machine_facts
+
+    machine = machine_facts()
+    reports, problems = examine(machine)
+    if fmt == "json":  # the issue's shape exactly; problems go to stderr
+        click.echo(json.dumps(report_json(machine, reports), indent=2))
+        for problem in problems:
+            click.echo(f"problem: {problem}", err=True)
+    else:
+        click.echo(_text(machine, reports, problems), nl=False)
+    if problems:
+        sys.exit(EXIT_PROBLEM)

@@ -1,0 +1,225 @@
+"""``opmarket install NAME``: a plugin, and the GPU companion that fits this machine.
+
+The companions a plugin offers are its extras named ``cuda<major>`` (``opmarket-time-two``'s
+``cuda13`` requires ``opmarket-time-two-cuda13``), read from the newest wheel's METADATA on
+the index: the project page as PEP 691 JSON (or PEP 503 HTML), then the METADATA file PEP 658
+serves beside the wheel, else the wheel itself (only its METADATA is read). Which extra fits
+is :func:`choose_extra`'s decision, on the facts doctor reads (a GPU visible, the CUDA
+version its driver supports); then pip, run as ``python -m pip``, does the installing.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import html.parser
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import click
+from packaging.tags import sys_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from opmarket._usage import EXIT_PROBLEM, UsageError
+from opmarket.registry._machine import Machine
+
+__all__ = ["Choice", "IndexFile", "choose_extra", "install", "newest_wheel", "project_files"]
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+_JSON = "application/vnd.pypi.simple.v1+json"
+_EXTRA = re.compile(r"^cuda(\d+)$")
+_TIMEOUT = 60
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    """One file of a project page: name, absolute URL, and whether PEP 658 metadata is
+    served beside it (at URL + ``.metadata``)."""
+
+    filename: str
+    url: str
+    metadata: bool = False
+    yanked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The extra to install (None: the plugin alone) and a line per extra saying why."""
+
+    extra: str | None
+    reasons: tuple[str, ...]
+
+
+def choose_extra(machine: Machine, extras: Sequence[str]) -> Choice:
+    """The ``cuda<major>`` extra that fits ``machine``: a GPU is visible and its driver
+    supports CUDA ``major`` (the newest such major wins); None when none fits."""
+    cuda = sorted(((int(m.group(1)), e) for e in extras if (m := _EXTRA.match(e))), reverse=True)
+    if not cuda:
+        return Choice(None, ("the plugin offers no GPU companion (no cuda<major> extra)",))
+    reasons: list[str] = []
+    chosen: str | None = None
+    for major, extra in cuda:
+        if not machine.gpus:
+            why = "no GPU visible" + (f" ({machine.gpu_note})" if machine.gpu_note else "")
+            reasons.append(f"{extra}: not installed: {why}")
+        elif machine.driver_cuda is not None and machine.driver_cuda[0] < major:
+            reasons.append(
+                f"{extra}: not installed: the NVIDIA driver supports CUDA "
+                f"{machine.driver_cuda[0]}.{machine.driver_cuda[1]}, older than {major}"
+            )
+        elif chosen is None:
+            chosen = extra
+            gpu = machine.gpus[0]
+            reasons.append(
+                f"{extra}: chosen: {gpu.sm} GPU ({gpu.name}), driver "
+                f"{machine.driver or 'version unknown'}"
+            )
+        else:
+            reasons.append(f"{extra}: not installed: {chosen} is newer and fits")
+    return Choice(chosen, tuple(reasons))
+
+
+# --- the index ----------------------------------------------------------------------------
+
+
+class _Links(html.parser.HTMLParser):
+    """The anchors of a PEP 503 page: href and the PEP 658/714/592 attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.links.append(dict(attrs))
+
+
+def _get(url: str, accept: str) -> tuple[bytes, str]:
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
+        return response.read(), response.headers.get("Content-Type", "")
+
+
+def project_files(index_url: str, name: str) -> list[IndexFile]:
+    """The files the index lists for project ``name`` (PEP 691 JSON when it answers with
+    it, else the PEP 503 page); UsageError when the page cannot be read."""
+    page = urllib.parse.urljoin(index_url.rstrip("/") + "/", canonicalize_name(name) + "/")
+    try:
+        body, kind = _get(page, f"{_JSON}, text/html;q=0.1")
+    except (urllib.error.URLError, OSError) as exc:
+        raise UsageError(f"{page}: cannot read the project page: {exc}") from None
+    files: list[IndexFile] = []
+    if kind.split(";")[0].strip() == _JSON:
+        for f in json.loads(body).get("files", []):
+            meta = f.get("core-metadata", f.get("dist-info-metadata", False))
+            files.append(
+                IndexFile(
+                    f["filename"],
+                    urllib.parse.urljoin(page, f["url"]),
+                    bool(meta),
+                    bool(f.get("yanked")),
+                )
+            )
+        return files
+    parser = _Links()
+    parser.feed(body.decode("utf-8", "replace"))
+    for link in parser.links:
+        href = link.get("href") or ""
+        url = urllib.parse.urljoin(page, href)
+        filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        meta = link.get("data-core-metadata") or link.get("data-dist-info-metadata")
+        files.append(
+            IndexFile(
+                filename,
+                urllib.parse.urldefrag(url)[0],
+                meta not in (None, "false"),
+                "data-yanked" in link,
+            )
+        )
+    return files
+
+
+def newest_wheel(files: Sequence[IndexFile]) -> IndexFile | None:
+    """The newest release's wheel this interpreter can install (not yanked), or None."""
+    supported = {str(t) for t in sys_tags()}
+    best: tuple[Version, IndexFile] | None = None
+    for f in files:
+        if not f.filename.endswith(".whl") or f.yanked:
+            continue
+        try:
+            _, version, _, tags = parse_wheel_filename(f.filename)
+        except ValueError:  # a PEP 825 variant wheel, or a broken name: not ours to pick
+            continue
+        if not any(str(t) in supported for t in tags):
+            continue
+        if best is None or version > best[0]:
+            best = (version, f)
+    return best[1] if best else None
+
+
+def wheel_extras(wheel: IndexFile) -> list[str]:
+    """The extras the wheel's METADATA provides (PEP 658 file, else the wheel read whole)."""
+    try:
+        if wheel.metadata:
+            text = _get(wheel.url + ".metadata", "*/*")[0].decode("utf-8", "replace")
+        else:
+            with zipfile.ZipFile(io.BytesIO(_get(wheel.url, "*/*")[0])) as archive:
+                name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+                text = archive.read(name).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, zipfile.BadZipFile, StopIteration) as exc:
+        raise UsageError(f"{wheel.url}: cannot read its METADATA: {exc}") from None
+    metadata = email.parser.Parser().parsestr(text, headersonly=True)
+    return [e.strip() for e in metadata.get_all("Provides-Extra") or []]
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.argument("name")
+@click.option(
+    "--index-url",
+    metavar="URL",
+    help="The simple index to install from (default: $PIP_INDEX_URL, else PyPI).",
+)
+@click.option("--dry-run", is_flag=True, help="Choose and show pip's plan; install nothing.")
+def install(name: str, index_url: str | None, dry_run: bool) -> None:
+    """Install plugin NAME and the GPU companion that fits this machine, with pip.
+
+    The companions are NAME's extras named cuda<major> on the index; one is installed when a
+    GPU is visible and its driver supports that CUDA version. What was chosen and why is
+    printed first. Exit code 1 when pip fails, 2 when NAME is not on the index.
+
+    \b
+    Examples:
+      opmarket install opmarket-time-two --index-url http://127.0.0.1:8000/simple/
+      opmarket install opmarket-time-two --dry-run
+    """
+    from opmarket.registry._machine import machine_facts
+
+    index = index_url or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
+    wheel = newest_wheel(project_files(index, name))
+    if wheel is None:
+        raise UsageError(f"{name!r}: no wheel for this Python and platform on {index}")
+    version = parse_wheel_filename(wheel.filename)[1]
+    choice = choose_extra(machine_facts(), wheel_extras(wheel))
+    requirement = f"{name}[{choice.extra}]=={version}" if choice.extra else f"{name}=={version}"
+    click.echo(f"{name} {version}: {wheel.filename}")
+    for reason in choice.reasons:
+        click.echo(f"  {reason}")
+    cmd = [sys.executable, "-m", "pip", "install", "--index-url", index, requirement]
+    if dry_run:
+        cmd.append("--dry-run")
+    click.echo(("would run: " if dry_run else "running: ") + " ".join(["python", *cmd[1:]]))
+    if subprocess.run(cmd, check=False).returncode != 0:
+        sys.exit(EXIT_PROBLEM)
