@@ -277,6 +277,24 @@ def test_gpu_files_on_the_index(gpu_market: Market, gpu_wheels: GpuWheels, tmp_p
     )
     index = json.loads(body)  # PEP 691 lists it too
     assert "opm_gpu-1.0.0-variants.json" in [f["filename"] for f in index["files"]]
+    # The catalog's page shows the gpu object as badges.
+    status, _, html_page = market.get("/project/opm-gpu/")
+    assert status == 200
+    for badge in ("CUDA 13.0", "sm_80", "sm_90", "compute_75", "CC ≥ 7.5", "variant cu13"):
+        assert badge.encode() in html_page, badge
+    # A variant wheel that says another thing of the same label is refused at upload.
+    clash = nvidia_variant("cu13")
+    clash["variants"] = {"cu13": {"nvidia": {"sm_arch": ["75_real"]}}}
+    other = gpu_plugin_wheel(
+        tmp_path / "clash",
+        "opm-gpu",
+        "1.0.0",
+        library=gpu_wheels.library,
+        filename="opm_gpu-1.0.0-py3-none-manylinux_2_17_x86_64-cu13.whl",
+        variant=clash,
+    )
+    done = twine(market, token, other)
+    assert done.returncode != 0 and "contradicts" in done.stdout + done.stderr
     # Variant-unaware pip installs the plain wheel and skips the variant one.
     target = tmp_path / "site"
     done = subprocess.run(
@@ -307,3 +325,39 @@ def test_gpu_files_on_the_index(gpu_market: Market, gpu_wheels: GpuWheels, tmp_p
     with zipfile.ZipFile(gpu_wheels.variant) as zf:
         assert "opm_gpu-1.0.0.dist-info/variant.json" in zf.namelist()
     assert "variant.json" not in record.read_text()
+
+
+@pytest.mark.slow
+@needs_cuobjdump
+def test_gpu_worker_takes_and_records_gpu_kernels(
+    gpu_market: Market, gpu_wheels: GpuWheels
+) -> None:
+    """The GPU worker's CPU-side parts on the validated GPU file: taking its ``gpu: not
+    run`` kernels (once only) and recording verdicts for them."""
+    from opmarket.web._app import open_state
+    from opmarket.web._gpu_worker import claim_gpu_file, record_gpu_kernels
+    from opmarket.web._settings import Settings
+
+    market = gpu_market
+    if market.get("/api/packages/opm-gpu")[0] != 200:
+        assert twine(market, market.tokens["alice"], gpu_wheels.plain).returncode == 0
+    assert market.wait_for("opm-gpu", gpu_wheels.plain.name)["status"] == "validated"
+    state = open_state(Settings(data_dir=market.data, validation_workers=0))
+    taken = set()
+    while (file_id := claim_gpu_file(state)) is not None:
+        taken.add(file_id)
+    assert taken  # the plain wheel and its variant, each once
+    kernels = market.json("/api/packages/opm-gpu")["kernels"]
+    assert {k["status"] for k in kernels if k["device"] == "GPU"} == {"gpu: running"}
+    for file_id in taken:
+        record_gpu_kernels(
+            state,
+            file_id,
+            [{"op": "Test>OpmGpu", "device": "GPU", "dtypes": "T=float", "status": "passed"}],
+            "GPU conformance on test",
+        )
+    detail = market.json("/api/packages/opm-gpu")
+    gpu_rows = [k for k in detail["kernels"] if k["device"] == "GPU"]
+    assert [(k["op"], k["status"]) for k in gpu_rows] == [("Test>OpmGpu", "passed")]
+    assert claim_gpu_file(state) is None
+    assert "[gpu worker] GPU conformance on test" in detail["files"][0]["log"]
