@@ -325,6 +325,32 @@ def test_gpu_files_on_the_index(gpu_market: Market, gpu_wheels: GpuWheels, tmp_p
     with zipfile.ZipFile(gpu_wheels.variant) as zf:
         assert "opm_gpu-1.0.0.dist-info/variant.json" in zf.namelist()
     assert "variant.json" not in record.read_text()
+    # So does uv (a release without variant support: it skips the variant wheel too).
+    uv_target = tmp_path / "uv-site"
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "uv"),
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-cache",
+            "--python",
+            sys.executable,
+            "--target",
+            str(uv_target),
+            "--index-url",
+            f"{market.url}/simple/",
+            "opm-gpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    installed = next(uv_target.glob("opm_gpu-1.0.0.dist-info"))
+    assert not (installed / "variant.json").exists(), done.stderr
 
 
 @pytest.mark.slow
