@@ -27,6 +27,7 @@ conformance step (``opmarket worker --gpu``); until one has run, GPU kernels say
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 import zipfile
@@ -37,7 +38,7 @@ from typing import Any
 from packaging.markers import InvalidMarker
 from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from opmarket.registry._capi_elf import needed_libraries
 from opmarket.web._gpu_tools import (
@@ -146,8 +147,14 @@ def _runtime_provider(requirements: list[Requirement], major: int) -> tuple[str,
             return str(req), 0, ""
         if name != "nvidia-cuda-runtime":
             continue
-        allowed = [m for m in range(10) if req.specifier.contains(Version(f"{major}.{m}"))]
-        if not allowed and not req.specifier.contains(Version(f"{major}.9.99")):
+        # Versions of that major the requirement might allow: N.0 to N.19, and those its
+        # specifiers name (==13.0.96, ==13.*).
+        probes = {Version(f"{major}.{m}") for m in range(20)}
+        for spec in req.specifier:
+            with contextlib.suppress(InvalidVersion):
+                probes.add(Version(spec.version.removesuffix(".*")))
+        allowed = sorted(v.minor for v in probes if v.major == major and req.specifier.contains(v))
+        if not allowed:
             continue
         warning = ""
         if req.specifier.contains(Version(f"{major + 1}.0")):
@@ -155,7 +162,7 @@ def _runtime_provider(requirements: list[Requirement], major: int) -> tuple[str,
                 f"{req} also allows CUDA {major + 1}'s runtime, which has no "
                 f"libcudart.so.{major}: pin <{major + 1}"
             )
-        return str(req), min(allowed, default=0), warning
+        return str(req), allowed[0], warning
     return "", 0, ""
 
 
@@ -196,9 +203,9 @@ def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
         requirements = _requirements(zf)
         bundled = {PurePosixPath(n).name for n in zf.namelist()}
         with tempfile.TemporaryDirectory(prefix="opmarket-gpu-") as tmp:
-            check = _check_libraries(zf, members, Path(tmp), requirements, bundled)
-    if check.status == "not available" or check.summary is None:
-        if declared and check.status != "not available":
+            check, read = _check_libraries(zf, members, Path(tmp), requirements, bundled)
+    if check.summary is None:
+        if declared and read:
             check.status = "failed"
             check.log.append(
                 f"the manifest declares GPU kernels for {', '.join(declared)} but no shared "
@@ -221,7 +228,8 @@ def _check_libraries(
     tmp: Path,
     requirements: list[Requirement],
     bundled: set[str],
-) -> GpuCheck:
+) -> tuple[GpuCheck, bool]:
+    """The libraries' findings, and whether their device code could be read."""
     check = GpuCheck("passed")
     tool = cuobjdump_path()
     if tool is None:
@@ -289,7 +297,7 @@ def _check_libraries(
         check.log.append(f"{member.filename}: " + "; ".join(notes or ["no CUDA library needed"]))
     if not any(lib["sass"] or lib["ptx"] for lib in libraries):
         check.summary = None  # no device code: the API says null
-        return check
+        return check, tool is not None
     assert check.summary is not None
     sass = sorted({a for lib in libraries for a in lib["sass"]}, key=lambda a: _arch(a)[1:])
     ptx = sorted({a for lib in libraries for a in lib["ptx"]}, key=lambda a: _arch(a)[1:])
@@ -329,7 +337,7 @@ def _check_libraries(
             f"minimum Linux driver {MIN_DRIVER[runtime]} (CUDA {runtime}.x, minor version "
             "compatibility; PTX from a newer toolkit may need a newer driver to compile)"
         )
-    return check
+    return check, True
 
 
 def _audit(check: GpuCheck, path: Path, filename: str) -> None:

@@ -387,3 +387,25 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     assert [(k["op"], k["status"]) for k in gpu_rows] == [("Test>OpmGpu", "passed")]
     assert claim_gpu_file(state) is None
     assert "[gpu worker] GPU conformance on test" in detail["files"][0]["log"]
+
+
+@needs_cuobjdump
+@pytest.mark.parametrize(
+    ("requires", "cuda", "warning"),
+    [
+        ("nvidia-cuda-runtime==13.0.96", "13.0", False),
+        ("nvidia-cuda-runtime>=13.2,<14", "13.2", False),
+        ("nvidia-cuda-runtime-cu13", "13.0", False),
+        ("nvidia-cuda-runtime>=13", "13.0", True),  # allows 14 too: provided, with a warning
+    ],
+)
+def test_which_dependencies_provide_the_runtime(
+    tmp_path: Path, gpu_wheels: GpuWheels, requires: str, cuda: str, warning: bool
+) -> None:
+    wheel = gpu_plugin_wheel(
+        tmp_path, "opm-dep", "1.0.0", library=gpu_wheels.library, requires=(requires,)
+    )
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed", found
+    assert found.summary is not None and found.summary["cuda"] == cuda
+    assert ("pin <14" in "\n".join(found.log)) is warning
