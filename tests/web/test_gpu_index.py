@@ -263,6 +263,8 @@ def test_gpu_files_on_the_index(gpu_market: Market, gpu_wheels: GpuWheels, tmp_p
     assert found("cuda=13") == ["opm-gpu"] and found("cuda=12") == []
     assert found("compute_capability=8.6") == ["opm-gpu"]
     assert found("compute_capability=7.0") == []
+    status, _, home = market.get("/?cuda=13&compute_capability=9.0")
+    assert status == 200 and b"/project/opm-gpu/" in home and b"opm-nocode" not in home
     status, _, body = market.get("/api/packages?compute_capability=eight")
     assert status == 400 and b"'eight'" in body
     # variants.json beside the simple page, linked from it with its hash.
