@@ -192,14 +192,18 @@ def variants_file(
     :func:`check_consistent` so that this does not happen. None when there are none."""
     from variantlib.errors import ValidationError
 
-    kept: list[tuple[str, dict[str, Any]]] = []
-    merged: Any = None
-    for item in sorted(metadata, key=lambda item: item[0]):
-        try:
-            merged = _merged([*kept, item])
-        except (ValidationError, TypeError, ValueError):
-            continue
-        kept.append(item)
+    items = sorted(metadata, key=lambda item: item[0])
+    try:  # uploads are checked to agree: merging them all at once is the usual case
+        merged: Any = _merged(items)
+    except (ValidationError, TypeError, ValueError):
+        kept: list[tuple[str, dict[str, Any]]] = []
+        merged = None
+        for item in items:
+            try:
+                merged = _merged([*kept, item])
+            except (ValidationError, TypeError, ValueError):
+                continue
+            kept.append(item)
     if merged is None or not merged.variants:
         return None
     content = (merged.to_str() + "\n").encode()
