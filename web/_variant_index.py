@@ -64,7 +64,14 @@ def variant_links(
         url = f"/simple/{project}/{made.filename}"
         href = f"{html.escape(url)}#sha256={made.sha256}"
         anchors.append(f'<a href="{href}">{html.escape(made.filename)}</a><br>\n')
-        entries.append({"filename": made.filename, "url": url, "hashes": {"sha256": made.sha256}})
+        entries.append(
+            {
+                "filename": made.filename,
+                "url": url,
+                "hashes": {"sha256": made.sha256},
+                "size": len(made.content),  # PEP 700 asks every file's size
+            }
+        )
     return "".join(anchors), entries
 
 
