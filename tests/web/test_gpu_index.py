@@ -411,3 +411,16 @@ def test_which_dependencies_provide_the_runtime(
     assert found is not None and found.status == "passed", found
     assert found.summary is not None and found.summary["cuda"] == cuda
     assert ("pin <14" in "\n".join(found.log)) is warning
+
+
+def test_needed_libraries_are_read_from_the_dynamic_section(tmp_path: Path) -> None:
+    host = build_host_library(tmp_path)
+    done = subprocess.run(["readelf", "-d", str(host)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip("readelf (binutils) is not installed")
+    expected = tuple(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", done.stdout))
+    assert expected and needed_libraries(host) == expected
+    assert needed_libraries(Path(__file__)) == ()  # not ELF
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes(host.read_bytes()[:100])
+    assert needed_libraries(truncated) == ()
