@@ -200,10 +200,13 @@ def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
         declared, _why = _declared_gpu_kernels(path)
         if not members and not declared:
             return None
-        requirements = _requirements(zf)
         bundled = {PurePosixPath(n).name for n in zf.namelist()}
-        with tempfile.TemporaryDirectory(prefix="opmarket-gpu-") as tmp:
-            check, read = _check_libraries(zf, members, Path(tmp), requirements, bundled)
+        try:
+            requirements = _requirements(zf)
+            with tempfile.TemporaryDirectory(prefix="opmarket-gpu-") as tmp:
+                check, read = _check_libraries(zf, members, Path(tmp), requirements, bundled)
+        except (OSError, zipfile.BadZipFile, RuntimeError, ValueError) as exc:
+            return GpuCheck("failed", [f"the wheel's libraries cannot be read: {exc}"])
     if check.summary is None:
         if declared and read:
             check.status = "failed"
