@@ -18,9 +18,13 @@ For every shared library in the wheel (``*.so``, ``*.so.N``):
 The manylinux policy of a GPU wheel is read with ``auditwheel`` with the CUDA driver and
 runtime excluded, as PyTorch and JAX exclude them, and shown.
 
-A wheel is rejected when its manifest declares GPU kernels and no library carries device
-code, or when a library needs a CUDA runtime that neither the wheel nor its declared
-dependencies provide. Nothing here says a GPU kernel *works*: that is the GPU worker's
+A wheel is rejected when its manifest declares GPU kernels and none of its shared libraries
+carries device code (a native plugin built where nvcc was missing), or when a library needs
+a CUDA runtime that neither the wheel nor its declared dependencies provide. A wheel with
+GPU kernels and no shared library at all (kernels written in Python: CuPy, Triton, a
+framework's ops) has no device code to read: its step says ``skipped``.
+
+Nothing here says a GPU kernel *works*: that is the GPU worker's
 conformance step (``opmarket worker --gpu``); until one has run, GPU kernels say
 ``gpu: not run``.
 """
@@ -200,6 +204,16 @@ def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
         declared, _why = _declared_gpu_kernels(path)
         if not members and not declared:
             return None
+        if not members:  # GPU kernels in Python: nothing built for a GPU to read here
+            return GpuCheck(
+                "skipped",
+                [
+                    f"GPU kernels declared for {', '.join(declared)} and no shared library: "
+                    "kernels written in Python (CuPy, Triton, a framework's ops) carry no "
+                    "device code to check; whether they work: gpu: not run until a GPU "
+                    "worker (opmarket worker --gpu) checks them"
+                ],
+            )
         bundled = {PurePosixPath(n).name for n in zf.namelist()}
         try:
             requirements = _requirements(zf)

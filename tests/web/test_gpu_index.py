@@ -424,3 +424,13 @@ def test_needed_libraries_are_read_from_the_dynamic_section(tmp_path: Path) -> N
     truncated = tmp_path / "truncated.so"
     truncated.write_bytes(host.read_bytes()[:100])
     assert needed_libraries(truncated) == ()
+
+
+def test_gpu_kernels_written_in_python_have_no_device_code_to_check(tmp_path: Path) -> None:
+    wheel = gpu_plugin_wheel(tmp_path, "opm-pygpu", "1.0.0", library=None)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "skipped" and found.summary is None
+    assert "no shared library" in found.log[0] and "gpu: not run" in found.log[0]
+    # A plugin without GPU kernels or libraries has no GPU step at all.
+    plain = gpu_plugin_wheel(tmp_path / "cpu", "opm-cpu", "1.0.0", library=None, gpu_kernel=False)
+    assert inspect_gpu(plain) is None
