@@ -45,8 +45,13 @@ def _utf8(label: str, dist: Distribution, member: str, read: Callable[[Distribut
 def opset_from_wheel(path: str | Path) -> OpSet:
     """The op-set a wheel ships, read from the archive without installing it."""
     label = str(path)
+    filename = Path(path).name
+    parts = filename.removesuffix(".whl").split("-")
+    if len(parts) == 7 or (len(parts) == 6 and not parts[2][:1].isdigit()):
+        # A PEP 825 variant wheel: its last part is a variant label, not part of the tags.
+        filename = "-".join(parts[:-1]) + ".whl"
     try:
-        name, version, *_ = parse_wheel_filename(Path(path).name)
+        name, version, *_ = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
         raise DocumentError(label, f"not a wheel file name: {exc}") from None
     try:

@@ -1,5 +1,6 @@
 """What a shared library exports, read from its ELF dynamic symbol table (``.dynsym``)
-without loading it: the symbols ``dlsym`` can find.
+without loading it: the symbols ``dlsym`` can find; and the libraries it needs (its
+``DT_NEEDED`` entries, what ``readelf -d`` lists as NEEDED).
 
 A small reader of its own (the standard library's ``struct``), not a dependency: it needs
 the section headers, the one ``SHT_DYNSYM`` section and the string table it links to, read
@@ -14,10 +15,13 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["dynamic_symbols"]
+__all__ = ["dynamic_symbols", "needed_libraries"]
 
 _MAGIC = b"\x7fELF"
 _SHT_DYNSYM = 11
+_SHT_DYNAMIC = 6
+_DT_NEEDED = 1
+_DYN = {1: "iI", 2: "qQ"}  # d_tag, d_val
 _SHN_UNDEF = 0
 _BINDINGS = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
 _VISIBLE = (0, 3)  # STV_DEFAULT, STV_PROTECTED
@@ -41,10 +45,42 @@ def dynamic_symbols(path: Path) -> frozenset[str]:
         return frozenset()
 
 
-def _read(f: BinaryIO) -> frozenset[str]:
+def needed_libraries(path: Path) -> tuple[str, ...]:
+    """The sonames the library at ``path`` needs (``DT_NEEDED``), in the order the dynamic
+    linker loads them. Empty for a file that is not ELF, is truncated or cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            found = _sections(f)
+            if found is None:
+                return ()
+            klass, order, sections = found
+            entry = struct.Struct(order + _DYN[klass])
+            needed: list[str] = []
+            for sh in sections:
+                if sh[_SH_TYPE] != _SHT_DYNAMIC:
+                    continue
+                strtab = sections[sh[_SH_LINK]]
+                f.seek(strtab[_SH_OFFSET])
+                strings = _exact(f, strtab[_SH_SIZE])
+                f.seek(sh[_SH_OFFSET])
+                table = _exact(f, sh[_SH_SIZE])
+                for offset in range(0, len(table) - entry.size + 1, entry.size):
+                    tag, value = entry.unpack_from(table, offset)
+                    if tag == 0:  # DT_NULL ends the table
+                        break
+                    if tag == _DT_NEEDED:
+                        end = strings.index(b"\0", value)
+                        needed.append(strings[value:end].decode("utf-8", "replace"))
+            return tuple(needed)
+    except (OSError, struct.error, ValueError, IndexError):
+        return ()
+
+
+def _sections(f: BinaryIO) -> tuple[int, str, list[tuple[int, ...]]] | None:
+    """The ELF class, byte order and section headers of the open file; None if not ELF."""
     ident = f.read(16)
     if len(ident) < 16 or ident[:4] != _MAGIC or ident[4] not in (1, 2) or ident[5] not in (1, 2):
-        return frozenset()
+        return None
     klass = ident[4]
     order = "<" if ident[5] == 1 else ">"
     header = struct.Struct(order + _HEADER[klass])
@@ -52,13 +88,20 @@ def _read(f: BinaryIO) -> frozenset[str]:
     shoff, shentsize, shnum = fields[5], fields[10], fields[11]
     section = struct.Struct(order + _SECTION[klass])
     if shoff == 0 or shentsize < section.size:
-        return frozenset()
+        return None
     if shnum == 0:  # extended numbering: the count is in section 0's size
         f.seek(shoff)
         shnum = section.unpack(_exact(f, section.size))[_SH_SIZE]
     f.seek(shoff)
     table = _exact(f, shentsize * shnum)
-    sections = [section.unpack_from(table, i * shentsize) for i in range(shnum)]
+    return klass, order, [section.unpack_from(table, i * shentsize) for i in range(shnum)]
+
+
+def _read(f: BinaryIO) -> frozenset[str]:
+    found = _sections(f)
+    if found is None:
+        return frozenset()
+    klass, order, sections = found
     symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[klass]
     symbol = struct.Struct(order + symbol_format)
     names: set[str] = set()

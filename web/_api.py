@@ -37,9 +37,23 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
     status: Annotated[str, Query(description="pending, validated or rejected")] = "",
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cuda: Annotated[str, Query(description="a CUDA major, e.g. 13: has device code for it")] = "",
+    compute_capability: Annotated[
+        str, Query(description="e.g. 8.6: has device code that runs on such a GPU")
+    ] = "",
 ) -> SearchResult:
     try:
-        return search_packages(session, q, device, dtype, status, offset=offset, limit=limit)
+        return search_packages(
+            session,
+            q,
+            device,
+            dtype,
+            status,
+            offset=offset,
+            limit=limit,
+            cuda=cuda,
+            compute_capability=compute_capability,
+        )
     except SearchError as exc:
         raise HTTPError(400, "bad-query", str(exc)) from None
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from opmarket import __version__
-from opmarket.web import _api, _files, _pages, _simple, _upload
+from opmarket.web import _api, _files, _pages, _simple, _upload, _variant_index
 from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._errors import install_error_handlers
@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_upload_bytes=settings.max_upload_bytes,
         timeout_s=settings.body_timeout_s,
     )
-    for module in (_simple, _files, _upload, _api, _pages):
+    for module in (_simple, _files, _upload, _api, _pages, _variant_index):
         app.include_router(module.router)
     # Editable installs link each file into place: follow those links (the folder is ours).
     app.mount(

@@ -13,8 +13,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from opmarket.sdk import OpmarketError
+from opmarket.web._gpu_index import gpu_filter
 from opmarket.web._models import File, FileStatus, KernelEntry, OpEntry, Project, Release
 from opmarket.web._simple import file_url
+from opmarket.web._variants import split_variant
 
 __all__ = [
     "MAX_QUERY",
@@ -70,6 +72,10 @@ class FileInfo(BaseModel):
     log: str
     steps: list[dict[str, Any]]
     compat: dict[str, Any] | None
+    # The static GPU checks' findings, null without device code: cuda, sass, ptx,
+    # min_compute_capability (and min_driver, manylinux, libraries, tools).
+    gpu: dict[str, Any] | None = None
+    variant: str | None = None  # a PEP 825 variant wheel's label
 
 
 class PackageSummary(BaseModel):
@@ -169,6 +175,8 @@ def search_packages(
     *,
     offset: int = 0,
     limit: int = 100,
+    cuda: str = "",
+    compute_capability: str = "",
 ) -> SearchResult:
     """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
     whose latest file has ``status`` (every filter optional), by name, ``limit`` of them
@@ -179,6 +187,9 @@ def search_packages(
                 f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
             )
     query = _projects_query().order_by(Project.normalized)
+    gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
+    if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
+        query = query.where(gpu_match)
     if q.strip():
         like = _contains(q.strip())
         has_op = (
@@ -227,6 +238,8 @@ def _file_info(f: File) -> FileInfo:
         log=f.log,
         steps=steps if isinstance(steps, list) else [],
         compat=compat if isinstance(compat, dict) else None,
+        gpu=f.gpu,
+        variant=split_variant(f.filename)[1],
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, UsageError
+from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError
 
 __all__ = ["serve", "tokens", "users", "validate", "worker", "yank"]
 
@@ -270,6 +270,28 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
         sys.exit(EXIT_PROBLEM)
 
 
+def _gpu_worker(data: Path | None) -> None:
+    from opmarket.web._gpu_worker import gpu_visible, run_gpu_worker
+
+    gpus = gpu_visible()
+    if not gpus:
+        click.echo(
+            "opmarket worker --gpu: no GPU visible on this machine (no NVIDIA GPU under "
+            "/proc/driver/nvidia/gpus with a /dev/nvidia* device); GPU kernels stay "
+            "'gpu: not run'",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+    import signal as signals
+
+    state = _state(data)
+    stop = threading.Event()
+    for sig in (signals.SIGINT, signals.SIGTERM):
+        signals.signal(sig, lambda *_: stop.set())
+    click.echo(f"opmarket: GPU conformance on {', '.join(gpus)}", err=True)
+    run_gpu_worker(state, stop)
+
+
 def _opset_text(path: Path) -> str:
     from opmarket.compat import load_source
     from opmarket.sdk import OpmarketError, opset_to_json
@@ -306,10 +328,20 @@ def yank(project: str, version: str, reason: str, undo: bool, data: Path | None)
     default=None,
     help="Validation threads [default: OPMARKET_VALIDATION_WORKERS or 1].",
 )
-def worker(data: Path | None, threads: int | None) -> None:
+@click.option(
+    "--gpu",
+    is_flag=True,
+    help="Only the GPU conformance step of files that declare GPU kernels (needs a GPU; "
+    "exit 2 without one). See docs/gpu.md.",
+)
+def worker(data: Path | None, threads: int | None, gpu: bool) -> None:
     """Validate uploads without serving: take jobs from the catalog's database until stopped
     (Ctrl-C). Run web servers with --validation-workers 0 and as many of these as you like."""
     import signal as signals
+
+    if gpu:
+        _gpu_worker(data)
+        return
 
     from opmarket.web._validation import validation_worker
 

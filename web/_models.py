@@ -20,11 +20,13 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from opmarket.web._status import FileStatus
+from opmarket.web._variants import VariantError, split_variant
 
 __all__ = [
     "Base",
     "File",
     "FileStatus",
+    "GpuTarget",
     "Job",
     "KernelEntry",
     "OpEntry",
@@ -42,11 +44,13 @@ def distribution_key(filename: str) -> str | None:
     PEP 440 version without trailing zeros (1.0 is 1.0.0), build tag and compatibility tags.
 
     Two files with one key are one file under two names; the index keeps the first. None
-    when ``filename`` is not a wheel's name.
+    when ``filename`` is not a wheel's name. A PEP 825 variant wheel's label is part of its
+    identity: its key ends in ``/{label}`` (a plain wheel's key has no such part).
     """
     try:
-        name, version, build, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
+        base, label = split_variant(filename)
+        name, version, build, tags = parse_wheel_filename(base)
+    except (InvalidWheelFilename, VariantError):
         return None
     build_tag = f"{build[0]}{build[1]}" if build else ""
     return "/".join(
@@ -55,6 +59,7 @@ def distribution_key(filename: str) -> str | None:
             canonicalize_version(version, strip_trailing_zero=True),
             build_tag,
             ".".join(sorted(str(t) for t in tags)),
+            *((label,) if label is not None else ()),
         )
     )
 
@@ -151,11 +156,16 @@ class File(Base):
     # The validation's outcome as data: steps, op-set (canonical JSON), compat report.
     result: Mapped[dict[str, object] | None] = mapped_column(JSON, default=None)
     opset: Mapped[str] = mapped_column(Text, default="")
+    # Migration 0004: what the static GPU checks found (null: no device code; see _gpu),
+    # and a PEP 825 variant wheel's variant.json (null: not a variant wheel).
+    gpu: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
+    variant: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
 
     release: Mapped[Release] = relationship(back_populates="files")
     uploader: Mapped[User] = relationship()
     ops: Mapped[list[OpEntry]] = relationship(back_populates="file")
     kernels: Mapped[list[KernelEntry]] = relationship(back_populates="file")
+    gpu_targets: Mapped[list[GpuTarget]] = relationship(back_populates="file")
 
 
 class OpEntry(Base):
@@ -186,6 +196,22 @@ class KernelEntry(Base):
     message: Mapped[str] = mapped_column(Text, default="")
 
     file: Mapped[File] = relationship(back_populates="kernels")
+
+
+class GpuTarget(Base):
+    """One GPU architecture a file's device code is built for (migration 0004), for the
+    search by CUDA major and by compute capability."""
+
+    __tablename__ = "gpu_targets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("files.id"), index=True)
+    cuda_major: Mapped[int | None] = mapped_column(Integer, default=None)  # of its runtime
+    kind: Mapped[str] = mapped_column(String(10))  # "sass" or "ptx"
+    capability: Mapped[int] = mapped_column(Integer)  # 10 * major + minor: 75, 80, 100
+    suffix: Mapped[str] = mapped_column(String(4), default="")  # "a", "f" or ""
+
+    file: Mapped[File] = relationship(back_populates="gpu_targets")
 
 
 class Job(Base):

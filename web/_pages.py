@@ -61,15 +61,19 @@ def home(
     dtype: Annotated[str, Query()] = "",
     status: Annotated[str, Query()] = "",
     page: Annotated[int, Query(ge=1)] = 1,
+    cuda: Annotated[str, Query()] = "",
+    compute_capability: Annotated[str, Query()] = "",
 ) -> HTMLResponse:
+    gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
     try:
         found = search_packages(
-            session, q, device, dtype, status, offset=(page - 1) * PER_PAGE, limit=PER_PAGE
+            session, q, device, dtype, status, offset=(page - 1) * PER_PAGE, limit=PER_PAGE, **gpu
         )
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))
     query = urlencode(
         {k: v for k, v in (("q", q), ("device", device), ("dtype", dtype), ("status", status)) if v}
+        | {k: v for k, v in gpu.items() if v}
     )
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
     return _render(
@@ -81,6 +85,8 @@ def home(
         device=device,
         dtype=dtype,
         status=status,
+        cuda=cuda,
+        compute_capability=compute_capability,
         devices=DEVICES,
         dtypes=DTYPES,
         statuses=STATUSES,

@@ -69,6 +69,7 @@ class Verdict:
     ops: list[dict[str, str]] = field(default_factory=list)
     kernels: list[dict[str, str]] = field(default_factory=list)
     compat: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None  # the static GPU checks' findings (see _gpu)
 
     @property
     def status(self) -> FileStatus:
@@ -98,6 +99,7 @@ class Verdict:
             "ops": self.ops,
             "kernels": self.kernels,
             "compat": self.compat,
+            "gpu": self.gpu,
         }
 
 
@@ -245,6 +247,8 @@ def validate_wheel(
             [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
         )
     )
+    if _static_gpu(verdict, path, filename, info.variant):  # rejected before any code runs
+        return verdict
     try:
         outcome, result = _run_probe(
             path.resolve(),
@@ -324,6 +328,23 @@ def validate_wheel(
     if verdict.opset and not verdict.failures:
         _compat(verdict, previous, filename)
     return verdict
+
+
+def _static_gpu(
+    verdict: Verdict, path: Path, filename: str, variant: dict[str, Any] | None
+) -> bool:
+    """The static GPU and variant steps (see _gpu, _variants); True when one failed."""
+    from opmarket.web._gpu import inspect_gpu
+    from opmarket.web._variants import variant_note
+
+    if variant is not None:
+        verdict.steps.append(Step("variant", "passed", variant_note(filename, variant)))
+    gpu = inspect_gpu(path, filename)
+    if gpu is None:
+        return False
+    verdict.gpu = gpu.summary
+    verdict.steps.append(Step("gpu (static)", gpu.status, gpu.log))
+    return gpu.status == "failed"
 
 
 def _ended_badly(result: HarnessResult) -> str:

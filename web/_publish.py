@@ -21,6 +21,7 @@ from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
 from opmarket.web._state import AppState
 from opmarket.web._storage import StorageError
+from opmarket.web._variant_index import check_release_variants
 from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 __all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]
@@ -234,6 +235,7 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
             "was uploaded before; a published version never changes, so "
             "publish a new version",
         )
+    check_release_variants(session, info)  # PEP 825: one label, one set of properties
     return None
 
 
@@ -337,6 +339,7 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
         yanked_reason="",
         log="validation queued\n",
         opset="",
+        variant=info.variant,
     )
     session.add(file)
     session.flush()

@@ -22,6 +22,7 @@ from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
 from opmarket.web._state import AppState
+from opmarket.web._variant_index import variant_links
 
 __all__ = ["API_VERSION", "file_url", "router"]
 
@@ -194,6 +195,9 @@ def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
         if f.yanked:
             attrs.append(f'data-yanked="{html.escape(f.yanked_reason)}"')
         links.append(f"<a {' '.join(attrs)}>{html.escape(f.filename)}</a><br>\n")
+    variant_anchors, variant_entries = variant_links(name, rows)  # PEP 825 variants.json
+    links.append(variant_anchors)
+    entries.extend(variant_entries)
     doc = {
         "meta": {"api-version": API_VERSION},
         "name": name,

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
 from opmarket.web._cgroup import pid_alive, sweep_stale
+from opmarket.web._gpu_index import store_gpu
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
@@ -215,6 +216,7 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
         file.result = verdict.to_json()
         file.opset = verdict.opset
         file.validated = utcnow()
+        store_gpu(session, file, verdict.gpu)
         for op in verdict.ops:
             session.add(
                 OpEntry(

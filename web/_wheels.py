@@ -20,13 +20,14 @@ import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from packaging.metadata import InvalidMetadata, Metadata, parse_email
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from opmarket.sdk import OpmarketError
+from opmarket.web._variants import VariantError, read_variant_metadata, split_variant
 
 __all__ = ["WheelError", "WheelInfo", "WheelLimits", "WheelProblem", "inspect_wheel"]
 
@@ -69,6 +70,7 @@ class WheelInfo:
     summary: str
     metadata: bytes  # the METADATA file, served as PEP 658 core metadata
     metadata_sha256: str
+    variant: dict[str, Any] | None = None  # a PEP 825 variant wheel's variant.json
 
 
 def _alias_key(name: str) -> str:
@@ -109,8 +111,10 @@ def _check_filename(filename: str) -> tuple[str, Version]:
     problem with it."""
     if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
         raise WheelError(f"{filename!r}: only wheels (.whl) are accepted")
-    try:
-        name, version, _build, tags = parse_wheel_filename(filename)
+    try:  # a PEP 825 variant label is checked here, the rest as any wheel's name
+        name, version, _build, tags = parse_wheel_filename(split_variant(filename)[0])
+    except VariantError as exc:
+        raise WheelError(str(exc)) from None
     except InvalidWheelFilename as exc:
         raise WheelError(f"invalid wheel file name {filename!r}: {exc}") from None
     problems = []
@@ -275,6 +279,11 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
             raise WheelError(f"{filename}: METADATA cannot be read: {exc}") from None
         meta = _read_metadata(metadata, filename, name, version)
         _check_record(zf, filename, f"{dist_info}/RECORD")
+        label = split_variant(filename)[1]
+        try:
+            variant = None if label is None else read_variant_metadata(zf, dist_info, label)
+        except VariantError as exc:
+            raise WheelError(f"{filename}: {exc}") from None
     return WheelInfo(
         filename=filename,
         name=meta.name,
@@ -284,4 +293,5 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
         summary=meta.summary or "",
         metadata=metadata,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+        variant=variant,
     )

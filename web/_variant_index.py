@@ -1,0 +1,139 @@
+"""The index's side of PEP 825 variant wheels: ``{name}-{version}-variants.json`` served
+beside a project's simple pages (``/simple/{project}/{name}-{version}-variants.json``),
+linked from those pages with its sha256 as the PEP asks, and the upload check that keeps a
+release's variant metadata consistent.
+
+The file is generated from the release's validated variant wheels (PEP 825 allows either
+that or an upload by the author); it grows as more variant wheels of the release are
+validated, so an installer that locked its hash sees a change then. Installers that know no
+variants skip both the file (not a distribution) and the variant wheels (their six-part
+names are not valid wheel names to them).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from packaging.utils import canonicalize_name
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from opmarket.web._errors import HTTPError
+from opmarket.web._models import File, FileStatus, Project, Release
+from opmarket.web._state import AppState
+from opmarket.web._variants import (
+    VariantError,
+    VariantsFile,
+    check_consistent,
+    variants_file,
+)
+from opmarket.web._wheels import WheelInfo
+
+__all__ = ["check_release_variants", "release_variants", "router", "variant_links"]
+
+router = APIRouter(tags=["simple"])
+
+
+def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
+    """The variants.json of each release among ``rows`` (validated files and their
+    versions) that has variant wheels, by version."""
+    by_version: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for f, version in rows:
+        if f.variant is not None:
+            by_version[version].append((f.filename, f.variant))
+    found = {}
+    for version, items in by_version.items():
+        made = variants_file(name, version, items)
+        if made is not None:
+            found[version] = made
+    return found
+
+
+def variant_links(
+    project: str, rows: Sequence[tuple[File, str]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The simple pages' entries for the variants.json files of ``rows``: HTML anchors and
+    PEP 691 file objects (same URL and sha256)."""
+    anchors, entries = [], []
+    for _version, made in sorted(release_variants(project, rows).items()):
+        url = f"/simple/{project}/{made.filename}"
+        href = f"{html.escape(url)}#sha256={made.sha256}"
+        anchors.append(f'<a href="{href}">{html.escape(made.filename)}</a><br>\n')
+        entries.append(
+            {
+                "filename": made.filename,
+                "url": url,
+                "hashes": {"sha256": made.sha256},
+                "size": len(made.content),  # PEP 700 asks every file's size
+            }
+        )
+    return "".join(anchors), entries
+
+
+def check_release_variants(session: Session, info: WheelInfo) -> None:
+    """HTTPError 400 when the variant wheel ``info`` contradicts the variant metadata of
+    its release's other variant wheels (not rejected ones)."""
+    if info.variant is None:
+        return
+    rows = session.execute(
+        select(File.filename, File.variant)
+        .join(Release)
+        .join(Project)
+        .where(
+            Project.normalized == info.normalized,
+            File.variant.is_not(None),
+            File.status != FileStatus.REJECTED,
+            File.filename != info.filename,
+        )
+    ).all()
+    from packaging.version import Version
+
+    released = [
+        (r.filename, r.variant)
+        for r in rows
+        if r.variant is not None and Version(r.filename.split("-")[1]) == Version(info.version)
+    ]
+    try:
+        check_consistent(released, info.filename, info.variant)
+    except VariantError as exc:
+        raise HTTPError(400, "variant-conflict", str(exc)) from None
+
+
+@router.get(
+    "/simple/{project}/{filename}",
+    summary="A release's variants.json (PEP 825 index-level metadata)",
+)
+async def variants_json(project: str, filename: str, request: Request) -> Response:
+    state: AppState = request.app.state.opmarket
+    normalized = str(canonicalize_name(project))
+    if not filename.endswith("-variants.json"):
+        raise HTTPError(404, "not-found", f"no file {filename!r} under /simple/{normalized}/")
+    made = await run_in_threadpool(_find, state, normalized, filename)
+    return Response(made.content, media_type="application/json")
+
+
+def _find(state: AppState, normalized: str, filename: str) -> VariantsFile:
+    with state.db.session() as session:
+        rows = (
+            session.execute(
+                select(File, Release.version)
+                .join(Release)
+                .join(Project)
+                .where(
+                    Project.normalized == normalized,
+                    File.status == FileStatus.VALIDATED,
+                    File.variant.is_not(None),
+                )
+            )
+            .tuples()
+            .all()
+        )
+        for made in release_variants(normalized, rows).values():
+            if made.filename == filename:
+                return made
+    raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
