@@ -40,6 +40,16 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "ops",
         "List the installed plugins' ops: op, plugin, signature, kernels.",
     ),
+    "build": (
+        "opmarket._build",
+        "build",
+        "Build a plugin's wheel the way the index accepts it (manylinux for native code).",
+    ),
+    "manifest": (
+        "opmarket._build",
+        "manifest",
+        "Write a plugin's manifest (opmarket.opset.json) from what its code registers.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",
