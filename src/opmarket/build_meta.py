@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = [
+    "ManifestBuildError",
     "build_editable",
     "build_sdist",
     "build_wheel",
@@ -70,7 +71,10 @@ with open(output, "w", encoding="utf-8") as f:
 
 
 class ManifestBuildError(RuntimeError):
-    """Making the manifest of a built wheel failed; the message says where and why."""
+    """Making the manifest of a built wheel failed; the message says where and why.
+
+    Not an OpmarketError: opmarket.sdk imports numpy, which the backend's process, run for
+    every hook (even get_requires_for_build_wheel), should not pay for."""
 
 
 def _setuptools() -> Any:
