@@ -302,3 +302,59 @@ def test_an_isolated_build_resolves_opmarket_from_a_local_index(
     assert wheel.name.startswith("opmarket_zero_out-0.1.0-cp311-cp311-manylinux_")
     check_record(wheel)
     assert manifest_of(wheel, f"opmarket_zero_out/{MANIFEST}")["ops"]
+
+
+_GPU_SETUP = """\
+import subprocess
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+STUBS = {stubs!r}
+
+
+class BuildWithLibrary(build_py):
+    def run(self):
+        super().run()
+        target = Path(self.build_lib, "opm_scale", "libopm_scale_gpu.so")
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-o", str(target), "-x", "c", "-",
+             "-Wl,--no-as-needed", f"-L{{STUBS}}", f"-Wl,-rpath,{{STUBS}}", "-lcudart", "-lcuda"],
+            input=b"int opm_scale_gpu(void) {{ return 0; }}\\n",
+            check=True,
+        )
+
+
+class BinaryDistribution(Distribution):
+    def has_ext_modules(self):
+        return True
+
+
+setup(distclass=BinaryDistribution, cmdclass={{"build_py": BuildWithLibrary}})
+"""
+
+
+def test_cuda_driver_and_runtime_stay_out_of_the_repaired_wheel(tmp_path: Path) -> None:
+    # Stand-ins for the CUDA libraries (the machine has no toolkit): same sonames, found
+    # through the library's run path, so auditwheel would copy them in if not told not to.
+    stubs = tmp_path / "cuda"
+    stubs.mkdir()
+    for soname, link in (("libcudart.so.12", "libcudart.so"), ("libcuda.so.1", "libcuda.so")):
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(stubs / soname),
+             "-x", "c", "-"],
+            input=b"int stub(void) { return 0; }\n",
+            check=True,
+        )
+        (stubs / link).symlink_to(soname)
+    root = project(tmp_path / "p")
+    (root / "setup.py").write_text(_GPU_SETUP.format(stubs=str(stubs)))
+    done = run("build", "--no-isolation", "-o", str(tmp_path / "out"), str(root))
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "out").iterdir()
+    assert "-manylinux" in wheel.name, wheel.name
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "opm_scale/libopm_scale_gpu.so" in names
+    assert not [n for n in names if "libcuda" in n], names
+    check_record(wheel)
