@@ -20,7 +20,7 @@ import click
 
 from opmarket._usage import EXIT_PROBLEM, UsageError
 from opmarket.registry._discovery import EntryPointRecord, scan
-from opmarket.registry._manifest import MANIFEST, read_manifest
+from opmarket.registry._manifest import MANIFEST, MANIFEST_FIX, read_manifest
 from opmarket.registry._plugins import discover, plugins_disabled, selected
 from opmarket.sdk import DType, KernelDef, OpDef, OpmarketError, UnknownDTypeError, as_dtype
 
@@ -104,7 +104,7 @@ def plugin_rows(*, load: bool = True) -> list[PluginRow]:
             if row.ops and row.ops != list(info.ops):
                 row.errors.append(
                     f"{MANIFEST} lists {row.ops}, the plugin registers "
-                    f"{list(info.ops)}; regenerate the manifest"
+                    f"{list(info.ops)}; regenerate the manifest: {MANIFEST_FIX}"
                 )
             registered = _by_device(info.kernels)
             row.unavailable = {d: n for d, n in row.kernels.items() if d not in registered}

@@ -8,6 +8,7 @@ JSON of the ops and kernels the plugin registers.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -21,15 +22,24 @@ from opmarket.sdk._kernel import KernelSpec
 
 __all__ = [
     "MANIFEST",
+    "MANIFEST_FIX",
     "find_manifest",
+    "manifest_text",
     "manifest_locations",
     "manifest_path",
+    "op_difference",
     "opset_from_code",
     "read_manifest",
 ]
 
 #: The file name of a plugin's manifest.
 MANIFEST = "opmarket.opset.json"
+
+#: What makes a manifest, as error messages name it.
+MANIFEST_FIX = (
+    "rebuild the wheel with `opmarket build` (its backend opmarket.build_meta writes the "
+    "manifest), or run `opmarket manifest PATH` on the project or the wheel"
+)
 
 
 def manifest_locations(entry_point: str) -> list[PurePosixPath]:
@@ -85,7 +95,9 @@ def read_manifest(entry: EntryPointRecord) -> OpSet:
     label = f"plugin {entry.name} ({entry.distribution} {entry.version})"
     path = manifest_path(entry)
     if path is None:
-        raise DocumentError(label, f"entry point module {entry.module!r} ships no {MANIFEST}")
+        raise DocumentError(
+            label, f"entry point module {entry.module!r} ships no {MANIFEST}; {MANIFEST_FIX}"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -115,15 +127,15 @@ def opset_from_code(module: str) -> OpSet:
     return OpSet(reg.snapshot(source=module).ops, kernels)
 
 
-def _write(module: str, target: str) -> None:
-    """Write ``module``'s manifest to ``target``, keeping the committed manifest's kernels
-    for devices the code registered none for here (a GPU kernel on a machine without one)."""
+def manifest_text(module: str, previous: str | None = None) -> str:
+    """The manifest of the plugin entry point ``module`` as canonical JSON (imports it),
+    keeping from ``previous`` (the manifest it replaces, if any) the kernels for devices the
+    code registered none for here (a GPU kernel built on a machine without a GPU)."""
     from opmarket.sdk import opset_to_json
 
     opset = opset_from_code(module)
-    path = Path(target)
-    if path.is_file():
-        old = opset_from_json(path.read_text(encoding="utf-8"), source=target)
+    if previous is not None:
+        old = opset_from_json(previous, source="the previous manifest")
         devices = {k.device for k in opset.kernels}
         kept = tuple(
             k
@@ -133,11 +145,50 @@ def _write(module: str, target: str) -> None:
             and k.device != "CPU"
         )
         opset = OpSet(opset.ops, opset.kernels + kept)
-    write_atomic(path, opset_to_json(opset))
+    return opset_to_json(opset)
+
+
+def op_difference(manifest: object, registered: object, where: str = "") -> str | None:
+    """The first field in which two definitions (an op, an arg, an attr) differ, as
+    ``attrs['clip_max'].default: the manifest says 6.0, the code 1.0``; None if equal."""
+    if manifest == registered:
+        return None
+    if dataclasses.is_dataclass(manifest) and type(manifest) is type(registered):
+        for f in dataclasses.fields(manifest):
+            if not f.compare:
+                continue
+            found = op_difference(
+                getattr(manifest, f.name), getattr(registered, f.name), f"{where}.{f.name}"
+            )
+            if found:
+                return found
+    elif isinstance(manifest, tuple) and isinstance(registered, tuple):
+        names_a = [getattr(x, "name", None) for x in manifest]
+        names_b = [getattr(x, "name", None) for x in registered]
+        if len(manifest) == len(registered) and names_a == names_b:
+            for i, (a, b) in enumerate(zip(manifest, registered, strict=True)):
+                found = op_difference(
+                    a, b, f"{where}[{names_a[i]!r}]" if names_a[i] else f"{where}[{i}]"
+                )
+                if found:
+                    return found
+        elif None not in names_a and None not in names_b:
+            return f"{where.lstrip('.')}: the manifest lists {names_a}, the code {names_b}"
+    field_name = where.lstrip(".") or "definition"
+    return f"{field_name}: the manifest says {manifest!r}, the code {registered!r}"
+
+
+def _write(module: str, target: str) -> None:
+    """Write ``module``'s manifest to ``target`` (see :func:`manifest_text`)."""
+    path = Path(target)
+    previous = path.read_text(encoding="utf-8") if path.is_file() else None
+    text = manifest_text(module, previous)
+    write_atomic(path, text)
+    opset = opset_from_json(text, source=target)
     print(f"{target}: {len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)")
 
 
-if __name__ == "__main__":  # scripts/manifests
+if __name__ == "__main__":  # opmarket.build_meta runs this on a built wheel
     import sys
 
     _write(sys.argv[1], sys.argv[2])

@@ -369,6 +369,7 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
     """Compare the reported op-set with the manifest read here from the archive; add the
     kernels the manifest declares for devices this worker has not (not run)."""
     from opmarket.compat import opset_from_wheel
+    from opmarket.registry._manifest import MANIFEST, MANIFEST_FIX, op_difference
     from opmarket.sdk import OpmarketError, opset_from_json
 
     try:
@@ -379,16 +380,19 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
     try:
         manifest = opset_from_wheel(wheel)
     except Exception as exc:  # any unreadable manifest is the wheel's failure
-        verdict.steps.append(Step("manifest", "failed", [f"opmarket.opset.json: {exc}"]))
+        verdict.steps.append(Step("manifest", "failed", [f"{MANIFEST}: {exc}; {MANIFEST_FIX}"]))
         return
     want = {o.name: o for o in manifest.ops}
     problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
     problems += [f"{n}: registered, not in the manifest" for n in sorted(set(have) - set(want))]
     problems += [
-        f"{n}: the manifest's definition differs from the registered one"
+        f"{n}: the manifest's definition differs from the registered one in "
+        + str(op_difference(want[n], have[n]))
         for n in sorted(set(want) & set(have))
         if want[n] != have[n]
     ]
+    if problems:
+        problems.append(f"{MANIFEST} is stale or missing: {MANIFEST_FIX}")
     verdict.steps.append(
         Step(
             "manifest",

@@ -136,6 +136,12 @@ def _check_filename(filename: str) -> tuple[str, Version]:
                 f"the tag {str(tag)!r} is not a valid compatibility tag "
                 f"({', '.join(map(repr, bad))}: only letters, digits and '_')"
             )
+    # As PyPI: a plain linux tag promises nothing about the glibc or libraries it needs.
+    for platform in sorted({t.platform for t in tags if t.platform.startswith("linux_")}):
+        problems.append(
+            f"the platform tag {platform!r} is not accepted, as on PyPI: build the wheel with "
+            "`opmarket build`, which repairs it to a manylinux tag (auditwheel)"
+        )
     if problems:
         raise WheelError(f"invalid wheel file name {filename!r}: " + "; ".join(problems))
     return str(name), version

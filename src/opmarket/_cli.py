@@ -50,6 +50,16 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "install",
         "Install plugin NAME and the GPU companion that fits this machine, with pip.",
     ),
+    "build": (
+        "opmarket._build",
+        "build",
+        "Build a plugin's wheel the way the index accepts it (manylinux for native code).",
+    ),
+    "manifest": (
+        "opmarket._build",
+        "manifest",
+        "Write a plugin's manifest (opmarket.opset.json) from what its code registers.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",

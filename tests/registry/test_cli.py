@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from opmarket.registry._cli import ops, plugins
+from opmarket.registry._manifest import MANIFEST_FIX
 
 OPMARKET = shutil.which("opmarket", path=str(Path(sys.executable).parent))
 
@@ -200,7 +201,7 @@ def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> 
     assert (drift["kernels"], drift["unavailable_kernels"]) == ({}, {"GPU": 1})
     assert drift["errors"] == [
         "opmarket.opset.json lists ['Drift>Old'], the plugin registers "
-        "['Drift>New']; regenerate the manifest"
+        "['Drift>New']; regenerate the manifest: " + MANIFEST_FIX
     ]
 
 

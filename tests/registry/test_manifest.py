@@ -21,7 +21,7 @@ FIRST_PARTY = sorted(
 def committed(name: str) -> OpSet:
     path = REPO / "plugins" / name / "src" / f"opmarket_{name}" / "opmarket.opset.json"
     if not path.is_file():
-        pytest.fail(f"plugins/{name} has no manifest; run scripts/manifests {name}")
+        pytest.fail(f"plugins/{name} has no manifest; run opmarket manifest plugins/{name}")
     return opset_from_json(path.read_text(encoding="utf-8"), source=str(path))
 
 
@@ -36,12 +36,12 @@ def test_each_first_party_manifest_is_what_the_code_registers(name: str) -> None
     # The entry point's value: a module, or a C-ABI library in its package (pkg:lib.so).
     code = opset_from_code(installed(name).value)
     assert [o.name for o in manifest.ops] == [o.name for o in code.ops], (
-        f"plugins/{name}: the manifest is stale; run scripts/manifests {name}"
+        f"plugins/{name}: the manifest is stale; run opmarket manifest plugins/{name}"
     )
-    assert manifest.ops == code.ops, f"plugins/{name}: run scripts/manifests {name}"
+    assert manifest.ops == code.ops, f"run opmarket manifest plugins/{name}"
     # Every kernel the code registers is listed; the manifest may list more only for
     # devices this machine lacks (a GPU kernel registers only where a GPU is).
-    assert set(code.kernels) <= set(manifest.kernels), f"run scripts/manifests {name}"
+    assert set(code.kernels) <= set(manifest.kernels), f"run opmarket manifest plugins/{name}"
     extra = set(manifest.kernels) - set(code.kernels)
     assert all(k.device != "CPU" for k in extra), extra
 

@@ -1,5 +1,6 @@
 """Small real plugin packages for the web tests: a pyproject, a module with an ``opmarket``
-entry point and its ``opmarket.opset.json``, built into a wheel with ``python -m build``."""
+entry point and its ``opmarket.opset.json``, built into a wheel with ``opmarket build``
+(setuptools' own backend: the tests choose what the manifest says, stale ones included)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 
 from opmarket.registry import new_registry
 from opmarket.sdk import opset_to_json
+
+OPMARKET = str(Path(sys.executable).with_name("opmarket"))
 
 _MODULE = '''\
 """A test plugin: {op} scales its input by {factor}."""
@@ -123,21 +126,16 @@ def build_plugin(
     (root / package / "opmarket.opset.json").write_text(manifest_for(module, dist, version))
     module.write_text(source or plain)
     out = workdir / "dist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--wheel",
-            "--no-isolation",
-            "--outdir",
-            str(out),
-            str(root),
-        ],
-        check=True,
+    # As an author builds for the index (offline: this environment's setuptools).
+    done = subprocess.run(
+        [OPMARKET, "build", "--no-isolation", "-o", str(out), str(root)],
         capture_output=True,
+        text=True,
+        check=False,
     )
+    assert done.returncode == 0, done.stderr
     (wheel,) = out.glob(f"{package}-{version}-*.whl")
+    assert done.stdout.split() == [str(wheel)]
     return wheel
 
 

@@ -116,3 +116,21 @@ def test_opmarket_validate_without_bubblewrap_warns_and_runs(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: no sandbox (" in done.stderr and "is not installed" in done.stderr
     assert "NOT SANDBOXED" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_stale_manifest_names_the_field_and_the_command(tmp_path: Path) -> None:
+    wheel = build_plugin(
+        tmp_path, "opm-stale", "1.0.0", op_name=OP, factor=3, manifest_source=plugin_source(OP, 2)
+    )
+    verdict = validate_wheel(wheel)
+    assert verdict.status == "rejected"
+    (failed,) = verdict.failures
+    assert failed.name == "manifest"
+    assert failed.log == [
+        f"{OP}: the manifest's definition differs from the registered one in summary: the "
+        "manifest says 'Multiplies x by 2.', the code 'Multiplies x by 3.'",
+        "opmarket.opset.json is stale or missing: rebuild the wheel with `opmarket build` (its "
+        "backend opmarket.build_meta writes the manifest), or run `opmarket manifest PATH` on "
+        "the project or the wheel",
+    ]

@@ -113,6 +113,14 @@ def test_entries_that_alias_another_path_are_refused(
             "not a valid compatibility tag",
         ),
         ("opm-x", "1.0+evil", "opm_x-1.0+evil-py3-none-any.whl", "local versions are not accepted"),
+        # As PyPI: a plain linux tag says nothing of the glibc and libraries it needs.
+        (
+            "opm-x",
+            "1.0",
+            "opm_x-1.0-cp311-cp311-linux_x86_64.whl",
+            r"the platform tag 'linux_x86_64' is not accepted, as on PyPI: build the wheel with "
+            r"`opmarket build`, which repairs it to a manylinux tag",
+        ),
     ],
 )
 def test_invalid_names_tags_and_local_versions(
@@ -193,3 +201,9 @@ def test_record_must_match_the_archive(tmp_path: Path, record: str, message: str
     wheel = handmade_wheel(tmp_path, "opm-x", "1.0", {}, record=record)
     with pytest.raises(WheelError, match=message):
         inspect_wheel(wheel, wheel.name)
+
+
+def test_a_manylinux_wheel_passes(tmp_path: Path) -> None:
+    name = "opm_x-1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    wheel = handmade_wheel(tmp_path, "opm-x", "1.0", {}, filename=name)
+    assert inspect_wheel(wheel, wheel.name).normalized == "opm-x"
