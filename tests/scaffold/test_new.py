@@ -99,7 +99,14 @@ def test_every_template_renders_to_valid_files(tmp_path: Path, kernel: str) -> N
     manifest = json.loads((root / "src/acme_clip/opmarket.opset.json").read_text())
     assert [o["name"] for o in manifest["ops"]] == ["Acme>Clip"]
     ci = (root / ".github/workflows/ci.yml").read_text()
-    for step in ("pypa/cibuildwheel", "opmarket validate", "compat-check", "twine upload"):
+    # Lint- and format-clean under the project's own ruff settings.
+    for check in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
+        done = subprocess.run(
+            [str(BIN / "ruff"), *check], cwd=root, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    build = "python -m build" if kernel == "python" else "pypa/cibuildwheel"
+    for step in (build, "opmarket validate", "compat-check", "twine upload"):
         assert step in ci
 
 

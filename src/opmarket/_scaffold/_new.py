@@ -34,6 +34,31 @@ _DOC = (
     "x: the input, any shape.\ny: x clipped, the shape of x.\n"
     "clip_min: the lower bound.\nclip_max: the upper bound, at least clip_min."
 )
+# How CI builds the wheels: cibuildwheel for compiled code (manylinux, one job per Python),
+# a plain build for a pure-Python wheel (cibuildwheel refuses those).
+_CIBUILDWHEEL = """\
+      - name: Build the wheels (manylinux, cibuildwheel)
+        uses: pypa/cibuildwheel@v2.23
+        env:
+          CIBW_BUILD: "%{cibw_build}"
+          CIBW_SKIP: "*-musllinux_*"
+          CIBW_ARCHS_LINUX: x86_64
+          # The build resolves opmarket (the header, the manifest) from our index too.
+          CIBW_ENVIRONMENT: PIP_EXTRA_INDEX_URL=${{ vars.OPMARKET_INDEX }}/simple/
+          CIBW_TEST_REQUIRES: pytest
+          CIBW_TEST_COMMAND: pytest {project}/tests -q
+        with:
+          output-dir: wheelhouse
+"""
+_PURE_BUILD = """\
+      - name: Build the wheel (pure Python, one for every platform)
+        run: |
+          pip install build opmarket pytest --extra-index-url "${{ vars.OPMARKET_INDEX }}/simple/"
+          python -m build --wheel --outdir wheelhouse
+          pip install wheelhouse/*.whl && pytest -q
+        env:
+          PIP_EXTRA_INDEX_URL: ${{ vars.OPMARKET_INDEX }}/simple/
+"""
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*$")
 _PLACEHOLDER = re.compile(r"%\{(\w+)\}")
 
@@ -149,8 +174,9 @@ def _files(p: Project) -> dict[str, str]:
         [f"    .input({s!r})" for s in _INPUTS]
         + [f"    .output({s!r})" for s in _OUTPUTS]
         + [f"    .attr({s!r})" for s in _ATTRS]
-        + [f"    .doc({_DOC!r})"]
     ).replace("'", '"')
+    doc_lines = "".join(f"        {json.dumps(line)}\n" for line in _DOC.splitlines(keepends=True))
+    v["builder_lines"] += f"\n    .doc(\n{doc_lines}    )"
     v["cpp_builder_lines"] = "\n".join(
         [f"      .attr({cstr(s)})" for s in _ATTRS]
         + [f"      .input({cstr(s)})" for s in _INPUTS]
@@ -223,6 +249,9 @@ def _files(p: Project) -> dict[str, str]:
             f'{p.package} = ["*.cc", "*.cu", "*.h"]\n'
         )
     v["parts"] = _render("parts.py.tmpl", v)
+    v["build_steps"] = (
+        _CIBUILDWHEEL.replace("%{cibw_build}", v["cibw_build"]) if native else (_PURE_BUILD)
+    )
     rows.append(f"| `{pkg}/opmarket.opset.json` | the manifest: the ops and kernels it registers |")
     v["layout_rows"] = "".join(r + "\n" for r in rows)
     init_text = _render(init, v)
