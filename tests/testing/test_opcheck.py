@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -206,3 +207,37 @@ def test_the_compiled_zero_out_plugin_passes_with_its_pybind11_defaults() -> Non
     defaults = [r for r in report.results if r.check == "defaults"]
     assert [r.status for r in defaults] == [OpCheckStatus.PASSED]
     assert "kernel zero_out_float" in defaults[0].message
+
+
+# The issue's case: a pybind11 kernel whose py::arg default drifted from the spec's.
+DRIFTED_CPP = r"""
+template <typename T>
+opmarket::Tensor<T> Clip(opmarket::Tensor<T> x, double clip_min, double clip_max) {
+  auto out = opmarket::allocate<T>(x.shape());
+  for (int64_t i = 0; i < x.size(); ++i)
+    out.mutable_data()[i] = std::min(std::max(x.data()[i], T(clip_min)), T(clip_max));
+  return out;
+}
+OPM_LIBRARY(drifted_clip, lib) {
+  lib.kernel("Test>Clip", "clip_float", &Clip<float>, pybind11::arg("x"),
+             pybind11::arg("clip_min") = 0.0, pybind11::arg("clip_max") = 1.0)
+      .attrs({"clip_min", "clip_max"})
+      .type_constraint<float>("T");
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_kernel_whose_default_drifted_is_named(
+    registry: Registry, tmp_path: Path
+) -> None:
+    from opmarket.sdk import library_declarations, load_inline
+
+    module = load_inline("drifted_clip", DRIFTED_CPP, build_directory=tmp_path, register=False)
+    register(registry, kernel=None)
+    registry.register(*library_declarations(module), source="inline")
+    report = opcheck("Test>Clip", checks=["defaults"], raise_on_failure=False)
+    assert [f.message for f in report.failures] == [
+        "the kernel clip_float's default drifted from the spec's 6.0 (it declares "
+        "clip_max=1.0): calling it without clip_max differs from calling it with clip_max=6.0"
+    ]

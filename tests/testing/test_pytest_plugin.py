@@ -79,7 +79,5 @@ def test_the_plugin_module_imports_nothing_heavy() -> None:
         "print(sorted(m for m in ('numpy', 'opmarket.registry', 'opmarket.sdk') "
         "if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

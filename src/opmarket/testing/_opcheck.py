@@ -467,7 +467,7 @@ def _drift_results(
                 "defaults",
                 subject,
                 OpCheckStatus.PASSED,
-                f"{agree} agree with the spec's {default!r}",
+                f"{agree} {'agrees' if len(drift) == 1 else 'agree'} with the spec's {default!r}",
             )
         ]
 
