@@ -13,10 +13,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
 
 from opmarket._scaffold._new import KERNELS, generate, project_for
+from opmarket._usage import UsageError
 
 BIN = Path(sys.executable).parent
 
@@ -53,7 +53,7 @@ def test_the_op_is_named_after_the_names_last_part(
     ],
 )
 def test_a_name_that_cannot_be_a_project_is_refused(name: str, message: str) -> None:
-    with pytest.raises(click.BadParameter, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         project_for(name)
 
 
@@ -83,7 +83,9 @@ def test_the_command_writes_the_project_and_refuses_a_folder_in_use(tmp_path: Pa
     ]
     again = opmarket("new", "acme-clip", "-o", str(tmp_path / "acme-clip"))
     assert again.returncode == 2
-    assert f"'{tmp_path / 'acme-clip'}' exists and is not empty" in again.stderr
+    assert (
+        again.stderr == f"opmarket: error: -o: '{tmp_path / 'acme-clip'}' exists and is not empty\n"
+    )
     # Nothing is left behind in the parent by the refused run or the finished one.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["acme-clip"]
 

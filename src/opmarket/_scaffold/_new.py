@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from opmarket._usage import UsageError
+
 __all__ = ["BUILD_BACKEND", "KERNELS", "Project", "generate", "new", "project_for"]
 
 #: The build backend generated projects use. ``opmarket.build_meta`` (setuptools plus the
@@ -80,27 +82,25 @@ def _camel(part: str) -> str:
 
 
 def project_for(name: str, kernel: str = "python") -> Project:
-    """The project NAME makes; click.BadParameter quoting NAME when it cannot be one."""
+    """The project NAME makes; UsageError quoting NAME when it cannot be one."""
     from opmarket.sdk import is_valid_op_name, snake_case
 
     if not _NAME.match(name):
-        raise click.BadParameter(
-            f"{name!r} is not a project name: letters, digits and single '-', '_' or '.' "
-            "between them, starting with a letter (e.g. acme-clip)",
-            param_hint="NAME",
+        raise UsageError(
+            f"NAME: {name!r} is not a project name: letters, digits and single '-', '_' or "
+            "'.' between them, starting with a letter (e.g. acme-clip)"
         )
     if kernel not in KERNELS:
-        raise click.BadParameter(f"{kernel!r}; choose one of {', '.join(KERNELS)}")
+        raise UsageError(f"--kernel: {kernel!r}; choose one of {', '.join(KERNELS)}")
     dist = re.sub(r"[-_.]+", "-", name).lower()
     parts = dist.split("-")
     op_short = _camel(parts[-1])
     namespace = "".join(_camel(p) for p in parts[:-1])
     op_name = f"{namespace}>{op_short}" if namespace else op_short
     if not op_short[:1].isalpha() or not is_valid_op_name(op_name):
-        raise click.BadParameter(
-            f"{name!r}: its last part names the op ({op_short!r}), and an op name starts "
-            "with a letter",
-            param_hint="NAME",
+        raise UsageError(
+            f"NAME: {name!r}: its last part names the op ({op_short!r}), and an op name "
+            "starts with a letter"
         )
     return Project(dist, dist.replace("-", "_"), op_short, op_name, snake_case(op_short), kernel)
 
@@ -283,7 +283,7 @@ def generate(
     project = project_for(name, kernel)
     target = Path(directory if directory is not None else project.dist).absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise click.UsageError(f"{str(target)!r} exists and is not empty")
+        raise UsageError(f"-o: {str(target)!r} exists and is not empty")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
