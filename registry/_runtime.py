@@ -21,6 +21,7 @@ from opmarket.registry._namespace import OpsNamespace, matches
 from opmarket.registry._plugins import PluginInfo, discover, load_into
 from opmarket.registry._registry import Registry
 from opmarket.sdk import OpmarketError
+from opmarket.sdk._inline import install_library_loader
 
 __all__ = [
     "get_registry",
@@ -170,3 +171,13 @@ def isolated_registry(*, plugins: bool | Iterable[str] = False) -> Iterator[Regi
     finally:
         _registry, _plugins, _pending = saved
         _reset_namespace()
+
+
+def _load_inline_library(path: str) -> Any:
+    from opmarket.registry._native import load_library  # _native imports this module
+
+    return load_library(path)
+
+
+# opmarket.sdk.load_inline registers what it compiles through the run time's load_library.
+install_library_loader(_load_inline_library)

@@ -38,6 +38,7 @@ from opmarket.sdk._gradients import (
     register_gradient,
 )
 from opmarket.sdk._hookspecs import hookimpl
+from opmarket.sdk._inline import InlineBuildError, load, load_inline
 from opmarket.sdk._kernel import DEVICES, Kernel, KernelSpec, kernel
 from opmarket.sdk._native import get_include, library_declarations
 from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef, snake_case
@@ -98,6 +99,7 @@ __all__ = [
     "GradientOp",
     "GradientSpec",
     "InferenceContext",
+    "InlineBuildError",
     "InputGeneratorSpec",
     "InvalidArgumentError",
     "InvalidDeclarationError",
@@ -137,7 +139,9 @@ __all__ = [
     "is_valid_op_name",
     "kernel",
     "library_declarations",
+    "load",
     "load_cuda_library",
+    "load_inline",
     "merge_all_inputs",
     "not_differentiable",
     "op",

@@ -27,6 +27,11 @@ def test_wheel_maps_every_folder_to_its_package(wheel: Path) -> None:
     assert "opmarket/sdk/py.typed" in names
     assert "opmarket/sdk/include/opmarket/kernel.h" in names  # get_include() in an install
     assert not any(n.startswith(("sdk/", "registry/", "compat/", "web/", "tests/")) for n in names)
+    # opmarket new's templates, and the pytest plugin's entry point.
+    assert "opmarket/_scaffold/pyproject.toml.tmpl" in names
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[pytest11]\nopmarket = opmarket.testing._pytest_plugin" in text
 
 
 @pytest.mark.slow
@@ -49,3 +54,12 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path)
         [str(env_dir / "bin" / "opmarket"), "--version"], capture_output=True, text=True, check=True
     )
     assert "opmarket" in cli.stdout
+    # The templates come with the wheel: opmarket new works from an install.
+    made = subprocess.run(
+        [str(env_dir / "bin" / "opmarket"), "new", "acme-clip", "-o", str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "p" / "src" / "acme_clip" / "opmarket.opset.json").is_file()

@@ -81,6 +81,11 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "yank",
         "Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it.",
     ),
+    "new": (
+        "opmarket._scaffold._new",
+        "new",
+        "Create a plugin project NAME: one op with spec, kernel, tests, CI, ready to build.",
+    ),
     "worker": (
         "opmarket.web._cli",
         "worker",

@@ -1,0 +1,1 @@
+"""``opmarket new``'s project templates (``*.tmpl``) and the command that renders them."""
