@@ -61,6 +61,16 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "yank",
         "Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it.",
     ),
+    "host": (
+        "opmarket.web._cli_index",
+        "host",
+        "Host dependency wheels (not plugins) on the index: archive checks only, no validation.",
+    ),
+    "status": (
+        "opmarket.web._cli_index",
+        "status",
+        "Print the validation verdict of release NAME==VERSION on an index.",
+    ),
     "worker": (
         "opmarket.web._cli",
         "worker",

@@ -14,7 +14,7 @@ from .plugins import handmade_wheel
 
 @pytest.fixture(scope="module")
 def catalog(uploaded: Market, wheels: Wheels) -> Market:
-    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 0
+    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 1  # rejected
     uploaded.wait_for("opm-wrong", wheels.wrong.name)
     return uploaded
 
