@@ -258,7 +258,10 @@ def test_a_bare_venv_installs_a_plugin_with_opmarket_hosted_and_numpy_upstream(
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    run_op = "import numpy, opmarket; print(opmarket.ops.zero_out(numpy.arange(3, 0, -1)))"
+    run_op = (
+        "import numpy, opmarket; "
+        "print(opmarket.ops.zero_out(numpy.arange(3, 0, -1, dtype=numpy.int32)))"
+    )
     ran = subprocess.run(
         [str(python), "-c", run_op],
         capture_output=True,
