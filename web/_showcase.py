@@ -64,7 +64,7 @@ def render_readme(metadata: bytes) -> str:
         rendered = markdown.render(text)
     elif kind == "text/x-rst":
         rendered = rst.render(text)
-    return rendered if rendered is not None else txt.render(text)
+    return rendered if rendered is not None else txt.render(text) or ""
 
 
 @functools.lru_cache(maxsize=256)
