@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,12 +17,13 @@ import numpy as np
 from opmarket.registry._binding import show_attr
 from opmarket.registry._device import device_scope
 from opmarket.registry._keys import typed
-from opmarket.sdk import ArgDef, DType, OpDef
+from opmarket.registry._signature import inferred_attrs
+from opmarket.sdk import ArgDef, AttrDef, DType, OpDef
 
 if TYPE_CHECKING:
     from opmarket.registry._dispatch import Dispatcher
 
-__all__ = ["docstring", "make_wrapper", "py_name"]
+__all__ = ["docstring", "make_wrapper", "py_name", "python_call"]
 
 _MISS = object()  # the generated wrapper's "not prepared for these shapes"
 
@@ -37,13 +38,30 @@ def py_name(name: str, taken: set[str]) -> str:
     return out
 
 
+def _parameters(
+    op: OpDef, keyword_attrs: Sequence[AttrDef]
+) -> tuple[list[str], list[tuple[AttrDef, str]]]:
+    """The wrapper's parameter names: the inputs', then each keyword attr's."""
+    taken: set[str] = set()
+    ins = [py_name(a.name, taken) for a in op.inputs]
+    return ins, [(a, py_name(a.name, taken)) for a in keyword_attrs]
+
+
+def python_call(op: OpDef) -> str:
+    """The generated function's signature as a person reads it, defaults included:
+    ``clip(x, *, clip_min=0.0, clip_max=6.0)``."""
+    inferred = inferred_attrs(op)
+    ins, attrs = _parameters(op, [a for a in op.attrs if a.name not in inferred])
+    params = [*ins, *(["*"] if attrs else [])]
+    params += [py if a.default is None else f"{py}={show_attr(a.default)}" for a, py in attrs]
+    return f"{op.python_name}({', '.join(params)})"
+
+
 def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     """Generate the op's Python function: inputs positional, non-inferred attrs keyword-only
     with their defaults, the fast path inline."""
     op = d.op_def
-    taken: set[str] = set()
-    ins = [py_name(a.name, taken) for a in op.inputs]
-    attrs = [(a, py_name(a.name, taken)) for a in d.keyword_attrs]
+    ins, attrs = _parameters(op, d.keyword_attrs)
     env: dict[str, Any] = {
         "_cache": d.cache,
         "_slow": d.slow_call,

@@ -93,4 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def app_from_environment() -> FastAPI:
     """For ``uvicorn --factory opmarket.web:app_from_environment`` (settings from OPMARKET_*)."""
+    from opmarket.web._serverlog import log_to_stderr
+
+    log_to_stderr()
     return create_app(Settings())

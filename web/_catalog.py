@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._gpu_index import gpu_filter
+from opmarket.web._hosted import HOSTED
 from opmarket.web._models import File, FileStatus, KernelEntry, OpEntry, Project, Release
+from opmarket.web._showcase import file_tags, python_calls
 from opmarket.web._simple import file_url
 from opmarket.web._variants import split_variant
 
@@ -56,6 +58,7 @@ class OpInfo(BaseModel):
     name: str
     signature: str
     summary: str = ""
+    python: str = ""  # the Python call with defaults: clip(x, *, clip_min=0.0, clip_max=6.0)
 
 
 class FileInfo(BaseModel):
@@ -65,7 +68,7 @@ class FileInfo(BaseModel):
     sha256: str
     size: int
     uploaded: datetime
-    status: str  # pending, validated, rejected
+    status: str  # pending, validated, rejected; hosted (by the operator, not validated)
     yanked: bool
     yanked_reason: str
     devices: list[str]  # badges: the devices it has kernels for
@@ -76,6 +79,9 @@ class FileInfo(BaseModel):
     # min_compute_capability (and min_driver, manylinux, libraries, tools).
     gpu: dict[str, Any] | None = None
     variant: str | None = None  # a PEP 825 variant wheel's label
+    python_tag: str = ""  # the wheel's tags, from its file name
+    abi_tag: str = ""
+    platform_tag: str = ""
 
 
 class PackageSummary(BaseModel):
@@ -94,6 +100,7 @@ class PackageDetail(PackageSummary):
     files: list[FileInfo]
     op_details: list[OpInfo]
     kernels: list[KernelInfo]
+    readme_sha256: str = ""  # the newest file's METADATA, whose README the page renders
 
 
 class Provider(BaseModel):
@@ -140,7 +147,7 @@ def _summary(project: Project) -> PackageSummary:
         normalized=project.normalized,
         summary=project.summary,
         latest=latest.release.version if latest else "",
-        status=latest.status if latest else FileStatus.PENDING,
+        status=HOSTED if project.hosted else latest.status if latest else FileStatus.PENDING,
         ops=sorted({o.op for o in latest.ops}) if latest else [],
         devices=sorted({k.device for k in latest.kernels}) if latest else [],
     )
@@ -231,7 +238,7 @@ def _file_info(f: File) -> FileInfo:
         sha256=f.sha256,
         size=f.size,
         uploaded=f.uploaded,
-        status=f.status,
+        status=HOSTED if f.release.project.hosted else f.status,
         yanked=f.yanked,
         yanked_reason=f.yanked_reason,
         devices=sorted({k.device for k in f.kernels}),
@@ -240,6 +247,7 @@ def _file_info(f: File) -> FileInfo:
         compat=compat if isinstance(compat, dict) else None,
         gpu=f.gpu,
         variant=split_variant(f.filename)[1],
+        **file_tags(split_variant(f.filename)[0]),
     )
 
 
@@ -264,12 +272,18 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
         versions=sorted({r.version for r in project.releases}, key=_vkey, reverse=True),
         files=[_file_info(f) for f in files],
         op_details=[
-            OpInfo(name=o.op, signature=o.signature, summary=o.summary)
+            OpInfo(
+                name=o.op,
+                signature=o.signature,
+                summary=o.summary,
+                python=python_calls(latest.opset).get(o.op, ""),
+            )
             for o in sorted(latest.ops, key=lambda o: o.op)
         ]
         if latest
         else [],
         kernels=[_kernel(k) for k in latest.kernels] if latest else [],
+        readme_sha256=latest.metadata_sha256 if latest else "",
     )
 
 

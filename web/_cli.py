@@ -98,6 +98,20 @@ def _state(data: Path | None) -> Any:
     help="Seconds to wait for the next part of a request body; then 408 [default 30].",
 )
 @click.option(
+    "--upstream",
+    default=None,
+    help="Simple index for projects not hosted here, e.g. https://pypi.org/simple/ "
+    "(a name hosted here is never looked up there) [env OPMARKET_UPSTREAM].",
+)
+@click.option(
+    "--upload-wait",
+    "upload_wait_s",
+    type=float,
+    default=None,
+    help="Seconds an upload waits for its verdict; 0: answer 'pending' at once "
+    "[env OPMARKET_UPLOAD_WAIT_S; default 60].",
+)
+@click.option(
     "--demo",
     is_flag=True,
     help="Build the first-party plugins, upload them through /legacy/, wait for their "
@@ -115,6 +129,8 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
     header_timeout_s: float | None,
     max_body_bytes: int | None,
     body_timeout_s: float | None,
+    upstream: str | None,
+    upload_wait_s: float | None,
     demo: bool,
 ) -> None:
     """Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog
@@ -137,8 +153,14 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
         header_timeout_s=header_timeout_s,
         max_body_bytes=max_body_bytes,
         body_timeout_s=body_timeout_s,
+        upstream=upstream,
+        upload_wait_s=upload_wait_s,
     )
     import uvicorn
+
+    from opmarket.web._serverlog import log_to_stderr
+
+    log_to_stderr()
 
     from opmarket.web._limits import LimitedHttpToolsProtocol
 

@@ -134,6 +134,49 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
     click.echo(f"demo ready: open {base_url}/", err=True)
 
 
+def _host_dependencies(settings: Settings, out: Path) -> None:
+    """Host opmarket's own wheel (``pip wheel --no-deps`` of this checkout) and, without an
+    upstream, the wheels of its dependencies (``pip download``, from pip's cache or its
+    index), so that ``pip install --index-url <demo>/simple/ PLUGIN`` works in a bare venv."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    from opmarket.web._app import open_state
+    from opmarket.web._hosted import HostError, host_wheel
+
+    deps = out / "dependencies"
+    deps.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parent.parent
+    pip = [sys.executable, "-m", "pip"]
+    click.echo("building opmarket's own wheel to host it", err=True)
+    steps = [[*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(deps), str(root)]]
+    if not settings.upstream:
+        needed = [
+            str(r)
+            for r in map(Requirement, requires("opmarket") or [])
+            if r.marker is None or r.marker.evaluate({"extra": ""})
+        ]
+        steps.append([*pip, "download", "--only-binary=:all:", "-d", str(deps), *needed])
+    for argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode != 0:
+            click.echo(
+                f"  could not make the wheels to host ({' '.join(argv[3:5])}): "
+                f"{done.stderr.strip()[-300:]}; serve with --upstream for what is missing",
+                err=True,
+            )
+    state = open_state(settings)
+    for wheel in sorted(deps.glob("*.whl")):
+        try:
+            done_host = host_wheel(state, wheel)
+        except HostError as exc:
+            click.echo(f"  not hosted: {exc}", err=True)
+            continue
+        click.echo(f"hosted {done_host.filename}", err=True)
+    state.db.dispose()
+
+
 def run_demo(settings: Settings) -> None:
     import uvicorn
 
@@ -147,6 +190,7 @@ def run_demo(settings: Settings) -> None:
         )
     out = settings.data_dir / "demo-dist"
     out.mkdir(parents=True, exist_ok=True)
+    _host_dependencies(settings, out)
     wheels = _build(projects, out)
     # The same HTTP limits as `opmarket serve` (header size and count, slow clients).
     config = uvicorn.Config(

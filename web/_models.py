@@ -110,6 +110,8 @@ class Project(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     # Bumped on every change that the index shows (cache key of its pages).
     serial: Mapped[int] = mapped_column(Integer, default=0)
+    # Hosted by the operator (``opmarket host``): no plugin validation, no uploads.
+    hosted: Mapped[bool] = mapped_column(Boolean, default=False)
 
     owner: Mapped[User] = relationship()
     releases: Mapped[list[Release]] = relationship(back_populates="project")

@@ -9,9 +9,12 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from opmarket.web._catalog import SearchError, get_op, get_package, search_packages
+from opmarket.web._hosted import HOSTED
 from opmarket.web._models import FileStatus
+from opmarket.web._showcase import readme_html
 from opmarket.web._state import SessionDep
 
 __all__ = ["router"]
@@ -39,7 +42,7 @@ DTYPES = (
     "complex64",
     "complex128",
 )
-STATUSES = (FileStatus.VALIDATED, FileStatus.PENDING, FileStatus.REJECTED)
+STATUSES = (FileStatus.VALIDATED, FileStatus.PENDING, FileStatus.REJECTED, HOSTED)
 PER_PAGE = 50
 
 
@@ -101,7 +104,8 @@ def package(name: str, session: SessionDep, request: Request) -> HTMLResponse:
     found = get_package(session, name)
     if found is None:
         return _render(request, "missing.html", 404, what=f"package {name}")
-    return _render(request, "package.html", p=found)
+    readme = readme_html(request.app.state.opmarket.storage, found.readme_sha256)
+    return _render(request, "package.html", p=found, readme=Markup(readme))
 
 
 @router.get("/op/{name}/")

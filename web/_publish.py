@@ -18,10 +18,12 @@ from sqlalchemy.orm import Session
 from opmarket.sdk import OpmarketError
 from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPError
+from opmarket.web._hosted import hosted_refusal
 from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
 from opmarket.web._state import AppState
 from opmarket.web._storage import StorageError
 from opmarket.web._variant_index import check_release_variants
+from opmarket.web._upstream import check_new_name
 from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 __all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]
@@ -162,6 +164,7 @@ def _accept_spooled(  # noqa: PLR0917  (one call site passes what the upload car
             "forbidden",
             f"this token may upload to {who.project!r} only, not {info.normalized!r}",
         )
+    check_new_name(state, info.normalized)  # not a name the upstream index serves
     upload = _Upload(info, digests["sha256"], size)
     stored: list[str] = []
     for _attempt in range(_ATTEMPTS):
@@ -240,6 +243,8 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
 
 
 def _check_owner(project: Project, who: Uploader) -> None:
+    if project.hosted:
+        raise hosted_refusal(project.normalized)
     if project.owner_id != who.user.id:
         raise HTTPError(
             403,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -71,6 +71,17 @@ class Settings(BaseSettings):
     validation_cpus: float = Field(default=1.0, gt=0)
     validation_allow_unsandboxed: bool = False
     gpu_available: bool = False
+    # How long an upload waits for its verdict before answering "pending" (0: at once).
+    upload_wait_s: float = Field(default=60.0, ge=0.0)
+    # The simple index that answers for projects not hosted here ("": none).
+    upstream: str = Field(default="", description="e.g. https://pypi.org/simple/")
+
+    @field_validator("upstream")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
 
     @property
     def database(self) -> str:

@@ -23,6 +23,7 @@ from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
 from opmarket.web._state import AppState
 from opmarket.web._variant_index import variant_links
+from opmarket.web._upstream import not_here
 
 __all__ = ["API_VERSION", "file_url", "router"]
 
@@ -152,7 +153,7 @@ def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
             select(Project.id, Project.serial).where(Project.normalized == normalized)
         ).first()
         if row is None:
-            raise HTTPError(404, "not-found", f"no project {normalized!r}")
+            raise not_here(state.settings, normalized)  # 404, or 307 to the upstream
         with Session(bind=conn) as session:  # the same connection: never two at once
             files = (
                 session.execute(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
@@ -15,6 +14,7 @@ from opmarket.web._errors import HTTPError
 from opmarket.web._limits import FORM_OVERHEAD
 from opmarket.web._publish import Form, accept_upload
 from opmarket.web._state import StateDep
+from opmarket.web._verdict import upload_answer
 
 __all__ = ["router"]
 
@@ -28,7 +28,7 @@ def _field(form: Any, name: str) -> str:
 
 @router.post("/legacy/", summary="Upload a wheel (twine, uv publish)")
 @router.post("/legacy", include_in_schema=False)
-async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONResponse:
+async def upload(request: Request, state: StateDep, who: UploaderDep) -> Response:
     limit = state.settings.max_upload_bytes
     declared = request.headers.get("content-length", "")
     if not declared.isdigit():
@@ -69,4 +69,4 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> JSONRes
         if accepted.new
         else "identical file already uploaded",
     }
-    return JSONResponse(body, status_code=200)
+    return await upload_answer(state, who.user.name, body, accepted.new)

@@ -22,6 +22,7 @@ from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web._state import AppState
 from opmarket.web._status import FileStatus
+from opmarket.web._verdict import announce, rejection_reason
 
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
@@ -154,7 +155,6 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
             filename, f"its verdict could not be stored: {type(exc).__name__}: {exc}"
         )
         record(state, file_id, verdict)
-    log.info("%s: %s", filename, verdict.status)
     return verdict
 
 
@@ -239,5 +239,6 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
             )
         project = file.release.project
         project.serial += 1
-        normalized = project.normalized
+        normalized, filename = project.normalized, file.filename
     state.pages.forget(normalized)
+    announce(filename, verdict.status, rejection_reason(verdict.to_json()))

@@ -86,6 +86,16 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "new",
         "Create a plugin project NAME: one op with spec, kernel, tests, CI, ready to build.",
     ),
+    "host": (
+        "opmarket.web._cli_index",
+        "host",
+        "Host dependency wheels (not plugins) on the index: archive checks only, no validation.",
+    ),
+    "status": (
+        "opmarket.web._cli_index",
+        "status",
+        "Print the validation verdict of release NAME==VERSION on an index.",
+    ),
     "worker": (
         "opmarket.web._cli",
         "worker",

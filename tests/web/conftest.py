@@ -149,7 +149,11 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> No
 
 @pytest.fixture(scope="session")
 def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
-    yield from start_market(tmp_path_factory.mktemp("market"), validation_workers=2)
+    # Uploads wait for their verdict longer than a validation may take: twine's exit status
+    # is the verdict's in every test.
+    yield from start_market(
+        tmp_path_factory.mktemp("market"), validation_workers=2, flags=("--upload-wait", "600")
+    )
 
 
 def start_market(

@@ -125,7 +125,7 @@ def has_color(rows: list[bytes], rgb: tuple[int, int, int], *, at_least: int) ->
 def shown(uploaded: Market, wheels: Wheels) -> Market:
     from .conftest import twine
 
-    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 0
+    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 1  # rejected
     uploaded.wait_for("opm-wrong", wheels.wrong.name)
     return uploaded
 

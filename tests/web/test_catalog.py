@@ -14,7 +14,7 @@ from .plugins import handmade_wheel
 
 @pytest.fixture(scope="module")
 def catalog(uploaded: Market, wheels: Wheels) -> Market:
-    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 0
+    assert twine(uploaded, uploaded.tokens["bob"], wheels.wrong).returncode == 1  # rejected
     uploaded.wait_for("opm-wrong", wheels.wrong.name)
     return uploaded
 
@@ -98,11 +98,15 @@ def test_what_authors_write_is_escaped(catalog: Market, tmp_path: Path) -> None:
         metadata=(
             "Metadata-Version: 2.1\nName: opm-xss\nVersion: 1.0.0\n"
             "Summary: <script>alert('x')</script>\n"
+            "Description-Content-Type: text/markdown\n\n"
+            "# Read me\n\n<script>alert('readme')</script>\n"
         ),
     )
-    assert twine(catalog, catalog.tokens["bob"], evil).returncode == 0
+    assert twine(catalog, catalog.tokens["bob"], evil).returncode == 1  # not a plugin
     catalog.wait_for("opm-xss", evil.name)
     for path in ("/?q=xss", "/project/opm-xss/"):
         page = catalog.get(path)[2].decode()
         assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
         assert "<script>" not in page
+    readme = catalog.get("/project/opm-xss/")[2].decode().split('<div class="readme">')[1]
+    assert ">Read me<" in readme and "<script" not in readme  # rendered, sanitized

@@ -34,7 +34,7 @@ def test_a_good_plugin_validates(wheels: Wheels) -> None:
 
 @pytest.mark.slow
 def test_same_verdict_as_the_server(market: Market, wheels: Wheels) -> None:
-    assert twine(market, market.tokens["bob"], wheels.wrong).returncode == 0
+    assert twine(market, market.tokens["bob"], wheels.wrong).returncode == 1  # rejected
     served = market.wait_for("opm-wrong", wheels.wrong.name)
     done = validate(str(wheels.wrong), "--json")
     assert done.returncode == 1

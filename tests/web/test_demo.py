@@ -8,6 +8,7 @@ import json
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +16,32 @@ import pytest
 from opmarket.web._demo import find_plugins
 
 from .conftest import OPMARKET, clean_env, free_port
+from .upstream import serve_folder
 
 PLUGINS = find_plugins()
 
 
+@pytest.fixture
+def empty_upstream(tmp_path: Path) -> Iterator[str]:
+    """A local upstream index with nothing on it: the demo downloads nothing (no network)."""
+    (tmp_path / "upstream" / "simple").mkdir(parents=True)
+    with serve_folder(tmp_path / "upstream") as url:
+        yield f"{url}/simple/"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
-def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
+def test_demo_serves_every_first_party_plugin_validated(
+    tmp_path: Path, empty_upstream: str
+) -> None:
     port = free_port()
     log = tmp_path / "demo.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [OPMARKET, "serve", "--demo", "--port", str(port), "--data", str(tmp_path / "d")],
+            [
+                *(OPMARKET, "serve", "--demo", "--port", str(port)),
+                *("--data", str(tmp_path / "d"), "--upstream", empty_upstream),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=clean_env(),
@@ -41,7 +56,10 @@ def test_demo_serves_every_first_party_plugin_validated(tmp_path: Path) -> None:
         assert f"[{len(PLUGINS)}/{len(PLUGINS)}] building" in progress
         url = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{url}/api/packages") as r:
-            packages = json.load(r)["packages"]
+            everything = json.load(r)["packages"]
+        # opmarket's own wheel is hosted, so that a bare venv can install a plugin.
+        assert [p["normalized"] for p in everything if p["status"] == "hosted"] == ["opmarket"]
+        packages = [p for p in everything if p["status"] != "hosted"]
         assert len(packages) == len(PLUGINS)
         rejected = [p["normalized"] for p in packages if p["status"] != "validated"]
         logs = [

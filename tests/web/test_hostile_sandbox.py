@@ -280,7 +280,8 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
     tmp_path: Path, hostile: dict[str, Path]
 ) -> None:
     timeout = 4
-    env = clean_env(OPMARKET_VALIDATION_TIMEOUT_S=str(timeout))
+    # The upload answers at once (no wait for the verdict): the server is killed meanwhile.
+    env = clean_env(OPMARKET_VALIDATION_TIMEOUT_S=str(timeout), OPMARKET_UPLOAD_WAIT_S="0")
     data = tmp_path / "market"
     subprocess.run(
         [OPMARKET, "users", "add", "alice", "--data", str(data)],

@@ -43,6 +43,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
         tmp_path_factory.mktemp("hostile"),
         validation_workers=0,
         flags=(
+            "--upload-wait",
+            "0",
             "--header-timeout",
             str(HEAD_TIMEOUT_S),
             "--body-timeout",

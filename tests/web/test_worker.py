@@ -30,7 +30,8 @@ def job_rows(market: Market) -> list[tuple[object, ...]]:
 
 @pytest.fixture
 def serving_only(tmp_path: Path) -> Iterator[Market]:
-    yield from start_market(tmp_path / "market", validation_workers=0)
+    # Uploads answer "pending" at once: nothing here validates them.
+    yield from start_market(tmp_path / "market", validation_workers=0, flags=("--upload-wait", "0"))
 
 
 @pytest.mark.slow
@@ -144,3 +145,26 @@ def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(tmp_pa
         (job,) = session.scalars(select(Job))
         assert (job.status, job.attempts) == ("failed", 3)
     db.dispose()
+
+
+@pytest.mark.slow
+def test_an_upload_waits_for_the_verdict_of_a_worker_process(
+    tmp_path: Path, wheels: Wheels
+) -> None:
+    """The waiting upload sees a verdict recorded by another process (from the database)."""
+    flags = ("--upload-wait", "300")
+    for market in start_market(tmp_path / "market", validation_workers=0, flags=flags):
+        worker = subprocess.Popen(
+            [OPMARKET, "worker", "--data", str(market.data)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=clean_env(),
+        )
+        try:
+            done = twine(market, market.tokens["bob"], wheels.wrong)
+        finally:
+            worker.terminate()
+            worker.communicate(timeout=30)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert '"code": "rejected"' in done.stdout
+        assert "differs from the reference" in done.stdout

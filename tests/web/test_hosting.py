@@ -1,0 +1,281 @@
+"""What a plugin needs from the index: an upstream for the projects it does not host (and
+never for those it does), dependencies the operator hosts, uploads that answer with their
+verdict, ``opmarket status``, and the catalog's README, Python call and wheel tags."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import OPMARKET, Market, Wheels, clean_env, start_market, twine
+from .plugins import handmade_wheel
+from .upstream import JSON_V1, repack, serve_folder, write_index
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def _get_unfollowed(url: str, accept: str = "") -> tuple[int, str]:
+    opener = urllib.request.build_opener(_NoRedirect)
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with opener.open(request, timeout=30) as r:
+            return r.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Location", "")
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An upstream index with upstream-dep 1.0.0, opm-shadow 9.0.0 (a name this index will
+    host) and opmarket's dependencies, repacked from this environment."""
+    root = tmp_path_factory.mktemp("upstream")
+    made = root / "made"
+    made.mkdir()
+    wheels = [
+        handmade_wheel(made, "upstream-dep", "1.0.0", {}),
+        handmade_wheel(made, "opm-shadow", "9.0.0", {}),
+    ]
+    wheels += [
+        repack(name, made)
+        for name in ("numpy", "ml_dtypes", "pluggy", "packaging", "protobuf", "click")
+    ]
+    write_index(root / "index", wheels)
+    with serve_folder(root / "index") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, upstream: str) -> Iterator[Market]:
+    """A market with that upstream, whose uploads answer at once (``--upload-wait 0``)."""
+    data = tmp_path_factory.mktemp("hosting")
+    flags = ("--upstream", f"{upstream}/simple/", "--upload-wait", "0")
+    yield from start_market(data, validation_workers=1, flags=flags)
+
+
+def _pip_download(index: Market, requirement: str, dest: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-d",
+            str(dest),
+            "--index-url",
+            f"{index.url}/simple/",
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=300,
+    )
+
+
+def test_a_project_not_hosted_here_is_redirected_to_the_upstream(
+    index: Market, upstream: str, tmp_path: Path
+) -> None:
+    target = f"{upstream}/simple/upstream-dep/"
+    assert _get_unfollowed(f"{index.url}/simple/upstream-dep/") == (307, target)
+    assert _get_unfollowed(f"{index.url}/simple/Upstream_Dep/", JSON_V1) == (307, target)
+    # Followed, the client negotiates with the upstream: HTML (PEP 503) or JSON (PEP 691).
+    status, headers, body = index.get("/simple/upstream-dep/", {"Accept": JSON_V1})
+    assert status == 200 and {k.lower(): v for k, v in headers.items()}["content-type"] == JSON_V1
+    assert json.loads(body)["files"][0]["filename"] == "upstream_dep-1.0.0-py3-none-any.whl"
+    status, _, body = index.get("/simple/upstream-dep/", {"Accept": "text/html"})
+    assert status == 200 and b"upstream_dep-1.0.0-py3-none-any.whl" in body
+    done = _pip_download(index, "upstream-dep", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "upstream_dep-1.0.0-py3-none-any.whl").is_file()
+    # The project list is this index's own.
+    assert b"upstream-dep" not in index.get("/simple/")[2]
+
+
+def test_a_hosted_name_is_never_looked_up_upstream(index: Market, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    wheel = handmade_wheel(made, "opm-shadow", "1.0.0", {})
+    done = index.cli("host", str(wheel))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"hosted: {wheel.name}"
+    assert index.cli("host", str(wheel)).stdout.strip() == f"already hosted: {wheel.name}"
+    status, _, body = index.get("/simple/opm-shadow/")
+    assert status == 200 and wheel.name.encode() in body and b"9.0.0" not in body
+    got = _pip_download(index, "opm-shadow", tmp_path / "dl")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert [p.name for p in (tmp_path / "dl").iterdir()] == [wheel.name]  # not upstream's 9.0.0
+    package = index.json("/api/packages/opm-shadow")
+    assert package["status"] == "hosted" and package["owner"] == "(operator)"
+    assert package["files"][0]["status"] == "hosted"
+    assert package["files"][0]["python_tag"] == "py3"
+    assert package["files"][0]["platform_tag"] == "any"
+    page = index.get("/project/opm-shadow/")[2].decode()
+    assert "no plugin validation" in page
+
+
+def test_uploads_cannot_claim_hosted_or_upstream_names(index: Market, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    hosted = handmade_wheel(made, "opm-hosted", "1.0.0", {})
+    assert index.cli("host", str(hosted)).returncode == 0
+    claim = handmade_wheel(made, "opm-hosted", "2.0.0", {})
+    done = twine(index, index.tokens["alice"], claim)
+    assert done.returncode == 1
+    assert "403" in done.stdout and "hosted by this index's operator" in done.stdout
+    shadow = handmade_wheel(made, "upstream-dep", "2.0.0", {})
+    done = twine(index, index.tokens["alice"], shadow)
+    assert done.returncode == 1
+    assert "exists on the upstream index" in done.stdout
+    assert index.get("/api/packages/upstream-dep")[0] == 404
+
+
+def test_host_refuses_what_is_not_a_wheel_or_belongs_to_an_uploader(
+    uploaded: Market, tmp_path: Path
+) -> None:
+    bad = tmp_path / "opm_bad-1.0.0-py3-none-any.whl"
+    bad.write_bytes(b"not a zip")
+    done = uploaded.cli("host", str(bad))
+    assert done.returncode == 2 and "not a zip archive" in done.stderr
+    taken = handmade_wheel(tmp_path, "opm-double", "7.0.0", {})
+    done = uploaded.cli("host", str(taken))
+    assert done.returncode == 2 and "was uploaded by user 'alice'" in done.stderr
+
+
+def _status(index: Market, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [OPMARKET, "status", *args, "--index-url", f"{index.url}/simple/"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_status_tells_the_verdict(index: Market, wheels: Wheels) -> None:
+    # --upload-wait 0: the upload answers "pending" at once; status --wait waits.
+    done = twine(index, index.tokens["bob"], wheels.wrong)
+    assert done.returncode == 0, done.stdout
+    assert '"status": "pending"' in done.stdout
+    told = _status(index, "opm-wrong==1.0", "--wait")
+    assert told.returncode == 1, told.stdout + told.stderr
+    assert told.stdout.startswith(f"{wheels.wrong.name}: rejected")
+    assert "differs from the reference" in told.stdout
+    assert twine(index, index.tokens["alice"], wheels.double_1_0).returncode == 0
+    told = _status(index, "opm-double==1.0.0", "--wait")
+    assert (told.returncode, told.stdout) == (0, f"{wheels.double_1_0.name}: validated\n")
+    unknown = _status(index, "opm-double==3.0")
+    assert unknown.returncode == 2 and "no release 3.0 of 'opm-double'" in unknown.stderr
+    assert _status(index, "opm-double").returncode == 2
+    log = (index.data / "server.log").read_text()
+    assert f"upload {wheels.wrong.name} by bob: uploaded, validation queued" in log
+    assert f"verdict {wheels.wrong.name}: rejected: conformance: " in log
+
+
+@pytest.fixture(scope="module")
+def zero_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("zero_out")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(ROOT / "plugins" / "zero_out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return next(out.glob("*.whl"))
+
+
+@pytest.mark.slow
+def test_a_bare_venv_installs_a_plugin_with_opmarket_hosted_and_numpy_upstream(
+    index: Market, zero_out: Path, tmp_path: Path
+) -> None:
+    dist = tmp_path / "dist"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (opmarket_wheel,) = dist.glob("opmarket-*.whl")
+    assert index.cli("host", str(opmarket_wheel)).returncode == 0
+    done = twine(index, index.tokens["alice"], zero_out)
+    assert done.returncode == 0, done.stdout
+    assert _status(index, "opmarket-zero-out==0.1.0", "--wait").returncode == 0
+    venv.create(tmp_path / "venv", with_pip=True)  # only pip
+    python = tmp_path / "venv" / "bin" / "python"
+    done = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--index-url",
+            f"{index.url}/simple/",
+            "opmarket-zero-out",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_op = (
+        "import numpy, opmarket; "
+        "print(opmarket.ops.zero_out(numpy.arange(3, 0, -1, dtype=numpy.int32)))"
+    )
+    ran = subprocess.run(
+        [str(python), "-c", run_op],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[3 0 0]"
+    # The catalog: the README rendered and sanitized, the Python call, the wheel's tags.
+    page = index.get("/project/opmarket-zero-out/")[2].decode()
+    assert '<div class="readme">' in page and "<h1" in page.split('<div class="readme">')[1]
+    assert '<code class="python">zero_out(' in page
+    package = index.json("/api/packages/opmarket-zero-out")
+    assert package["op_details"][0]["python"].startswith("zero_out(")
+    assert package["files"][0]["python_tag"] == zero_out.name.split("-")[2]
