@@ -19,12 +19,14 @@ import dataclasses
 import os
 import secrets
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opmarket.web._deps import Source, dependency_step
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -165,6 +167,7 @@ def _run_probe(
     gpu: bool,
     interpreter: str,
     private: Sequence[Path],
+    deps: Sequence[Path] = (),
 ) -> tuple[Any, HarnessResult | str]:
     """Run the harness in the sandbox: its outcome, and its checked result or why none."""
     secret = secrets.token_hex(32)
@@ -180,6 +183,7 @@ def _run_probe(
             [
                 interpreter,
                 "-I",
+                "-S",
                 "/input/probe.py",
                 "harness",
                 str(secret_r),
@@ -187,11 +191,16 @@ def _run_probe(
                 f"/input/{filename}",
                 dist,
                 *(["--gpu"] if gpu else []),
+                *(a for d in deps for a in ("--dep", f"/input/deps/{d.name}")),
             ],
             limits=limits,
             interpreter=interpreter,
             env=_env(),
-            binds={"/input/probe.py": _PROBE, f"/input/{filename}": wheel},
+            binds={
+                "/input/probe.py": _PROBE,
+                f"/input/{filename}": wheel,
+                **{f"/input/deps/{d.name}": d for d in deps},
+            },
             pass_fds=(secret_r, result_w),
             private=private,
         )
@@ -215,10 +224,13 @@ def validate_wheel(
     gpu: bool = False,
     interpreter: str = sys.executable,
     private: Sequence[Path] = (),
+    dependencies: Source | None = None,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
-    folders the plugin must never see (the server's data). Raises nothing for a bad wheel:
-    every failure is a failed step (``SandboxUnavailableError`` included)."""
+    folders the plugin must never see (the server's data); ``dependencies``: where its
+    requirements beyond the warm environment come from (this index; None: nowhere, and
+    what is missing is only reported). Raises nothing for a bad wheel: every failure is a
+    failed step (``SandboxUnavailableError`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -245,16 +257,22 @@ def validate_wheel(
             [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
         )
     )
+    deps = dependency_step(verdict, info.metadata, dependencies)
+    if deps is None:
+        return verdict
     try:
-        outcome, result = _run_probe(
-            path.resolve(),
-            filename,
-            info.normalized,
-            limits,
-            gpu=gpu,
-            interpreter=interpreter,
-            private=private,
-        )
+        with tempfile.TemporaryDirectory(prefix="opmarket-deps-") as folder:
+            wheels = [dependencies.fetch(c, Path(folder)) for c in deps] if dependencies else []
+            outcome, result = _run_probe(
+                path.resolve(),
+                filename,
+                info.normalized,
+                limits,
+                gpu=gpu,
+                interpreter=interpreter,
+                private=private,
+                deps=wheels,
+            )
     except SandboxUnavailableError as exc:
         verdict.steps.append(
             Step(
