@@ -15,6 +15,7 @@ what that does and does not prove.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -261,8 +262,11 @@ def validate_wheel(
     if deps is None:
         return verdict
     try:
-        with tempfile.TemporaryDirectory(prefix="opmarket-deps-") as folder:
-            wheels = [dependencies.fetch(c, Path(folder)) for c in deps] if dependencies else []
+        with contextlib.ExitStack() as stack:
+            wheels: list[Path] = []
+            if deps and dependencies is not None:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="opm-deps-")))
+                wheels = [dependencies.fetch(c, folder) for c in deps]
             outcome, result = _run_probe(
                 path.resolve(),
                 filename,
