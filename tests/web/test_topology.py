@@ -12,6 +12,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -211,3 +212,46 @@ def test_two_servers_and_two_workers_take_50_uploads_at_once(
             assert lag <= 2.0, (server, f.filename, lag)
             with urllib.request.urlopen(f"{server}/simple/{f.normalized}/", timeout=10) as r:
                 assert f.filename in r.read().decode()
+
+
+def _children(pid: int) -> list[str]:
+    """The command lines of a process's children (Linux /proc)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with contextlib.suppress(OSError):
+            out.append(Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return out
+
+
+@pytest.mark.slow
+def test_serve_workers_starts_that_many_processes_each_with_the_http_limits(
+    tmp_path: Path, database_url: str
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    flags = ("--workers", "2", "--max-header-bytes", "2048", *SERVE_ONLY)
+    proc = subprocess.Popen(
+        [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path / "m"), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(OPMARKET_DATABASE_URL=database_url),
+    )
+    try:
+        _wait_up(url, proc)
+        deadline = time.monotonic() + 30
+        while len(spawned := [c for c in _children(proc.pid) if "spawn_main" in c]) < 2:
+            assert time.monotonic() < deadline, _children(proc.pid)
+            time.sleep(0.1)
+        assert len(spawned) == 2
+        big = {"X-Filler": "x" * 4096}
+        for _ in range(20):  # fresh connections, taken by either process
+            request = urllib.request.Request(f"{url}/simple/", headers=big)
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(request, timeout=10)
+            answer.value.close()
+            assert answer.value.code == 431
+            with urllib.request.urlopen(f"{url}/simple/", timeout=10) as r:
+                assert r.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
