@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, func, or_, select
 
-__all__ = ["INDEX", "PageCache", "read_changes"]
+__all__ = ["INDEX", "PageCache", "prune_changes", "read_changes"]
 
 #: The key of the project index page.
 INDEX = ""
@@ -34,16 +34,21 @@ GAP_S = 60.0
 
 def read_changes(
     engine: Engine,
-) -> tuple[Callable[[], int], Callable[[int, Iterable[int]], list[tuple[int, str]]]]:
-    """The two queries ``PageCache.sync`` needs, on ``engine``: the newest change's id, and
-    the changes after an id (or among skipped ids)."""
+) -> tuple[Callable[[], tuple[int, int]], Callable[[int, Iterable[int]], list[tuple[int, str]]]]:
+    """The two queries ``PageCache.sync`` needs, on ``engine``: the oldest and newest
+    change's ids, and the changes after an id (or among skipped ids)."""
     from opmarket.web._models import CatalogChange
 
-    def last() -> int:
+    # Two subqueries: SQLite answers a lone min() or max() from the index, not both at once.
+    ends = select(
+        select(func.coalesce(func.min(CatalogChange.id), 0)).scalar_subquery(),
+        select(func.coalesce(func.max(CatalogChange.id), 0)).scalar_subquery(),
+    )
+
+    def last() -> tuple[int, int]:
         with engine.connect() as conn:
-            return int(
-                conn.execute(select(func.coalesce(func.max(CatalogChange.id), 0))).scalar_one()
-            )
+            oldest, newest = conn.execute(ends).one()
+            return int(oldest), int(newest)
 
     def after(seen: int, gaps: Iterable[int]) -> list[tuple[int, str]]:
         wanted = CatalogChange.id > seen
@@ -57,6 +62,19 @@ def read_changes(
             ]
 
     return last, after
+
+
+def prune_changes(engine: Engine, keep: int = 100_000) -> int:
+    """Delete all but the newest ``keep`` changes (a process that had not read them yet
+    drops all its pages); how many rows went."""
+    from sqlalchemy import delete
+
+    from opmarket.web._models import CatalogChange
+
+    with engine.begin() as conn:
+        newest = conn.execute(select(func.coalesce(func.max(CatalogChange.id), 0))).scalar_one()
+        gone = conn.execute(delete(CatalogChange).where(CatalogChange.id <= int(newest) - keep))
+    return int(getattr(gone, "rowcount", 0) or 0)
 
 
 class PageCache:
@@ -74,19 +92,22 @@ class PageCache:
 
     def sync(
         self,
-        read_last: Callable[[], int],
+        read_last: Callable[[], tuple[int, int]],
         read_after: Callable[[int, Iterable[int]], list[tuple[int, str]]],
     ) -> None:
-        """Unless another thread is at it: read the newest change's id; when it moved (or
-        ids were skipped), read those changes and drop the pages of the projects they name."""
+        """Unless another thread is at it: read the oldest and newest change's ids; when
+        the newest moved (or ids were skipped), read those changes and drop the pages of the
+        projects they name; when changes not yet read were deleted (``prune_changes``), drop
+        every page."""
         if not self._lock.acquire(blocking=False):
             return
         try:
             if not self.due():
                 return
-            newest = read_last()
-            if self._generation is None:
-                self._pages.clear()  # rendered before the first look: not trusted
+            oldest, newest = read_last()
+            if self._generation is None or oldest > self._generation + 1:
+                self._pages.clear()  # rendered before the first look, or changes lost
+                self._gaps.clear()
                 self._generation = newest
             elif newest != self._generation or self._gaps:
                 seen = self._generation

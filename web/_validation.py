@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
+from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._deps import CatalogSource
 from opmarket.web._jobs import Worker
@@ -187,7 +188,7 @@ def clean_leftovers(settings: Settings) -> int:
 def validation_worker(state: AppState, threads: int) -> Worker:
     """Worker threads for ``validate`` jobs: leases of one timeout (at least 2 s, at most
     60 s), the queue polled every 0.2 s when idle, given-up jobs rejected, leftovers of dead
-    workers cleaned."""
+    workers cleaned, the page caches' change log pruned."""
     settings = state.settings
     return Worker(
         state.queue,
@@ -196,14 +197,15 @@ def validation_worker(state: AppState, threads: int) -> Worker:
         lease_s=max(2.0, min(settings.validation_timeout_s, 60.0)),
         poll_s=0.2,  # another process's upload is claimed within 0.2 s (one indexed query)
         abandon={"validate": abandon_validation(state)},
-        housekeeping=functools.partial(_housekeeping, settings),
+        housekeeping=functools.partial(_housekeeping, state),
     )
 
 
-def _housekeeping(settings: Settings) -> None:
-    removed = clean_leftovers(settings)
+def _housekeeping(state: AppState) -> None:
+    removed = clean_leftovers(state.settings)
     if removed:
         log.info("removed %d leftover(s) of stopped validations", removed)
+    prune_changes(state.db.engine)  # the page caches' change log keeps its newest rows
 
 
 def record(state: AppState, file_id: int, verdict: Verdict) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from opmarket.web._cache import INDEX, PageCache, read_changes
+from opmarket.web._cache import INDEX, PageCache, prune_changes, read_changes
 from opmarket.web._db import Database
 from opmarket.web._models import Project, User
 
@@ -29,9 +29,10 @@ class Log:
             self.hidden.add(change_id)
         return change_id
 
-    def last(self) -> int:
+    def last(self) -> tuple[int, int]:
         self.reads.append("last")
-        return max((i for i, _ in self.rows if i not in self.hidden), default=0)
+        ids = [i for i, _ in self.rows if i not in self.hidden]
+        return min(ids, default=0), max(ids, default=0)
 
     def after(self, seen: int, gaps: Iterable[int]) -> list[tuple[int, str]]:
         self.reads.append("after")
@@ -87,6 +88,21 @@ def test_a_page_rendered_across_a_check_is_not_kept() -> None:
     assert cache.get("a") is None  # served once, never kept
 
 
+def test_a_process_behind_deleted_changes_drops_every_page() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    _fill(cache, "a", "b", INDEX)
+    log.add("b")
+    log.add("c")
+    del log.rows[:2]  # pruned: the change to "b" was never read here
+    cache.sync(log.last, log.after)
+    assert cache.get("a") is None and cache.get("b") is None and cache.get(INDEX) is None
+    _fill(cache, "a")
+    cache.sync(log.last, log.after)
+    assert cache.get("a") == (b"<a>", b"{}")  # and then follows the log again
+
+
 def test_forget_drops_the_project_and_the_index() -> None:
     log, cache = Log(), PageCache(ttl=60)
     cache.sync(log.last, log.after)
@@ -108,8 +124,13 @@ def test_the_triggers_log_every_new_project_and_serial_bump(tmp_path: Path) -> N
         session.execute(update(Project).where(Project.normalized == "b").values(serial=1))
     with db.transaction() as session:  # a change of another column is not a change here
         session.execute(update(Project).values(summary="new"))
-    changes = after(start, [])
+    changes = after(start[1], [])
     assert [p for _, p in changes] == ["a", "b", "b"]
-    assert last() == changes[-1][0]
-    assert after(last(), []) == []
+    assert last() == (changes[0][0], changes[-1][0])
+    assert after(last()[1], []) == []
+    assert prune_changes(db.engine, keep=1) == 2
+    assert last() == (changes[-1][0], changes[-1][0])
+    with db.transaction() as session:  # ids are never reused after a prune
+        session.execute(update(Project).where(Project.normalized == "a").values(serial=5))
+    assert after(changes[-1][0], []) == [(changes[-1][0] + 1, "a")]
     db.dispose()
