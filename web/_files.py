@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from fastapi import APIRouter, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import RedirectResponse, StreamingResponse
 from sqlalchemy import select
 from starlette.datastructures import Headers
 from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable
@@ -67,6 +67,9 @@ def download(sha256: str, filename: str, state: StateDep) -> Response:
     missing = HTTPError(404, "not-found", f"{filename!r} is missing from the store")
     headers = {"ETag": f'"{key}"', "Cache-Control": "public, max-age=31536000, immutable"}
     media = "text/plain; charset=utf-8" if metadata else "application/octet-stream"
+    elsewhere = state.storage.download_url(key)
+    if elsewhere is not None:  # an object store: the client fetches it there (same bytes)
+        return RedirectResponse(elsewhere, status_code=302, headers={"Cache-Control": "no-store"})
     path = state.storage.local_path(key)
     if path is None:  # a remote store: the whole file, streamed
         try:

@@ -24,6 +24,7 @@ from opmarket.web._variants import VariantError, split_variant
 
 __all__ = [
     "Base",
+    "CatalogChange",
     "File",
     "FileStatus",
     "GpuTarget",
@@ -232,3 +233,14 @@ class Job(Base):
     heartbeat: Mapped[datetime | None] = mapped_column(DateTime, default=None)  # lease
     finished: Mapped[datetime | None] = mapped_column(DateTime, default=None)
     error: Mapped[str] = mapped_column(Text, default="")
+
+
+class CatalogChange(Base):
+    """A project that changed (inserted, or its serial bumped), written by a database
+    trigger (migration 0007); the page caches of every process read these by id."""
+
+    __tablename__ = "catalog_changes"
+    __table_args__ = {"sqlite_autoincrement": True}  # noqa: RUF012  (SQLAlchemy's form)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project: Mapped[str] = mapped_column(String(200))

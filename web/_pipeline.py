@@ -15,16 +15,19 @@ what that does and does not prove.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opmarket.web._deps import Source, dependency_step
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -167,6 +170,7 @@ def _run_probe(
     gpu: bool,
     interpreter: str,
     private: Sequence[Path],
+    deps: Sequence[Path] = (),
 ) -> tuple[Any, HarnessResult | str]:
     """Run the harness in the sandbox: its outcome, and its checked result or why none."""
     secret = secrets.token_hex(32)
@@ -182,6 +186,7 @@ def _run_probe(
             [
                 interpreter,
                 "-I",
+                "-S",
                 "/input/probe.py",
                 "harness",
                 str(secret_r),
@@ -189,11 +194,16 @@ def _run_probe(
                 f"/input/{filename}",
                 dist,
                 *(["--gpu"] if gpu else []),
+                *(a for d in deps for a in ("--dep", f"/input/deps/{d.name}")),
             ],
             limits=limits,
             interpreter=interpreter,
             env=_env(),
-            binds={"/input/probe.py": _PROBE, f"/input/{filename}": wheel},
+            binds={
+                "/input/probe.py": _PROBE,
+                f"/input/{filename}": wheel,
+                **{f"/input/deps/{d.name}": d for d in deps},
+            },
             pass_fds=(secret_r, result_w),
             private=private,
         )
@@ -217,10 +227,13 @@ def validate_wheel(
     gpu: bool = False,
     interpreter: str = sys.executable,
     private: Sequence[Path] = (),
+    dependencies: Source | None = None,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
-    folders the plugin must never see (the server's data). Raises nothing for a bad wheel:
-    every failure is a failed step (``SandboxUnavailableError`` included)."""
+    folders the plugin must never see (the server's data); ``dependencies``: where its
+    requirements beyond the warm environment come from (this index; None: nowhere, and
+    what is missing is only reported). Raises nothing for a bad wheel: every failure is a
+    failed step (``SandboxUnavailableError`` included)."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -249,16 +262,25 @@ def validate_wheel(
     )
     if _static_gpu(verdict, path, filename, info.variant):  # rejected before any code runs
         return verdict
+    deps = dependency_step(verdict, info.metadata, dependencies)
+    if deps is None:
+        return verdict
     try:
-        outcome, result = _run_probe(
-            path.resolve(),
-            filename,
-            info.normalized,
-            limits,
-            gpu=gpu,
-            interpreter=interpreter,
-            private=private,
-        )
+        with contextlib.ExitStack() as stack:
+            wheels: list[Path] = []
+            if deps and dependencies is not None:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="opm-deps-")))
+                wheels = [dependencies.fetch(c, folder) for c in deps]
+            outcome, result = _run_probe(
+                path.resolve(),
+                filename,
+                info.normalized,
+                limits,
+                gpu=gpu,
+                interpreter=interpreter,
+                private=private,
+                deps=wheels,
+            )
     except SandboxUnavailableError as exc:
         verdict.steps.append(
             Step(

@@ -1,12 +1,14 @@
 """The part of validation that runs inside the sandbox: a harness and the plugin's process.
 
-``python -I _probe.py harness SECRET_FD RESULT_FD WHEEL DIST [--gpu]`` is the harness. It
-reads the job's secret from SECRET_FD (a pipe the supervisor wrote and closed), makes itself
-non-dumpable (a process of the same user can then neither read its memory nor open its file
-descriptors through /proc, nor ptrace it), unpacks the wheel into ``target`` in its working
-folder, and starts the plugin's process (``_probe.py plugin ...``), which inherits neither
-the secret nor RESULT_FD. When that process ends the harness writes one JSON object to
-RESULT_FD: the secret, how the plugin's process ended, and what it reported on its own pipe.
+``python -I -S _probe.py harness SECRET_FD RESULT_FD WHEEL DIST [--gpu] [--dep WHEEL]...`` is
+the harness (the standard library only: no site-packages to start). It reads the job's
+secret from SECRET_FD (a pipe the supervisor wrote and closed), makes itself non-dumpable
+(a process of the same user can then neither read its memory nor open its file descriptors
+through /proc, nor ptrace it), unpacks the wheel into ``target`` in its working folder (and
+each ``--dep`` wheel, the dependencies found on this index, into ``deps`` beside it), and
+starts the plugin's process (``_probe.py plugin ...``), which inherits neither the secret
+nor RESULT_FD. When that process ends the harness writes one JSON object to RESULT_FD: the
+secret, how the plugin's process ended, and what it reported on its own pipe.
 
 The plugin's process imports the plugin: anything it reports is what the plugin's code says
 about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
@@ -150,6 +152,8 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
 
 def _plugin(argv: list[str]) -> int:
     report_fd, target, dist_name = int(argv[0]), argv[1], argv[2]
+    if "--deps" in argv:  # importable after the wheel itself, never scanned for plugins
+        sys.path.insert(0, argv[argv.index("--deps") + 1])
     try:
         result = probe(target, dist_name, "--gpu" in argv)
     except BaseException:
@@ -192,6 +196,19 @@ def _collect(fd: int, child: subprocess.Popen[bytes]) -> bytearray:
     return data
 
 
+def _dep_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``--dep WHEEL`` pairs (the dependencies to unpack) from the other options."""
+    extra: list[str] = []
+    deps: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--dep":
+            deps.append(next(it, ""))
+        else:
+            extra.append(arg)
+    return extra, [d for d in deps if d]
+
+
 def _harness(argv: list[str]) -> int:
     secret_fd, result_fd, wheel, dist_name = int(argv[0]), int(argv[1]), argv[2], argv[3]
     with os.fdopen(secret_fd, "rb") as f:
@@ -199,8 +216,11 @@ def _harness(argv: list[str]) -> int:
     result = os.fdopen(result_fd, "w")
     out: dict[str, Any] = {"secret": secret, "protected": _non_dumpable()}
     target = Path("target").absolute()
+    extra, deps = _dep_args(argv[4:])
     try:
         unpack(wheel, target)
+        for dep in deps:  # its dependencies from this index, beside it (_deps)
+            unpack(dep, Path("deps").absolute())
     except (OSError, zipfile.BadZipFile) as exc:
         out["install_error"] = f"{type(exc).__name__}: {exc}"
         json.dump(out, result)
@@ -216,7 +236,8 @@ def _harness(argv: list[str]) -> int:
             str(write_end),
             str(target),
             dist_name,
-            *argv[4:],
+            *extra,
+            *(["--deps", str(Path("deps").absolute())] if deps else []),
         ],
         pass_fds=(write_end,),
         close_fds=True,

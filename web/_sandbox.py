@@ -286,8 +286,9 @@ def _bwrap_argv(
     for path in needed:
         argv += [*_parents(path, made, ["/usr"]), "--ro-bind", path, path]
     argv += ["--perms", "0755", "--dir", "/input"]
+    made.add("/input")
     for dest, source in binds.items():
-        argv += ["--ro-bind", str(source), dest]
+        argv += [*_parents(dest, made, ()), "--ro-bind", str(source), dest]
     argv += ["--size", disk, "--perms", "0777", "--tmpfs", WORK, "--chdir", WORK]
     if root:
         entry = pwd.getpwnam(limits.user)

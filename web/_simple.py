@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from opmarket.web._cache import INDEX
+from opmarket.web._cache import INDEX, read_changes
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
@@ -75,19 +75,7 @@ _GENERATION = select(func.count(Project.id), func.coalesce(func.sum(Project.seri
 
 
 def _sync(state: AppState) -> None:
-    def generation() -> tuple[int, int]:
-        with state.db.engine.connect() as conn:
-            count, total = conn.execute(_GENERATION).one()
-            return int(count), int(total)
-
-    def serials() -> dict[str, int]:
-        with state.db.engine.connect() as conn:
-            return {
-                r.normalized: r.serial
-                for r in conn.execute(select(Project.normalized, Project.serial))
-            }
-
-    state.pages.sync(generation, serials)
+    state.pages.sync(*read_changes(state.db.engine))
 
 
 async def _cached(state: AppState, key: str) -> tuple[bytes, bytes] | None:

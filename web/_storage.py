@@ -1,8 +1,9 @@
 """Where files live: a storage interface and its content-addressed local implementation.
 
 Blobs are named by the SHA-256 of their bytes, so a blob is written once and never changes.
-``storage_from_url`` picks the implementation from the settings' ``storage_url``; an
-S3-compatible store is another class with the same four methods.
+``storage_from_url`` picks the implementation from the settings' ``storage_url``:
+``file:///path`` is this module's local store, ``s3://bucket/prefix?...`` an S3-compatible
+object store (``_s3``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from opmarket.sdk import OpmarketError
 
-__all__ = ["LocalFileStore", "Storage", "StorageError", "storage_from_url"]
+__all__ = ["LocalFileStore", "Storage", "StorageError", "check_key", "storage_from_url"]
 
 _CHUNK = 256 * 1024
 
@@ -45,11 +46,15 @@ class Storage(Protocol):
     def local_path(self, digest: str) -> Path | None:
         """A path to read the blob from directly, when the store is local."""
 
+    def download_url(self, digest: str) -> str | None:
+        """A URL that clients may download the blob from instead (a presigned one), if any."""
+
     def delete(self, digest: str) -> None:
         """Remove the blob (only for blobs no committed row names)."""
 
 
-def _check_key(digest: str) -> str:
+def check_key(digest: str) -> str:
+    """``digest`` when it is a SHA-256 hex digest (a blob's key); StorageError otherwise."""
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         raise StorageError(f"not a sha256 key: {digest!r}")
     return digest
@@ -63,7 +68,7 @@ class LocalFileStore:
         root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, digest: str) -> Path:
-        _check_key(digest)
+        check_key(digest)
         return self.root / digest[:2] / digest[2:4] / digest
 
     def put_file(self, path: Path, digest: str) -> None:
@@ -139,17 +144,24 @@ class LocalFileStore:
         """Where the blob is, or would be, on disk; the file is not checked to exist."""
         return self._path(digest)
 
+    def download_url(self, digest: str) -> str | None:
+        """None: the server sends local blobs itself."""
+        return None
+
     def delete(self, digest: str) -> None:
         """Remove the blob; no error when it is already gone."""
         self._path(digest).unlink(missing_ok=True)
 
 
 def storage_from_url(url: str) -> Storage:
-    """The store a ``storage_url`` names: ``file:///path`` today."""
+    """The store a ``storage_url`` names: ``file:///path`` or ``s3://bucket/prefix?...``."""
     parsed = urlparse(url)
     if parsed.scheme == "file":
         return LocalFileStore(Path(unquote(parsed.path)))
+    if parsed.scheme == "s3":
+        from opmarket.web._s3 import s3_store_from_url
+
+        return s3_store_from_url(url)
     raise StorageError(
-        f"storage URL {url!r}: only file:// stores are implemented (an S3-compatible store "
-        "plugs in behind the same interface)"
+        f"storage URL {url!r}: use file:///path or s3://bucket/prefix (an S3-compatible store)"
     )

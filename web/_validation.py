@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 
+from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._gpu_index import store_gpu
+from opmarket.web._deps import CatalogSource
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
@@ -141,6 +143,7 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
             wheel_limits=wheel_limits,
             gpu=state.settings.gpu_available,
             private=[state.settings.data_dir.resolve()],
+            dependencies=CatalogSource(state),
         )
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
@@ -185,22 +188,25 @@ def clean_leftovers(settings: Settings) -> int:
 
 def validation_worker(state: AppState, threads: int) -> Worker:
     """Worker threads for ``validate`` jobs: leases of one timeout (at least 2 s, at most
-    60 s), given-up jobs rejected, leftovers of dead workers cleaned."""
+    60 s), the queue polled every 0.2 s when idle, given-up jobs rejected, leftovers of dead
+    workers cleaned, the page caches' change log pruned."""
     settings = state.settings
     return Worker(
         state.queue,
         {"validate": validation_handler(state)},
         threads=threads,
         lease_s=max(2.0, min(settings.validation_timeout_s, 60.0)),
+        poll_s=0.2,  # another process's upload is claimed within 0.2 s (one indexed query)
         abandon={"validate": abandon_validation(state)},
-        housekeeping=functools.partial(_housekeeping, settings),
+        housekeeping=functools.partial(_housekeeping, state),
     )
 
 
-def _housekeeping(settings: Settings) -> None:
-    removed = clean_leftovers(settings)
+def _housekeeping(state: AppState) -> None:
+    removed = clean_leftovers(state.settings)
     if removed:
         log.info("removed %d leftover(s) of stopped validations", removed)
+    prune_changes(state.db.engine)  # the page caches' change log keeps its newest rows
 
 
 def record(state: AppState, file_id: int, verdict: Verdict) -> None:

@@ -157,10 +157,14 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
 
 
 def start_market(
-    data: Path, *, validation_workers: int, flags: tuple[str, ...] = ()
+    data: Path,
+    *,
+    validation_workers: int,
+    flags: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Market]:
-    """A running ``opmarket serve`` on ``data`` (with more ``flags``) with users alice and
-    bob and their tokens; stopped when the generator is closed."""
+    """A running ``opmarket serve`` on ``data`` (with more ``flags`` and ``env``) with users
+    alice and bob and their tokens; stopped when the generator is closed."""
     port = free_port()
     for name in ("alice", "bob"):
         subprocess.run(
@@ -186,7 +190,7 @@ def start_market(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=clean_env(),
+        env=clean_env(**(env or {})),
     )
     market = Market(f"http://127.0.0.1:{port}", data, proc)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+import json
 import subprocess
 import sys
 import zipfile
@@ -59,7 +60,7 @@ name = "{dist}"
 version = "{version}"
 description = "A test plugin for opmarket's marketplace"
 requires-python = ">=3.11"
-dependencies = ["opmarket"]
+dependencies = {dependencies}
 
 [project.entry-points.opmarket]
 {package} = "{package}"
@@ -111,6 +112,7 @@ def build_plugin(
     source: str | None = None,
     types: tuple[str, ...] = ("float", "int32"),
     manifest_source: str | None = None,
+    dependencies: tuple[str, ...] = ("opmarket",),
 ) -> Path:
     """Write the package under ``workdir`` and build its wheel; the wheel's path. The
     manifest is what ``manifest_source`` (default: the module itself) registers."""
@@ -118,7 +120,9 @@ def build_plugin(
     root = workdir / f"{dist}-{version}"
     (root / package).mkdir(parents=True)
     (root / "pyproject.toml").write_text(
-        _PYPROJECT.format(dist=dist, version=version, package=package)
+        _PYPROJECT.format(
+            dist=dist, version=version, package=package, dependencies=json.dumps(dependencies)
+        )
     )
     module = root / package / "__init__.py"
     plain = plugin_source(op_name, factor, kernel_factor, types)

@@ -1,52 +1,136 @@
-"""The page cache: served from memory, dropped when the catalog's serials move."""
+"""The page cache: served from memory, dropped when the catalog's change log names the
+project (written by database triggers, read by id)."""
 
 from __future__ import annotations
 
-from opmarket.web._cache import INDEX, PageCache
+from collections.abc import Iterable
+from pathlib import Path
+
+from sqlalchemy import update
+
+from opmarket.web._cache import INDEX, PageCache, prune_changes, read_changes
+from opmarket.web._db import Database
+from opmarket.web._models import Project, User
 
 
-def test_pages_follow_the_serials() -> None:
-    cache = PageCache(ttl=0)
-    serials = {"a": 1, "b": 1}
-    reads: list[str] = []
+class Log:
+    """A change log as the database keeps it: (id, project) rows; ``visible`` says which
+    ones committed (PostgreSQL may commit id 3 after id 4)."""
 
-    def generation() -> tuple[int, int]:
-        reads.append("generation")
-        return len(serials), sum(serials.values())
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str]] = []
+        self.hidden: set[int] = set()
+        self.reads: list[str] = []
 
-    def read_serials() -> dict[str, int]:
-        reads.append("serials")
-        return dict(serials)
+    def add(self, project: str, *, hidden: bool = False) -> int:
+        change_id = len(self.rows) + 1
+        self.rows.append((change_id, project))
+        if hidden:
+            self.hidden.add(change_id)
+        return change_id
 
-    cache.sync(generation, read_serials)
-    seen = cache.generation
-    cache.keep("a", 1, b"<a1>", b"{a1}", seen=seen)
-    cache.keep("b", 1, b"<b1>", b"{b1}", seen=seen)
-    cache.keep(INDEX, (2, 2), b"<i>", b"{i}", seen=seen)
-    reads.clear()
-    cache.sync(generation, read_serials)
-    assert reads == ["generation"]  # nothing moved: one cheap read
-    assert cache.get("a") == (b"<a1>", b"{a1}")
-    serials["a"] = 2
-    cache.sync(generation, read_serials)
+    def last(self) -> tuple[int, int]:
+        self.reads.append("last")
+        ids = [i for i, _ in self.rows if i not in self.hidden]
+        return min(ids, default=0), max(ids, default=0)
+
+    def after(self, seen: int, gaps: Iterable[int]) -> list[tuple[int, str]]:
+        self.reads.append("after")
+        wanted = set(gaps)
+        return [(i, p) for i, p in self.rows if i not in self.hidden and (i > seen or i in wanted)]
+
+
+def _fill(cache: PageCache, *keys: str) -> None:
+    for key in keys:
+        cache.keep(key, 1, f"<{key}>".encode(), b"{}", seen=cache.generation)
+
+
+def test_pages_are_dropped_only_for_the_projects_that_changed() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    log.add("b")
+    cache.sync(log.last, log.after)
+    _fill(cache, "a", "b", INDEX)
+    log.reads.clear()
+    cache.sync(log.last, log.after)
+    assert log.reads == ["last"]  # nothing moved: one cheap read
+    assert cache.get("a") == (b"<a>", b"{}")
+    log.add("a")
+    cache.sync(log.last, log.after)
     assert cache.get("a") is None and cache.get(INDEX) is None
-    assert cache.get("b") == (b"<b1>", b"{b1}")
+    assert cache.get("b") == (b"<b>", b"{}")
+
+
+def test_a_change_committed_below_an_id_already_seen_is_not_missed() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    late = log.add("b", hidden=True)  # id 2, its transaction still open
+    log.add("c")  # id 3 commits first
+    cache.sync(log.last, log.after)
+    _fill(cache, "b")
+    log.hidden.discard(late)  # now id 2 commits
+    cache.sync(log.last, log.after)
+    assert cache.get("b") is None  # the skipped id was looked for again
+    log.reads.clear()
+    cache.sync(log.last, log.after)
+    assert log.reads == ["last"]  # and is no longer
 
 
 def test_a_page_rendered_across_a_check_is_not_kept() -> None:
-    cache = PageCache(ttl=0)
-    serials = {"a": 1}
-    cache.sync(lambda: (1, sum(serials.values())), lambda: dict(serials))
-    seen = cache.generation  # a render starts, reads serial 1...
-    serials["a"] = 2  # ...the project changes, and a check notices
-    cache.sync(lambda: (1, sum(serials.values())), lambda: dict(serials))
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    seen = cache.generation  # a render starts, reads the project...
+    log.add("a")  # ...the project changes, and a check notices
+    cache.sync(log.last, log.after)
     assert cache.keep("a", 1, b"old", b"old", seen=seen) == (b"old", b"old")
     assert cache.get("a") is None  # served once, never kept
 
 
+def test_a_process_behind_deleted_changes_drops_every_page() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    _fill(cache, "a", "b", INDEX)
+    log.add("b")
+    log.add("c")
+    del log.rows[:2]  # pruned: the change to "b" was never read here
+    cache.sync(log.last, log.after)
+    assert cache.get("a") is None and cache.get("b") is None and cache.get(INDEX) is None
+    _fill(cache, "a")
+    cache.sync(log.last, log.after)
+    assert cache.get("a") == (b"<a>", b"{}")  # and then follows the log again
+
+
 def test_forget_drops_the_project_and_the_index() -> None:
-    cache = PageCache(ttl=60)
-    cache.keep("a", 1, b"a", b"a", seen=None)
-    cache.keep(INDEX, (1, 1), b"i", b"i", seen=None)
+    log, cache = Log(), PageCache(ttl=60)
+    cache.sync(log.last, log.after)
+    _fill(cache, "a", INDEX)
     cache.forget("a")
     assert cache.get("a") is None and cache.get(INDEX) is None
+
+
+def test_the_triggers_log_every_new_project_and_serial_bump(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    last, after = read_changes(db.engine)
+    start = last()
+    with db.transaction() as session:
+        session.add(User(name="u"))
+        session.flush()
+        session.add(Project(name="A", normalized="a", owner_id=1, summary="", serial=0))
+        session.add(Project(name="B", normalized="b", owner_id=1, summary="", serial=0))
+    with db.transaction() as session:  # as record() and set_yanked() do, and in bulk
+        session.execute(update(Project).where(Project.normalized == "b").values(serial=1))
+    with db.transaction() as session:  # a change of another column is not a change here
+        session.execute(update(Project).values(summary="new"))
+    changes = after(start[1], [])
+    assert [p for _, p in changes] == ["a", "b", "b"]
+    assert last() == (changes[0][0], changes[-1][0])
+    assert after(last()[1], []) == []
+    assert prune_changes(db.engine, keep=1) == 2
+    assert last() == (changes[-1][0], changes[-1][0])
+    with db.transaction() as session:  # ids are never reused after a prune
+        session.execute(update(Project).where(Project.normalized == "a").values(serial=5))
+    assert after(changes[-1][0], []) == [(changes[-1][0] + 1, "a")]
+    db.dispose()

@@ -83,8 +83,8 @@ def test_file_store_is_content_addressed(tmp_path: Path) -> None:
         store.size(key)
     with pytest.raises(StorageError):
         store.read("../../etc/passwd")
-    with pytest.raises(StorageError, match="only file://"):
-        storage_from_url("s3://bucket/prefix")
+    with pytest.raises(StorageError, match="use file:///path or s3://"):
+        storage_from_url("gs://bucket/prefix")
 
 
 def test_migration_0003_keys_files_and_keeps_those_that_already_collide(tmp_path: Path) -> None:

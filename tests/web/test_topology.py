@@ -1,0 +1,257 @@
+"""Scale-out on one machine: two serving-only ``opmarket serve`` processes and two
+``opmarket worker`` processes share one database and one file store; 50 uploads at once
+(and some of them twice, to the other server) each end validated or rejected exactly once,
+and every validated file shows on both servers' simple pages within about 2 s of its
+verdict (the page caches check the catalog's generation every second)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from opmarket.web._db import Database
+from opmarket.web._models import File, Job, Project, Release
+
+from .conftest import OPMARKET, _wait_up, clean_env, free_port
+from .plugins import handmade_wheel, manifest_for, plugin_source
+
+UPLOADS = 50
+TWICE = 5  # these are also uploaded to the other server at the same moment
+WRONG = range(0, UPLOADS, 7)
+SERVE_ONLY = ("--validation-workers", "0")  # their kernel disagrees with its reference: rejected
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
+    """The shared catalog: SQLite here (a PostgreSQL fixture of the same name replaces it)."""
+    return f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+
+
+@dataclass
+class Topology:
+    data: Path
+    env: dict[str, str]
+    servers: list[str]
+    token: str
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def _cli(env: dict[str, str], data: Path, *args: str) -> str:
+    done = subprocess.run(
+        [OPMARKET, *args, "--data", str(data)], capture_output=True, text=True, env=env, check=True
+    )
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+@pytest.fixture
+def topology(tmp_path: Path, database_url: str) -> Iterator[Topology]:
+    data = tmp_path / "market"
+    env = clean_env(OPMARKET_DATABASE_URL=database_url)
+    _cli(env, data, "users", "add", "alice")
+    token = _cli(env, data, "tokens", "create", "alice")
+    top = Topology(data, env, [], token)
+    logs = []
+    try:
+        for i in range(2):
+            port = free_port()
+            log = open(tmp_path / f"server{i}.log", "wb")  # noqa: SIM115  # closed below
+            logs.append(log)
+            top.procs.append(
+                subprocess.Popen(
+                    [OPMARKET, "serve", "--port", str(port), "--data", str(data), *SERVE_ONLY],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+            top.servers.append(f"http://127.0.0.1:{port}")
+            _wait_up(top.servers[-1], top.procs[-1])
+        for i in range(2):
+            log = open(tmp_path / f"worker{i}.log", "wb")  # noqa: SIM115  # closed below
+            logs.append(log)
+            top.procs.append(
+                subprocess.Popen(
+                    [OPMARKET, "worker", "--data", str(data)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+        yield top
+    finally:
+        for proc in top.procs:
+            proc.terminate()
+        for proc in top.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for log in logs:
+            log.close()
+
+
+def _wheels(folder: Path) -> list[Path]:
+    """50 small plugin wheels, written with zipfile (building each would take minutes)."""
+    out = []
+    for i in range(UPLOADS):
+        dist, package = f"opm-top-{i:02d}", f"opm_top_{i:02d}"
+        source = plugin_source("Test>Top", 2, kernel_factor=3 if i in WRONG else None)
+        module = folder / f"{package}.py"
+        module.write_text(plugin_source("Test>Top", 2))
+        info = f"{package}-1.0.0.dist-info"
+        out.append(
+            handmade_wheel(
+                folder,
+                dist,
+                "1.0.0",
+                {
+                    f"{package}/__init__.py": source.encode(),
+                    f"{package}/opmarket.opset.json": manifest_for(module, dist, "1.0.0").encode(),
+                    f"{info}/entry_points.txt": f"[opmarket]\n{package} = {package}\n".encode(),
+                },
+            )
+        )
+    return out
+
+
+def _listed(url: str) -> set[str]:
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=10) as r:
+        return set(re.findall(r'href="[^"]*/simple/([^/"]+)/"', r.read().decode()))
+    return set()
+
+
+@pytest.mark.slow
+def test_two_servers_and_two_workers_take_50_uploads_at_once(
+    topology: Topology, database_url: str, tmp_path: Path
+) -> None:
+    from twine.package import PackageFile
+    from twine.repository import Repository
+
+    top = topology
+    wheels = _wheels(tmp_path)
+    first_seen: list[dict[str, datetime]] = [{}, {}]
+    done = threading.Event()
+
+    def watch() -> None:  # each server's project index, every 0.1 s
+        while not done.is_set():
+            for seen, server in zip(first_seen, top.servers, strict=True):
+                now = datetime.now(UTC).replace(tzinfo=None)
+                for name in _listed(f"{server}/simple/") - set(seen):
+                    seen[name] = now
+            time.sleep(0.1)
+
+    def upload(job: tuple[int, Path]) -> int:
+        i, wheel = job
+        repo = Repository(f"{top.servers[i % 2]}/legacy/", "__token__", top.token, True)
+        try:
+            return int(repo.upload(PackageFile.from_filename(str(wheel), None)).status_code)
+        finally:
+            repo.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    jobs = list(enumerate(wheels)) + [(i + 1, wheels[i]) for i in range(TWICE)]
+    with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(len(jobs)) as pool:
+        answers = list(pool.map(upload, jobs))  # (twine prints a line per upload)
+    assert answers == [200] * len(jobs), answers  # an identical re-upload is answered 200
+    db = Database(database_url, migrate_now=False)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with db.session() as session:
+                pending = session.scalar(
+                    select(func.count()).select_from(File).where(File.status == "pending")
+                )
+            if pending == 0:
+                break
+            time.sleep(0.2)
+        time.sleep(2.5)  # the pages' "about 2 s" after the last verdict
+        done.set()
+        watcher.join(10)
+        with db.session() as session:
+            files = session.execute(
+                select(File.id, File.filename, File.status, File.validated, Project.normalized)
+                .join(Release, File.release_id == Release.id)
+                .join(Project, Release.project_id == Project.id)
+            ).all()
+            jobs_rows = session.execute(select(Job.payload, Job.status, Job.attempts)).all()
+    finally:
+        db.dispose()
+    # Nothing lost, nothing doubled: one row per wheel, one job per row, run once, done.
+    assert sorted(f.filename for f in files) == sorted(w.name for w in wheels)
+    assert sorted(int(p["file_id"]) for p, _, _ in jobs_rows) == sorted(f.id for f in files)
+    assert {(s, a) for _, s, a in jobs_rows} == {("done", 1)}
+    wrong = {wheels[i].name for i in WRONG}
+    assert {f.filename for f in files if f.status == "rejected"} == wrong
+    assert {f.filename for f in files if f.status == "validated"} == {
+        w.name for w in wheels
+    } - wrong
+    # Every validated file was on each server's simple index within about 2 s.
+    for seen, server in zip(first_seen, top.servers, strict=True):
+        for f in files:
+            if f.status != "validated":
+                assert f.normalized not in seen
+                continue
+            assert f.normalized in seen, (server, f.filename)
+            lag = (seen[f.normalized] - f.validated).total_seconds()
+            assert lag <= 2.0, (server, f.filename, lag)
+            with urllib.request.urlopen(f"{server}/simple/{f.normalized}/", timeout=10) as r:
+                assert f.filename in r.read().decode()
+
+
+def _children(pid: int) -> list[str]:
+    """The command lines of a process's children (Linux /proc)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with contextlib.suppress(OSError):
+            out.append(Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return out
+
+
+@pytest.mark.slow
+def test_serve_workers_starts_that_many_processes_each_with_the_http_limits(
+    tmp_path: Path, database_url: str
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    flags = ("--workers", "2", "--max-header-bytes", "2048", *SERVE_ONLY)
+    proc = subprocess.Popen(
+        [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path / "m"), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(OPMARKET_DATABASE_URL=database_url),
+    )
+    try:
+        _wait_up(url, proc)
+        deadline = time.monotonic() + 30
+        while len(spawned := [c for c in _children(proc.pid) if "spawn_main" in c]) < 2:
+            assert time.monotonic() < deadline, _children(proc.pid)
+            time.sleep(0.1)
+        assert len(spawned) == 2
+        big = {"X-Filler": "x" * 4096}
+        for _ in range(20):  # fresh connections, taken by either process
+            request = urllib.request.Request(f"{url}/simple/", headers=big)
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(request, timeout=10)
+            answer.value.close()
+            assert answer.value.code == 431
+            with urllib.request.urlopen(f"{url}/simple/", timeout=10) as r:
+                assert r.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
