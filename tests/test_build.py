@@ -228,9 +228,7 @@ def test_importing_the_backend_imports_no_setuptools_and_no_plugin_code() -> Non
         "import sys, opmarket.build_meta as m; "
         "print(sorted(n for n in sys.modules if n.startswith(('setuptools', 'opmarket.'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['opmarket.build_meta']"
 
 
@@ -342,8 +340,17 @@ def test_cuda_driver_and_runtime_stay_out_of_the_repaired_wheel(tmp_path: Path) 
     stubs.mkdir()
     for soname, link in (("libcudart.so.12", "libcudart.so"), ("libcuda.so.1", "libcuda.so")):
         subprocess.run(
-            ["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(stubs / soname),
-             "-x", "c", "-"],
+            [
+                "cc",
+                "-shared",
+                "-fPIC",
+                f"-Wl,-soname,{soname}",
+                "-o",
+                str(stubs / soname),
+                "-x",
+                "c",
+                "-",
+            ],
             input=b"int stub(void) { return 0; }\n",
             check=True,
         )

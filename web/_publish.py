@@ -22,8 +22,8 @@ from opmarket.web._hosted import hosted_refusal
 from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
 from opmarket.web._state import AppState
 from opmarket.web._storage import StorageError
-from opmarket.web._variant_index import check_release_variants
 from opmarket.web._upstream import check_new_name
+from opmarket.web._variant_index import check_release_variants
 from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 __all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]

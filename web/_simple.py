@@ -22,8 +22,8 @@ from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
 from opmarket.web._state import AppState
-from opmarket.web._variant_index import variant_links
 from opmarket.web._upstream import not_here
+from opmarket.web._variant_index import variant_links
 
 __all__ = ["API_VERSION", "file_url", "router"]
 

@@ -17,8 +17,8 @@ from sqlalchemy import delete, select
 
 from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
-from opmarket.web._gpu_index import store_gpu
 from opmarket.web._deps import CatalogSource
+from opmarket.web._gpu_index import store_gpu
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel

@@ -192,8 +192,10 @@ def _differences(old_text: str, new_text: str) -> list[str]:
     if not found and set(old.kernels) != set(new.kernels):
         gone = sorted(f"{k.op} on {k.device}" for k in set(old.kernels) - set(new.kernels))
         added = sorted(f"{k.op} on {k.device}" for k in set(new.kernels) - set(old.kernels))
-        found.append(f"kernels: the manifest lists {gone or 'none'} the code does not, "
-                     f"the code {added or 'none'} the manifest does not")
+        found.append(
+            f"kernels: the manifest lists {gone or 'none'} the code does not, "
+            f"the code {added or 'none'} the manifest does not"
+        )
     return found
 
 
@@ -272,8 +274,16 @@ def _raw_wheels(project: Path, out: Path) -> list[Path]:
     _need("build", "opmarket manifest")
     _say(f"building the wheel of {project} (without build isolation)")
     _run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-         str(project)],
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(project),
+        ],
         f"building {project}",
     )
     return sorted(out.glob("*.whl"))

@@ -102,9 +102,7 @@ def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: dict[str, Any] | None = None
 ) -> str:
     """setuptools' ``.dist-info`` folder (the manifest is package data, not metadata)."""
-    return str(
-        _setuptools().prepare_metadata_for_build_wheel(metadata_directory, config_settings)
-    )
+    return str(_setuptools().prepare_metadata_for_build_wheel(metadata_directory, config_settings))
 
 
 def prepare_metadata_for_build_editable(
@@ -139,9 +137,7 @@ def build_editable(
 ) -> str:
     """setuptools' editable wheel; the manifest goes where its import hook finds the
     package (the source folder), since the wheel itself holds no package."""
-    name = str(
-        _setuptools().build_editable(wheel_directory, config_settings, metadata_directory)
-    )
+    name = str(_setuptools().build_editable(wheel_directory, config_settings, metadata_directory))
     write_manifest(Path(wheel_directory, name), editable=True)
     return name
 
