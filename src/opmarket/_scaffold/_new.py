@@ -19,9 +19,9 @@ from opmarket._usage import UsageError
 
 __all__ = ["BUILD_BACKEND", "KERNELS", "Project", "generate", "new", "project_for"]
 
-#: The build backend generated projects use. ``opmarket.build_meta`` (setuptools plus the
-#: manifest written into the wheel) replaces setuptools' here once it ships.
-BUILD_BACKEND = "setuptools.build_meta"
+#: The build backend generated projects use: setuptools, plus the manifest written into the
+#: wheel from what the built plugin registers.
+BUILD_BACKEND = "opmarket.build_meta"
 
 #: The kernel kinds ``--kernel`` offers.
 KERNELS = ("python", "cpp", "c", "cuda")
