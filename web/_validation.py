@@ -19,6 +19,7 @@ from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
+from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
 from opmarket.web._status import FileStatus
 
@@ -238,4 +239,6 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
         project = file.release.project
         project.serial += 1
         normalized = project.normalized
+        session.flush()
+        refresh_summary(session, project.id)
     state.pages.forget(normalized)

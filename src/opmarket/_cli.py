@@ -40,6 +40,11 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "ops",
         "List the installed plugins' ops: op, plugin, signature, kernels.",
     ),
+    "seed": (
+        "opmarket.web._seed",
+        "seed_command",
+        "Fill a data folder's database with COUNT synthetic projects, for benchmarks.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",
