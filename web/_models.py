@@ -132,7 +132,7 @@ class File(Base):
     __tablename__ = "files"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"))
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"), index=True)
     filename: Mapped[str] = mapped_column(String(300), unique=True)
     # distribution_key(filename): unique, so Foo-1.0 and foo-1.0.0 cannot both exist, even
     # when two uploads race.

@@ -20,8 +20,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import (
     ColumnElement,
-    Integer,
     Connection,
+    Integer,
     and_,
     delete,
     func,

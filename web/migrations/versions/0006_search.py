@@ -1,7 +1,7 @@
 """Search and listing in the database: a summary row per project (latest version, status,
-ops, devices), its (device, dtype) pairs, and a full-text index over names, summaries and
-op names: FTS5 on SQLite (kept by triggers), a generated tsvector with a GIN index on
-PostgreSQL. Existing projects get their rows here.
+ops, devices), its (device, dtype) pairs, a full-text index over names, summaries and op
+names (FTS5 on SQLite, kept by triggers; a generated tsvector with a GIN index on
+PostgreSQL), and an index of files by release. Existing projects get their rows here.
 
 Revision ID: 0006
 """
@@ -66,6 +66,9 @@ def upgrade() -> None:
         "ix_project_kernels_device", "project_kernels", ["device", "dtype", "project_id"]
     )
     op.create_index("ix_project_kernels_dtype", "project_kernels", ["dtype"])
+    # A project's files are found by release: without this, every package page, simple
+    # page and summary refresh read the whole files table.
+    op.create_index("ix_files_release_id", "files", ["release_id"])
     connection = op.get_bind()
     for statement in _POSTGRESQL if connection.dialect.name == "postgresql" else _SQLITE:
         op.execute(statement)
@@ -78,5 +81,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         op.execute("DROP TABLE project_search")  # its triggers go with project_summaries
+    op.drop_index("ix_files_release_id", table_name="files")
     op.drop_table("project_kernels")
     op.drop_table("project_summaries")
