@@ -96,9 +96,15 @@ def _latest(rows: Sequence[tuple[int, str, str, datetime]]) -> tuple[int, str, s
 
 def refresh_summary(session: Session | Connection, project_id: int) -> None:
     """Recompute one project's summary row and its (device, dtype) rows from its files;
-    call it in the transaction that changed the project (upload, verdict, yank)."""
+    call it in the transaction that changed the project (upload, verdict, yank).
+
+    The project's row is locked first (FOR UPDATE; SQLite has one writer anyway), so two
+    transactions refreshing one project take turns, and the second reads what the first
+    committed instead of both rewriting the same rows from stale reads."""
     project = session.execute(
-        select(Project.name, Project.normalized, Project.summary).where(Project.id == project_id)
+        select(Project.name, Project.normalized, Project.summary)
+        .where(Project.id == project_id)
+        .with_for_update()
     ).one()
     files = session.execute(
         select(File.id, Release.version, File.status, File.uploaded)

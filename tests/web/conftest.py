@@ -45,9 +45,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-#: Web test modules whose tests run on SQLite only; every other test that uses ``database``
-#: (through ``market``, ``uploaded``, ...) runs on SQLite and on PostgreSQL.
-SQLITE_ONLY: dict[str, str] = {}
+#: Web test modules whose tests run on SQLite only, and why; every other test that uses
+#: ``database`` (through ``market``, ``uploaded``, ...) runs on SQLite and on PostgreSQL.
+#: What these read from the database, test_catalog and test_simple check on both; twice
+#: they would add minutes to CI (Chromium; virtual environments and installs).
+SQLITE_ONLY: dict[str, str] = {
+    "test_browser": "Chromium renders the catalog's HTML, the same from either database",
+    "test_install": "pip and uv install from /simple/, whose queries test_simple runs on both",
+}
 
 
 @dataclass(frozen=True)

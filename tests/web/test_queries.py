@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +142,29 @@ def test_seed_command_fills_a_data_folder(tmp_path: Path) -> None:
         statuses = {p.status for p in search_packages(session).packages}
         assert FileStatus.VALIDATED in statuses
     db.dispose()
+
+
+def test_concurrent_refreshes_of_one_project_take_turns(seeded: Database) -> None:
+    with seeded.session() as session:
+        row = session.scalars(select(ProjectSummary).where(ProjectSummary.ops != "")).first()
+        assert row is not None
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def refresh() -> None:
+        try:
+            with seeded.transaction() as session:
+                barrier.wait()
+                refresh_summary(session, row.project_id)
+        except BaseException as exc:  # collected, the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=refresh) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with seeded.session() as session:
+        again = session.get(ProjectSummary, row.project_id)
+        assert again is not None and (again.ops, again.status) == (row.ops, row.status)
