@@ -199,11 +199,12 @@ class ProjectSummary(Base):
     __table_args__ = (
         Index("ix_project_summaries_status", "status", "normalized"),
         Index("ix_project_summaries_listed", "listed", "normalized"),
+        Index("ix_project_summaries_normalized", "normalized", unique=True),
     )
 
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
-    normalized: Mapped[str] = mapped_column(String(200), unique=True)
+    normalized: Mapped[str] = mapped_column(String(200))
     summary: Mapped[str] = mapped_column(Text, default="")
     # The newest validated file, else the newest file (version, then upload time).
     latest_file_id: Mapped[int | None] = mapped_column(Integer, default=None)

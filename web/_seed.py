@@ -255,8 +255,10 @@ def seed_projects(db: Database, count: int, *, random_seed: int = 0) -> Iterator
             _project(rng, n, owner, ids, rows)
         with db.engine.begin() as conn:
             if db.engine.dialect.name == "sqlite":
-                # No fsync per batch: a seed that dies half-way is seeded again.
+                # No fsync per batch: a seed that dies half-way is seeded again. A cache
+                # that holds the indexes: names and digests go into them in random order.
                 conn.exec_driver_sql("PRAGMA synchronous=OFF")
+                conn.exec_driver_sql("PRAGMA cache_size=-262144")  # KiB
             for model, values in (
                 (Project, rows.projects),
                 (Release, rows.releases),

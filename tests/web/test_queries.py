@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
+from opmarket.web import _queries
 from opmarket.web._catalog import get_package, search_packages
 from opmarket.web._db import Database
 from opmarket.web._models import File, FileStatus, ProjectSummary
-from opmarket.web._queries import dtypes_of, listed_projects, refresh_summary, search_words
+from opmarket.web._queries import (
+    dtypes_of,
+    listed_projects,
+    refresh_summary,
+    search,
+    search_words,
+)
 from opmarket.web._seed import seed
 
 from .conftest import OPMARKET, Backend, clean_env
@@ -168,3 +175,28 @@ def test_concurrent_refreshes_of_one_project_take_turns(seeded: Database) -> Non
     with seeded.session() as session:
         again = session.get(ProjectSummary, row.project_id)
         assert again is not None and (again.ops, again.status) == (row.ops, row.status)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"q": "gemm"},
+        {"q": "vision flash"},
+        {"device": "GPU"},
+        {"device": "cpu", "dtype": "half"},
+        {"q": "conv", "device": "CPU", "status": "validated"},
+    ],
+)
+def test_both_plans_give_the_same_pages(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch, filters: dict[str, str]
+) -> None:
+    """Broad searches read summaries in name order (over SCAN_ABOVE matches), narrow ones
+    sort their matches: the same rows either way."""
+    with seeded.session() as session:
+        by_set = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+        monkeypatch.setattr(_queries, "SCAN_ABOVE", 0)
+        by_scan = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+    assert by_set[0].total > 9
+    assert [(p.total, [r.normalized for r in p.rows]) for p in by_set] == [
+        (p.total, [r.normalized for r in p.rows]) for p in by_scan
+    ]

@@ -45,7 +45,7 @@ def upgrade() -> None:
         "project_summaries",
         sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"), primary_key=True),
         sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("normalized", sa.String(200), nullable=False, unique=True),
+        sa.Column("normalized", sa.String(200), nullable=False),
         sa.Column("summary", sa.Text, nullable=False),
         sa.Column("latest_file_id", sa.Integer, nullable=True),
         sa.Column("latest_version", sa.String(100), nullable=False),
@@ -56,6 +56,10 @@ def upgrade() -> None:
     )
     op.create_index("ix_project_summaries_status", "project_summaries", ["status", "normalized"])
     op.create_index("ix_project_summaries_listed", "project_summaries", ["listed", "normalized"])
+    # Pages in name order; broad searches read it instead of sorting their matches.
+    op.create_index(
+        "ix_project_summaries_normalized", "project_summaries", ["normalized"], unique=True
+    )
     op.create_table(
         "project_kernels",
         sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"), primary_key=True),
