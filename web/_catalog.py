@@ -130,6 +130,9 @@ class SearchResult(BaseModel):
     total: int
     offset: int
     packages: list[PackageSummary]
+    # True when total is a lower bound: a search that combines filters (q with device,
+    # dtype or status, say) stops counting at 1,000 matches.
+    capped: bool = False
 
 
 def search_packages(
@@ -154,7 +157,12 @@ def search_packages(
                 f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
             )
     page = search(session, q, device, dtype, status, where=where, offset=offset, limit=limit)
-    return SearchResult(total=page.total, offset=offset, packages=[_summary(r) for r in page.rows])
+    return SearchResult(
+        total=page.total,
+        offset=offset,
+        packages=[_summary(r) for r in page.rows],
+        capped=page.capped,
+    )
 
 
 def _file_info(f: File) -> FileInfo:

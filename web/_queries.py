@@ -188,14 +188,18 @@ def _kernel_match(device: str, dtype: str, *, per_row: bool) -> ColumnElement[bo
 #: (about 50 x N / total rows read for a page) instead of sorting every match. (PostgreSQL's
 #: planner makes this choice itself, from its statistics.)
 SCAN_ABOVE = 1000
+#: Searches that combine filters count their matches up to this many.
+COUNT_LIMIT = 1000
 
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a search: how many match in all, and the summary rows of this page."""
+    """One page of a search: how many match in all (at least, when ``capped``), and the
+    summary rows of this page."""
 
     total: int
     rows: list[ProjectSummary]
+    capped: bool = False
 
 
 def search(
@@ -221,6 +225,7 @@ def search(
     words = search_words(q)
     text_match = [_text_match(dialect, words)] if words else []
     kernels = device or dtype
+    may_cap = bool(filters or (words and kernels))
     if dialect == "sqlite" and words and not kernels and not filters:
         # Every project has one row in project_search: count there, without a join.
         match = " ".join(f'"{w}"*' for w in words)
@@ -235,11 +240,18 @@ def search(
             select(func.count(ProjectKernel.project_id.distinct())).where(*conditions)
         )
     else:
+        # Filters combined: counting every match can read tens of thousands of rows, so
+        # the count stops at COUNT_LIMIT (a lower bound then: Page.capped).
         by_set = [*filters, *text_match]
         if kernels:
             by_set.append(_kernel_match(device, dtype, per_row=False))
-        total = session.scalar(select(func.count()).select_from(S).where(*by_set))
+        matches = select(S.project_id).where(*by_set)
+        if may_cap:
+            matches = matches.limit(COUNT_LIMIT + 1)
+        total = session.scalar(select(func.count()).select_from(matches.subquery()))
     total = int(total or 0)
+    capped = may_cap and total > COUNT_LIMIT
+    total = min(total, COUNT_LIMIT) if capped else total
     scan = dialect == "sqlite" and total > SCAN_ABOVE and bool(words or kernels)
     predicates = [*filters]
     if words:
@@ -247,7 +259,7 @@ def search(
     if kernels:
         predicates.append(_kernel_match(device, dtype, per_row=scan))
     query = select(S).where(*predicates).order_by(S.normalized).offset(offset).limit(limit)
-    return Page(total, list(session.scalars(query).all()))
+    return Page(total, list(session.scalars(query).all()), capped)
 
 
 def summary_of(session: Session, name: str) -> ProjectSummary | None:

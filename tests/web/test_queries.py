@@ -200,3 +200,16 @@ def test_both_plans_give_the_same_pages(
     assert [(p.total, [r.normalized for r in p.rows]) for p in by_set] == [
         (p.total, [r.normalized for r in p.rows]) for p in by_scan
     ]
+
+
+def test_combined_filters_count_up_to_the_limit(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with seeded.session() as session:
+        exact = search(session, "", "CPU", "", "validated", limit=1000)
+        assert exact.total == len(exact.rows) > 5 and not exact.capped
+        monkeypatch.setattr(_queries, "COUNT_LIMIT", 5)
+        capped = search(session, "", "CPU", "", "validated", limit=1000)
+        assert (capped.total, capped.capped) == (5, True)
+        assert capped.rows == exact.rows  # the pages are whole: only the count stops
+        assert not search(session, "", "CPU", "", "", limit=1).capped  # a cheap count
