@@ -119,17 +119,18 @@ def show_plans(url: str) -> None:
 
     event.listen(db.engine, "before_cursor_execute", capture)
     with db.session() as session:
-        for args in (("attention",), ("", "GPU", "half"), ("", "", "", "rejected")):
+        # A broad word, a rare one (a number in one project's name), a device and dtype,
+        # a status: each search's count, then its page.
+        for args in (("attention",), ("777",), ("", "GPU", "half"), ("", "", "", "rejected")):
             seen.clear()
             search_packages(session, *args, limit=50)
-            statement, params = seen[-1]
             prefix = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "
-            with db.engine.connect() as conn:
-                plan = conn.exec_driver_sql(prefix + statement, params).all()
-            lines = [str(r[-1]) for r in plan]
-            print(f"  plan of search{args}:", flush=True)
-            for line in lines:
-                print(f"    {line}", flush=True)
+            for (statement, params), what in zip(seen, ("count", "page"), strict=True):
+                with db.engine.connect() as conn:
+                    plan = conn.exec_driver_sql(prefix + statement, params).all()
+                print(f"  plan of search{args}, {what}:", flush=True)
+                for row in plan:
+                    print(f"    {row[-1]}", flush=True)
     db.dispose()
 
 
