@@ -8,7 +8,8 @@ Debian's ``postgresql`` package started here, as tests/web/postgres.py starts it
 - search: ``/api/packages?q=...&limit=50`` with a fixed mix of one- and two-word queries,
   op names, and device, dtype and status filters; sequential requests on one keep-alive
   connection, p99 of their latency;
-- ``/``: the catalog's first HTML page and deeper pages, the same way;
+- ``/``: the catalog's first HTML page, the same way (and pages at random offsets, which
+  OFFSET makes slower the deeper they are);
 - package page: ``/project/<name>/`` (HTML) of random projects, the same way;
 - simple page: ``/simple/<name>/`` of random projects with wrk (2 threads, 16 connections).
 
@@ -191,14 +192,13 @@ def measure(kind: str, url: str, projects: int, args: argparse.Namespace, work: 
         latencies(port, searches(rng, 30) + ["/"] * 10)  # warm: connections, templates
         search = latencies(port, searches(rng, args.requests))
         pages = max(projects // 50, 1)
-        home = latencies(
-            port,
-            ["/" if n % 2 else f"/?page={rng.randint(1, pages)}" for n in range(args.requests)],
-        )
+        home = latencies(port, ["/"] * args.requests)
+        deep = latencies(port, [f"/?page={rng.randint(1, pages)}" for _ in range(args.requests)])
         package = latencies(port, [f"/project/{rng.choice(names)}/" for _ in range(args.requests)])
         print(
             f"{kind}: search p50 {sorted(search)[len(search) // 2]:.1f} ms p99 {p99(search):.1f}"
-            f" ms; / p99 {p99(home):.1f} ms; package page p99 {p99(package):.1f} ms "
+            f" ms; / p99 {p99(home):.1f} ms; /?page=random p99 {p99(deep):.1f} ms; "
+            f"package page p99 {p99(package):.1f} ms "
             f"({args.requests} requests each)",
             flush=True,
         )
