@@ -126,7 +126,8 @@ def show_plans(url: str) -> None:
             seen.clear()
             search_packages(session, *args, limit=50)
             prefix = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "
-            for (statement, params), what in zip(seen, ("count", "page"), strict=True):
+            ran = list(seen)  # the EXPLAINs below are captured too
+            for (statement, params), what in zip(ran, ("count", "page"), strict=True):
                 with db.engine.connect() as conn:
                     plan = conn.exec_driver_sql(prefix + statement, params).all()
                 print(f"  plan of search{args}, {what}:", flush=True)
