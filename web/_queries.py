@@ -252,7 +252,7 @@ def search(
     total = int(total or 0)
     capped = may_cap and total > COUNT_LIMIT
     total = min(total, COUNT_LIMIT) if capped else total
-    scan = dialect == "sqlite" and total > SCAN_ABOVE and bool(words or kernels)
+    scan = dialect == "sqlite" and (capped or total > SCAN_ABOVE) and bool(words or kernels)
     predicates = [*filters]
     if words:
         predicates.append(_text_match(dialect, words, scan=scan))
