@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._gpu_index import gpu_filter
 from opmarket.web._hosted import HOSTED
-from opmarket.web._models import File, FileStatus, KernelEntry, OpEntry, Project, Release
+from opmarket.web._models import File, KernelEntry, OpEntry, Project, ProjectSummary, Release
+from opmarket.web._queries import search, summary_of
 from opmarket.web._showcase import file_tags, python_calls
 from opmarket.web._simple import file_url
 from opmarket.web._variants import split_variant
@@ -126,51 +127,25 @@ def _vkey(v: str) -> tuple[int, Version | str]:
         return (0, v)
 
 
-def _latest_file(files: list[File]) -> File | None:
-    """The newest validated file, else the newest file."""
-    if not files:
-        return None
-    ordered = sorted(files, key=lambda f: (_vkey(f.release.version), f.uploaded))
-    validated = [f for f in ordered if f.status == FileStatus.VALIDATED]
-    return (validated or ordered)[-1]
-
-
-def _project_files(project: Project) -> list[File]:
-    return [f for r in project.releases for f in r.files]
-
-
-def _summary(project: Project) -> PackageSummary:
-    files = _project_files(project)
-    latest = _latest_file(files)
+def _summary(row: ProjectSummary) -> PackageSummary:
     return PackageSummary(
-        name=project.name,
-        normalized=project.normalized,
-        summary=project.summary,
-        latest=latest.release.version if latest else "",
-        status=HOSTED if project.hosted else latest.status if latest else FileStatus.PENDING,
-        ops=sorted({o.op for o in latest.ops}) if latest else [],
-        devices=sorted({k.device for k in latest.kernels}) if latest else [],
+        name=row.name,
+        normalized=row.normalized,
+        summary=row.summary,
+        latest=row.latest_version,
+        status=row.status,
+        ops=[o for o in row.ops.split("\n") if o],
+        devices=row.devices.split(),
     )
-
-
-def _projects_query() -> Any:
-    return select(Project).options(
-        selectinload(Project.releases).selectinload(Release.files).selectinload(File.ops),
-        selectinload(Project.releases).selectinload(Release.files).selectinload(File.kernels),
-    )
-
-
-def _contains(text: str) -> str:
-    """A LIKE pattern for ``text`` anywhere, escaped with a backslash: % and _ match
-    themselves."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 class SearchResult(BaseModel):
     total: int
     offset: int
     packages: list[PackageSummary]
+    # True when total is a lower bound: a search that combines filters (q with device,
+    # dtype or status, say) stops counting at 1,000 matches.
+    capped: bool = False
 
 
 def search_packages(
@@ -180,50 +155,31 @@ def search_packages(
     dtype: str = "",
     status: str = "",
     *,
+    where: Iterable[ColumnElement[bool]] = (),
     offset: int = 0,
     limit: int = 100,
     cuda: str = "",
     compute_capability: str = "",
 ) -> SearchResult:
-    """Packages whose name or ops match ``q``, with kernels for ``device`` and ``dtype``,
-    whose latest file has ``status`` (every filter optional), by name, ``limit`` of them
-    from ``offset``. SearchError when a filter is longer than :data:`MAX_QUERY`."""
+    """Packages whose name, summary or ops have words starting with the words of ``q``,
+    whose latest file has kernels for ``device`` and ``dtype`` and has ``status`` (every
+    filter optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
+    of them from ``offset``, all in SQL (opmarket.web._queries). SearchError when a filter
+    is longer than :data:`MAX_QUERY`."""
     for field, value in (("q", q), ("device", device), ("dtype", dtype), ("status", status)):
         if len(value) > MAX_QUERY:
             raise SearchError(
                 f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
             )
-    query = _projects_query().order_by(Project.normalized)
     gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
-        query = query.where(gpu_match)
-    if q.strip():
-        like = _contains(q.strip())
-        has_op = (
-            select(Release.project_id)
-            .join(File)
-            .join(OpEntry)
-            .where(OpEntry.op.ilike(like, escape="\\"))
-        )
-        query = query.where(
-            or_(
-                Project.name.ilike(like, escape="\\"),
-                Project.summary.ilike(like, escape="\\"),
-                Project.normalized.ilike(_contains(canonicalize_name(q.strip())), escape="\\"),
-                Project.id.in_(has_op),
-            )
-        )
-    if device or dtype:
-        kq = select(Release.project_id).join(File).join(KernelEntry)
-        if device:
-            kq = kq.where(KernelEntry.device == device.upper())
-        if dtype:
-            kq = kq.where(KernelEntry.dtypes.like(f"%={_contains(dtype.lower())[1:]}", escape="\\"))
-        query = query.where(Project.id.in_(kq))
-    out = [_summary(p) for p in session.scalars(query).unique()]
-    matching = [p for p in out if not status or p.status == status]
+        where = [*where, gpu_match]
+    page = search(session, q, device, dtype, status, where=where, offset=offset, limit=limit)
     return SearchResult(
-        total=len(matching), offset=offset, packages=matching[offset : offset + limit]
+        total=page.total,
+        offset=offset,
+        packages=[_summary(r) for r in page.rows],
+        capped=page.capped,
     )
 
 
@@ -256,18 +212,34 @@ def _kernel(k: KernelEntry) -> KernelInfo:
 
 
 def get_package(session: Session, name: str) -> PackageDetail | None:
-    normalized = str(canonicalize_name(name))
-    project = (
-        session.scalars(_projects_query().where(Project.normalized == normalized)).unique().first()
-    )
-    if project is None:
+    """One package's page: its summary row, then its files, and ops and kernels of the
+    latest file (queries on this project alone)."""
+    row = summary_of(session, name)
+    if row is None:
         return None
+    project = session.scalars(
+        select(Project)
+        .where(Project.id == row.project_id)
+        .options(
+            selectinload(Project.owner),
+            selectinload(Project.releases).selectinload(Release.files).selectinload(File.kernels),
+        )
+    ).one()
     files = sorted(
-        _project_files(project), key=lambda f: (_vkey(f.release.version), f.filename), reverse=True
+        (f for r in project.releases for f in r.files),
+        key=lambda f: (_vkey(f.release.version), f.filename),
+        reverse=True,
     )
-    latest = _latest_file(files)
+    latest = next((f for f in files if f.id == row.latest_file_id), None)
+    ops = (
+        session.scalars(
+            select(OpEntry).where(OpEntry.file_id == latest.id).order_by(OpEntry.op)
+        ).all()
+        if latest
+        else []
+    )
     return PackageDetail(
-        **_summary(project).model_dump(),
+        **_summary(row).model_dump(),
         owner=project.owner.name,
         versions=sorted({r.version for r in project.releases}, key=_vkey, reverse=True),
         files=[_file_info(f) for f in files],
@@ -276,12 +248,10 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
                 name=o.op,
                 signature=o.signature,
                 summary=o.summary,
-                python=python_calls(latest.opset).get(o.op, ""),
+                python=python_calls(latest.opset).get(o.op, "") if latest else "",
             )
-            for o in sorted(latest.ops, key=lambda o: o.op)
-        ]
-        if latest
-        else [],
+            for o in ops
+        ],
         kernels=[_kernel(k) for k in latest.kernels] if latest else [],
         readme_sha256=latest.metadata_sha256 if latest else "",
     )

@@ -20,6 +20,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # Reads through a memory map (shared by every connection, up to 1 GiB of the file) and
+    # a 16 MiB page cache per connection: at 100,000 projects the catalog's searches touch
+    # tens of thousands of index entries.
+    cursor.execute("PRAGMA mmap_size=1073741824")
+    cursor.execute("PRAGMA cache_size=-16384")
     cursor.close()
 
 

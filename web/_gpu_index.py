@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from opmarket.web._gpu import capability_number
-from opmarket.web._models import File, FileStatus, GpuTarget, Project, Release
+from opmarket.web._models import File, FileStatus, GpuTarget, ProjectSummary, Release
 
 __all__ = ["gpu_filter", "store_gpu"]
 
@@ -84,4 +84,4 @@ def gpu_filter(cuda: str = "", compute_capability: str = "") -> ColumnElement[bo
                 ),
             )
         )
-    return Project.id.in_(targets)
+    return ProjectSummary.project_id.in_(targets)

@@ -20,13 +20,12 @@ from opmarket.sdk import OpmarketError
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, Project, Release, User, distribution_key, utcnow
 from opmarket.web._state import AppState
-from opmarket.web._status import FileStatus
+from opmarket.web._queries import refresh_summary
+from opmarket.web._status import HOSTED, FileStatus
 from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 
 __all__ = ["HOSTED", "OPERATOR", "HostError", "Hosted", "host_wheel", "hosted_refusal"]
 
-#: What the catalog shows as the status of a hosted project's files.
-HOSTED = "hosted"
 #: The owner of hosted projects: not a valid user name, so no one can add that user.
 OPERATOR = "(operator)"
 _LOG = "hosted by the operator (opmarket host): archive checks passed; no plugin validation\n"
@@ -124,6 +123,8 @@ def host_wheel(state: AppState, path: Path) -> Hosted:
                 )
             )
             release.project.serial += 1
+            session.flush()
+            refresh_summary(session, release.project_id)
     except IntegrityError:
         raise HostError(
             f"{path.name}: the index has this version of {info.normalized!r} with the same "

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -32,6 +33,8 @@ __all__ = [
     "KernelEntry",
     "OpEntry",
     "Project",
+    "ProjectKernel",
+    "ProjectSummary",
     "Release",
     "Token",
     "User",
@@ -137,7 +140,7 @@ class File(Base):
     __tablename__ = "files"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"))
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"), index=True)
     filename: Mapped[str] = mapped_column(String(300), unique=True)
     # distribution_key(filename): unique, so Foo-1.0 and foo-1.0.0 cannot both exist, even
     # when two uploads race.
@@ -215,6 +218,40 @@ class GpuTarget(Base):
     suffix: Mapped[str] = mapped_column(String(4), default="")  # "a", "f" or ""
 
     file: Mapped[File] = relationship(back_populates="gpu_targets")
+class ProjectSummary(Base):
+    """One row per project: what the catalog lists, searches and sorts by (kept by
+    opmarket.web._queries.refresh_summary on every upload, verdict and yank)."""
+
+    __tablename__ = "project_summaries"
+    __table_args__ = (
+        Index("ix_project_summaries_status", "status", "normalized"),
+        Index("ix_project_summaries_listed", "listed", "normalized"),
+        Index("ix_project_summaries_normalized", "normalized", unique=True),
+    )
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    normalized: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(Text, default="")
+    # The newest validated file, else the newest file (version, then upload time).
+    latest_file_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    latest_version: Mapped[str] = mapped_column(String(100), default="")
+    status: Mapped[str] = mapped_column(String(20), default=FileStatus.PENDING)
+    listed: Mapped[bool] = mapped_column(Boolean, default=False)  # has a validated file
+    ops: Mapped[str] = mapped_column(Text, default="")  # the latest file's, one a line
+    devices: Mapped[str] = mapped_column(String(200), default="")  # the same, space-separated
+
+
+class ProjectKernel(Base):
+    """A (device, dtype) the latest file of a project has a kernel for: the catalog's
+    device and dtype filters. dtype is "" for kernels without type attributes."""
+
+    __tablename__ = "project_kernels"
+    __table_args__ = (Index("ix_project_kernels_device", "device", "dtype", "project_id"),)
+
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    device: Mapped[str] = mapped_column(String(20), primary_key=True)
+    dtype: Mapped[str] = mapped_column(String(40), primary_key=True, index=True)
 
 
 class Job(Base):

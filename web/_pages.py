@@ -79,11 +79,14 @@ def home(
         | {k: v for k, v in gpu.items() if v}
     )
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
+    if found.capped:  # at least this many: there is a next page while this one is full
+        pages = max(pages, page + (len(found.packages) == PER_PAGE))
     return _render(
         request,
         "home.html",
         packages=found.packages,
         total=found.total,
+        capped=found.capped,
         q=q,
         device=device,
         dtype=dtype,

@@ -20,6 +20,7 @@ from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPError
 from opmarket.web._hosted import hosted_refusal
 from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
+from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
 from opmarket.web._storage import StorageError
 from opmarket.web._upstream import check_new_name
@@ -307,6 +308,7 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
             file = _add_file(session, who, upload)
             state.queue.enqueue(session, "validate", {"file_id": file.id})
             accepted = Accepted(filename, upload.sha256, normalized, FileStatus.PENDING, True)
+        refresh_summary(session, _project_id(session, normalized))
     state.queue.notify()
     return accepted
 
@@ -352,6 +354,12 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
     return file
 
 
+def _project_id(session: Session, normalized: str) -> int:
+    project_id = session.scalar(select(Project.id).where(Project.normalized == normalized))
+    assert project_id is not None
+    return project_id
+
+
 def _find_release(session: Session, project_id: int, version: str) -> Release | None:
     """The project's release of ``version`` by PEP 440 equality: 1.0 and 1.0.0 are one."""
     wanted = Version(version)
@@ -389,5 +397,6 @@ def set_yanked(state: AppState, project: str, version: str, yanked: bool, reason
         for f in files:
             f.yanked, f.yanked_reason = yanked, reason if yanked else ""
         release.project.serial += 1
+        refresh_summary(session, release.project_id)
     state.pages.forget(normalized)
     return len(files)

@@ -21,6 +21,7 @@ from opmarket.web._cache import INDEX, read_changes
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._negotiate import HTML, JSON_V1, OFFERED, negotiate
+from opmarket.web._queries import listed_projects
 from opmarket.web._state import AppState
 from opmarket.web._upstream import not_here
 from opmarket.web._variant_index import variant_links
@@ -96,22 +97,14 @@ async def index(request: Request) -> Response:
 
 
 def _index_pages(state: AppState) -> tuple[bytes, bytes]:
-    listed = (
-        select(Project.name, Project.normalized)
-        .join(Release)
-        .join(File)
-        .where(File.status == FileStatus.VALIDATED)
-        .distinct()
-        .order_by(Project.normalized)
-    )
     seen = state.pages.generation
     with state.db.engine.connect() as conn:
         count, total = conn.execute(_GENERATION).one()
-        rows = conn.execute(listed).all()
-    doc = {"meta": {"api-version": API_VERSION}, "projects": [{"name": r.name} for r in rows]}
+        rows = listed_projects(conn)  # the catalog's summary rows (web._queries)
+    doc = {"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n, _ in rows]}
     links = "".join(
-        f'<a href="/simple/{html.escape(r.normalized)}/">{html.escape(r.name)}</a><br>\n'
-        for r in rows
+        f'<a href="/simple/{html.escape(norm)}/">{html.escape(name)}</a><br>\n'
+        for name, norm in rows
     )
     page = (
         '<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" '

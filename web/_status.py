@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FileStatus"]
+__all__ = ["HOSTED", "FileStatus"]
 
 
 class FileStatus(StrEnum):
@@ -17,3 +17,8 @@ class FileStatus(StrEnum):
     PENDING = "pending"
     VALIDATED = "validated"
     REJECTED = "rejected"
+
+
+#: What the catalog shows instead of a status for a project the operator hosts (``opmarket
+#: host``: dependencies, not plugins); its files are ``validated`` in the database.
+HOSTED = "hosted"

@@ -22,6 +22,7 @@ from opmarket.web._gpu_index import store_gpu
 from opmarket.web._jobs import Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
+from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
 from opmarket.web._status import FileStatus
 from opmarket.web._verdict import announce, rejection_reason
@@ -246,5 +247,7 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
         project = file.release.project
         project.serial += 1
         normalized, filename = project.normalized, file.filename
+        session.flush()
+        refresh_summary(session, project.id)
     state.pages.forget(normalized)
     announce(filename, verdict.status, rejection_reason(verdict.to_json()))

@@ -60,6 +60,11 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "manifest",
         "Write a plugin's manifest (opmarket.opset.json) from what its code registers.",
     ),
+    "seed": (
+        "opmarket.web._seed",
+        "seed_command",
+        "Fill a data folder's database with COUNT synthetic projects, for benchmarks.",
+    ),
     "serve": (
         "opmarket.web._cli",
         "serve",

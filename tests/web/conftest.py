@@ -1,5 +1,6 @@
-"""The web suite's fixtures: test plugin wheels (built once per run) and a real
-``opmarket serve`` on 127.0.0.1, stopped at the end."""
+"""The web suite's fixtures: test plugin wheels (built once per run), the database each
+market runs on (SQLite, and a real PostgreSQL server started here: see ``database``) and a
+real ``opmarket serve`` on 127.0.0.1, stopped at the end."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from .plugins import build_plugin, handmade_wheel
+from .postgres import PostgresServer, pg_bin, running_postgres
 
 BIN = Path(sys.executable).parent
 OPMARKET = str(BIN / "opmarket")
@@ -41,6 +43,58 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env.update(extra)
     return env
+
+
+#: Web test modules whose tests run on SQLite only, and why; every other test that uses
+#: ``database`` (through ``market``, ``uploaded``, ...) runs on SQLite and on PostgreSQL.
+#: What these read from the database, test_catalog and test_simple check on both; twice
+#: they would add minutes to CI (Chromium; virtual environments and installs).
+SQLITE_ONLY: dict[str, str] = {
+    "test_browser": "Chromium renders the catalog's HTML, the same from either database",
+    "test_install": "pip and uv install from /simple/, whose queries test_simple runs on both",
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A database kind for markets: SQLite in each data folder, or a PostgreSQL server
+    shared by the session with a new database per market."""
+
+    name: str
+    server: PostgresServer | None = None
+
+    def new_url(self, label: str) -> str:
+        """A fresh database's URL ("" for SQLite: the data folder's default)."""
+        return "" if self.server is None else self.server.new_database(label)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the session; skips when Debian's postgresql is missing."""
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        pytest.skip(
+            "PostgreSQL is not installed (pg_ctl and initdb: Debian package postgresql, "
+            "which scripts/setup installs when run as root)"
+        )
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver psycopg (web extra)")
+    with running_postgres(bin_dir) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def database(request: pytest.FixtureRequest) -> Backend:
+    """The database under test, parametrized by pytest_generate_tests below."""
+    if request.param == "postgresql":
+        return Backend("postgresql", request.getfixturevalue("postgres"))
+    return Backend("sqlite")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database" in metafunc.fixturenames:
+        module = metafunc.module.__name__.rpartition(".")[2]
+        kinds = ["sqlite"] if module in SQLITE_ONLY else ["sqlite", "postgresql"]
+        metafunc.parametrize("database", kinds, indirect=True, scope="session")
 
 
 @dataclass
@@ -93,6 +147,7 @@ class Market:
     data: Path
     proc: subprocess.Popen[bytes]
     tokens: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # OPMARKET_DATABASE_URL, if any
 
     def get(
         self, path: str, headers: dict[str, str] | None = None
@@ -129,7 +184,7 @@ class Market:
             [OPMARKET, *args, "--data", str(self.data)],
             capture_output=True,
             text=True,
-            env=clean_env(),
+            env=clean_env(**self.env),
             check=False,
         )
 
@@ -148,11 +203,14 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> No
 
 
 @pytest.fixture(scope="session")
-def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
+def market(tmp_path_factory: pytest.TempPathFactory, database: Backend) -> Iterator[Market]:
     # Uploads wait for their verdict longer than a validation may take: twine's exit status
     # is the verdict's in every test.
     yield from start_market(
-        tmp_path_factory.mktemp("market"), validation_workers=2, flags=("--upload-wait", "600")
+        tmp_path_factory.mktemp("market"),
+        validation_workers=2,
+        flags=("--upload-wait", "600"),
+        database_url=database.new_url("market"),
     )
 
 
@@ -162,16 +220,19 @@ def start_market(
     validation_workers: int,
     flags: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    database_url: str = "",
 ) -> Iterator[Market]:
-    """A running ``opmarket serve`` on ``data`` (with more ``flags`` and ``env``) with users
-    alice and bob and their tokens; stopped when the generator is closed."""
+    """A running ``opmarket serve`` on ``data`` (with more ``flags`` and ``env``; on
+    ``database_url``, default SQLite in ``data``) with users alice and bob and their tokens;
+    stopped when the generator is closed."""
     port = free_port()
+    env = {**(env or {}), **({"OPMARKET_DATABASE_URL": database_url} if database_url else {})}
     for name in ("alice", "bob"):
         subprocess.run(
             [OPMARKET, "users", "add", name, "--data", str(data)],
             check=True,
             capture_output=True,
-            env=clean_env(),
+            env=clean_env(**env),
         )
     log = open(data / "server.log", "wb")  # noqa: SIM115  # closed in the finalizer
     proc = subprocess.Popen(
@@ -190,9 +251,9 @@ def start_market(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=clean_env(**(env or {})),
+        env=clean_env(**env),
     )
-    market = Market(f"http://127.0.0.1:{port}", data, proc)
+    market = Market(f"http://127.0.0.1:{port}", data, proc, env=env)
     try:
         _wait_up(market.url, proc)
         for name in ("alice", "bob"):

@@ -25,7 +25,7 @@ import pytest
 
 from opmarket.web._demo import upload_wheel
 
-from .conftest import Market, start_market
+from .conftest import Backend, Market, start_market
 from .plugins import handmade_wheel, record_line
 
 pytestmark = pytest.mark.slow
@@ -37,11 +37,12 @@ MAX_UPLOAD = 4 * MiB
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
+def hostile(tmp_path_factory: pytest.TempPathFactory, database: Backend) -> Iterator[Market]:
     """A market with short timeouts and a small upload limit, and no validation worker."""
     yield from start_market(
         tmp_path_factory.mktemp("hostile"),
         validation_workers=0,
+        database_url=database.new_url("hostile"),
         flags=(
             "--upload-wait",
             "0",

@@ -1,0 +1,215 @@
+"""The catalog's SQL: summaries kept on change, full-text search, filters, paging, the plan
+(indexes used), and ``opmarket seed``; on SQLite and PostgreSQL, without a server."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text, update
+
+from opmarket.web import _queries
+from opmarket.web._catalog import get_package, search_packages
+from opmarket.web._db import Database
+from opmarket.web._models import File, FileStatus, ProjectSummary
+from opmarket.web._queries import (
+    dtypes_of,
+    listed_projects,
+    refresh_summary,
+    search,
+    search_words,
+)
+from opmarket.web._seed import seed
+
+from .conftest import OPMARKET, Backend, clean_env
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory, database: Backend) -> Iterator[Database]:
+    url = database.new_url("seeded")
+    db = Database(url or f"sqlite:///{tmp_path_factory.mktemp('seeded') / 'c.sqlite3'}")
+    seed(db, 300, random_seed=7)
+    yield db
+    db.dispose()
+
+
+def test_words_and_dtypes() -> None:
+    assert search_words("Test>Double opm_x-2") == ["test", "double", "opm", "x", "2"]
+    assert search_words("%_'\"*") == []
+    assert dtypes_of("T=float|double, U=int32") == {"float", "double", "int32"}
+    assert dtypes_of("") == {""}
+
+
+def test_search_matches_words_of_names_summaries_and_ops(seeded: Database) -> None:
+    with seeded.session() as session:
+        rows = session.scalars(select(ProjectSummary)).all()
+        everything = search_packages(session, limit=1000)
+        assert everything.total == len(rows) == 300
+        names = [p.normalized for p in everything.packages]
+        assert names == sorted(names)
+        some = next(r for r in rows if r.ops)
+        op = some.ops.split("\n")[0]  # e.g. Vision>FlashGemm: words "vision", "flashgemm"
+        by_op = search_packages(session, op, limit=1000)
+        assert some.normalized in {p.normalized for p in by_op.packages}
+        for p in by_op.packages:
+            words = f"{p.name} {p.summary} {' '.join(p.ops)}".lower()
+            assert all(w in words for w in search_words(op)), p
+        prefix = some.normalized.split("-")[0][:3]  # a word's start finds it
+        hits = {p.normalized for p in search_packages(session, prefix, limit=1000).packages}
+        assert some.normalized in hits or prefix in some.summary.lower()
+        assert search_packages(session, "nosuchword").total == 0
+        # Words that FTS syntax would read as operators are plain words.
+        assert search_packages(session, 'NOT "OR" * (').total == 0
+
+
+def test_filters_and_paging_are_sql(seeded: Database) -> None:
+    with seeded.session() as session:
+        gpu = search_packages(session, device="gpu", limit=1000)
+        assert gpu.total > 0
+        assert all("GPU" in p.devices for p in gpu.packages)
+        rejected = search_packages(session, status="rejected", limit=1000)
+        assert rejected.total > 0 and all(p.status == "rejected" for p in rejected.packages)
+        half = search_packages(session, device="CPU", dtype="half", limit=1000).packages
+        for p in half[:5]:
+            detail = get_package(session, p.name)
+            assert detail is not None
+            assert any(k.device == "CPU" and k.dtypes == "T=half" for k in detail.kernels)
+        first = search_packages(session, limit=7)
+        second = search_packages(session, offset=7, limit=7)
+        whole = search_packages(session, limit=14)
+        assert [*first.packages, *second.packages] == whole.packages
+        # The place for more predicates (gpu-index's filters): SQL on ProjectSummary.
+        only = first.packages[0].normalized
+        narrowed = search_packages(session, where=[ProjectSummary.normalized == only])
+        assert [p.normalized for p in narrowed.packages] == [only]
+
+
+def test_summary_follows_verdicts_and_yanks(seeded: Database) -> None:
+    with seeded.transaction() as session:
+        row = session.scalars(
+            select(ProjectSummary).where(ProjectSummary.status == FileStatus.VALIDATED)
+        ).first()
+        assert row is not None
+        session.execute(
+            update(File).where(File.id == row.latest_file_id).values(status=FileStatus.REJECTED)
+        )
+        refresh_summary(session, row.project_id)
+        after = session.get(ProjectSummary, row.project_id)
+        assert after is not None
+        assert (after.latest_file_id, after.status) != (row.latest_file_id, row.status)
+    with seeded.session() as session:
+        found = search_packages(session, row.normalized, status=str(after.status), limit=1000)
+        assert row.normalized in {p.normalized for p in found.packages}
+        listed = dict((n, n) for _, n in listed_projects(session))
+        assert (row.normalized in listed) == bool(after.listed)
+
+
+def _plan(db: Database, sql: str) -> str:
+    explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
+    with db.engine.connect() as conn:
+        if db.engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")  # 300 rows: force the choice
+        return "\n".join(str(r[-1]) for r in conn.execute(text(explain + sql)))
+
+
+def test_the_indexes_are_used(seeded: Database) -> None:
+    fts = (
+        "SELECT project_id FROM project_summaries WHERE search @@ to_tsquery('simple', 'gemm:*')"
+        if seeded.engine.dialect.name == "postgresql"
+        else "SELECT rowid FROM project_search WHERE project_search MATCH '\"gemm\"*'"
+    )
+    assert any(
+        word in _plan(seeded, fts)
+        for word in ("ix_project_summaries_search", "VIRTUAL TABLE INDEX")
+    )
+    page = "SELECT * FROM project_summaries ORDER BY normalized LIMIT 50"
+    assert "project_summaries_normalized" in _plan(seeded, page) or "USING INDEX" in _plan(
+        seeded, page
+    )
+    device = "SELECT project_id FROM project_kernels WHERE device = 'GPU' AND dtype = 'half'"
+    assert "ix_project_kernels_device" in _plan(seeded, device)
+
+
+def test_seed_command_fills_a_data_folder(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [OPMARKET, "seed", "25", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("seeded 25 projects in ")
+    db = Database(f"sqlite:///{tmp_path / 'opmarket.sqlite3'}")
+    with db.session() as session:
+        assert search_packages(session).total == 25
+        statuses = {p.status for p in search_packages(session).packages}
+        assert FileStatus.VALIDATED in statuses
+    db.dispose()
+
+
+def test_concurrent_refreshes_of_one_project_take_turns(seeded: Database) -> None:
+    with seeded.session() as session:
+        row = session.scalars(select(ProjectSummary).where(ProjectSummary.ops != "")).first()
+        assert row is not None
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def refresh() -> None:
+        try:
+            with seeded.transaction() as session:
+                barrier.wait()
+                refresh_summary(session, row.project_id)
+        except BaseException as exc:  # collected, the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=refresh) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with seeded.session() as session:
+        again = session.get(ProjectSummary, row.project_id)
+        assert again is not None and (again.ops, again.status) == (row.ops, row.status)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"q": "gemm"},
+        {"q": "vision flash"},
+        {"device": "GPU"},
+        {"device": "cpu", "dtype": "half"},
+        {"q": "conv", "device": "CPU", "status": "validated"},
+    ],
+)
+def test_both_plans_give_the_same_pages(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch, filters: dict[str, str]
+) -> None:
+    """Broad searches read summaries in name order (over SCAN_ABOVE matches), narrow ones
+    sort their matches: the same rows either way."""
+    with seeded.session() as session:
+        by_set = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+        monkeypatch.setattr(_queries, "SCAN_ABOVE", 0)
+        by_scan = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+    assert by_set[0].total > 9
+    assert [(p.total, [r.normalized for r in p.rows]) for p in by_set] == [
+        (p.total, [r.normalized for r in p.rows]) for p in by_scan
+    ]
+
+
+def test_combined_filters_count_up_to_the_limit(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with seeded.session() as session:
+        exact = search(session, "", "CPU", "", "validated", limit=1000)
+        assert exact.total == len(exact.rows) > 5 and not exact.capped
+        monkeypatch.setattr(_queries, "COUNT_LIMIT", 5)
+        capped = search(session, "", "CPU", "", "validated", limit=1000)
+        assert (capped.total, capped.capped) == (5, True)
+        assert capped.rows == exact.rows  # the pages are whole: only the count stops
+        assert not search(session, "", "CPU", "", "", limit=1).capped  # a cheap count
