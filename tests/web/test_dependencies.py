@@ -57,7 +57,7 @@ def test_a_dependency_on_this_index_is_unpacked_beside_the_wheel(
     }
     base = build_plugin(tmp_path, "opm-base", "1.0.0", op_name="Test>Base", source=_BASE)
     # Before its dependency is on the index: rejected, naming what is missing.
-    assert twine(market, token, needs["1.0.0"]).returncode == 0
+    assert twine(market, token, needs["1.0.0"]).returncode == 1  # the upload's answer
     entry = market.wait_for("opm-needs", needs["1.0.0"].name)
     assert entry["status"] == "rejected"
     assert "missing: opm-base>=1 (not installed; not on this index)" in entry["log"]
