@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,10 +30,21 @@ __all__ = ["find_plugins", "run_demo", "upload_wheel"]
 
 def find_plugins() -> list[Path]:
     """The first-party plugin projects: ``plugins/*/pyproject.toml`` of the checkout (or of
-    ``OPMARKET_DEMO_PLUGINS``)."""
+    ``OPMARKET_DEMO_PLUGINS``); the GPU companions (``*_cuda<major>``) only where nvcc is,
+    since they cannot build without it."""
+    from opmarket.sdk._cuda import find_nvcc
+
     override = os.environ.get("OPMARKET_DEMO_PLUGINS")
     root = Path(override) if override else Path(__file__).resolve().parent.parent / "plugins"
-    return sorted(p.parent for p in root.glob("*/pyproject.toml"))
+    found = sorted(p.parent for p in root.glob("*/pyproject.toml"))
+    if find_nvcc() is None:
+        return [p for p in found if not is_gpu_companion(p)]
+    return found
+
+
+def is_gpu_companion(project: Path) -> bool:
+    """Whether a first-party plugin folder is a GPU companion (``plugins/time_two_cuda13``)."""
+    return re.search(r"_cuda\d+$", project.name) is not None
 
 
 def upload_wheel(base_url: str, token: str, wheel: Path) -> tuple[int, str]:
@@ -80,23 +92,27 @@ def upload_wheel(base_url: str, token: str, wheel: Path) -> tuple[int, str]:
 
 
 def _build(projects: list[Path], out: Path) -> list[Path]:
+    wheels = []
+    for i, project in enumerate(projects, 1):
+        click.echo(f"[{i}/{len(projects)}] building {project.name}", err=True)
+        wheels += _opmarket_build(project, out)
+    return wheels
+
+
+def _opmarket_build(project: Path, out: Path) -> list[Path]:
     # `opmarket build`, as an author builds for the index (manylinux wheels for native code),
     # without isolation: the demo works offline. The opmarket beside this Python runs it.
     script = Path(sys.executable).with_name("opmarket")
     opmarket = [str(script)] if script.is_file() else [shutil.which("opmarket") or "opmarket"]
-    wheels = []
-    for i, project in enumerate(projects, 1):
-        click.echo(f"[{i}/{len(projects)}] building {project.name}", err=True)
-        done = subprocess.run(
-            [*opmarket, "build", "--no-isolation", "-o", str(out), str(project)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise UsageError(f"building {project} failed: {done.stderr.strip()[-500:]}")
-        wheels += [Path(line) for line in done.stdout.splitlines() if line.endswith(".whl")]
-    return wheels
+    done = subprocess.run(
+        [*opmarket, "build", "--no-isolation", "-o", str(out), str(project)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise UsageError(f"building {project} failed: {done.stderr.strip()[-500:]}")
+    return [Path(line) for line in done.stdout.splitlines() if line.endswith(".whl")]
 
 
 def _status(base_url: str, name: str) -> str:
@@ -135,7 +151,7 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
 
 
 def _host_dependencies(settings: Settings, out: Path) -> None:
-    """Host opmarket's own wheel (``pip wheel --no-deps`` of this checkout) and, without an
+    """Host opmarket's own wheel (``opmarket build`` of this checkout) and, without an
     upstream, the wheels of its dependencies (``pip download``, from pip's cache or its
     index), so that ``pip install --index-url <demo>/simple/ PLUGIN`` works in a bare venv."""
     from importlib.metadata import requires
@@ -150,7 +166,8 @@ def _host_dependencies(settings: Settings, out: Path) -> None:
     root = Path(__file__).resolve().parent.parent
     pip = [sys.executable, "-m", "pip"]
     click.echo("building opmarket's own wheel to host it", err=True)
-    steps = [[*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(deps), str(root)]]
+    _opmarket_build(root, deps)  # manylinux, as the index takes wheels with native code
+    steps: list[list[str]] = []
     if not settings.upstream:
         needed = [
             str(r)

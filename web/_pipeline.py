@@ -405,6 +405,11 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
         verdict.steps.append(Step("manifest", "failed", [f"{MANIFEST}: {exc}; {MANIFEST_FIX}"]))
         return
     want = {o.name: o for o in manifest.ops}
+    if not want and not have and not manifest.kernels:
+        verdict.steps.append(
+            Step("manifest", "failed", ["the plugin registers no ops and its manifest no kernels"])
+        )
+        return
     problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
     problems += [f"{n}: registered, not in the manifest" for n in sorted(set(have) - set(want))]
     problems += [
@@ -430,12 +435,12 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
             k.device,
             ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}" for a, ts in k.constraints),
         )
-        for k in manifest.kernels
-        if k.op in have
+        for k in manifest.kernels  # its own ops' (which registered: checked above), and
+        # a companion's kernels for ops its base plugin declares
     ]
     seen: set[tuple[str, str]] = set()
     for op, device, dtypes in declared:
-        if (op, device) in ran or (op, device) in seen or op not in have:
+        if (op, device) in ran or (op, device) in seen:
             continue
         seen.add((op, device))
         verdict.kernels.append(

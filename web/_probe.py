@@ -114,15 +114,19 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
         name=str(canonicalize_name(dist_name)),
         version=dist.version,
     )
-    if not ops:
-        steps.append(_step("snapshot", "failed", "the plugin registers no ops"))
-        return out
     out["opset"] = opset_to_json(opset)
     out["ops"] = [
         {"name": o.name, "signature": _signature(o), "summary": o.summary} for o in opset.ops
     ]
+    # A plugin may declare no op of its own: a GPU companion registers kernels for its base
+    # plugin's ops, and only where a GPU is (the server holds it to its manifest).
+    companion = "" if ops else "; no op of its own (kernels for other plugins' ops)"
     steps.append(
-        _step("snapshot", "passed", f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s)")
+        _step(
+            "snapshot",
+            "passed",
+            f"{len(opset.ops)} op(s), {len(opset.kernels)} kernel(s) registered here{companion}",
+        )
     )
     names = [o.name for o in opset.ops]
     devices = ["CPU", "GPU"] if gpu else ["CPU"]
