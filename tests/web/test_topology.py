@@ -26,19 +26,22 @@ from sqlalchemy import func, select
 from opmarket.web._db import Database
 from opmarket.web._models import File, Job, Project, Release
 
-from .conftest import OPMARKET, _wait_up, clean_env, free_port
+from .conftest import OPMARKET, Backend, _wait_up, clean_env, free_port
 from .plugins import handmade_wheel, manifest_for, plugin_source
 
 UPLOADS = 50
 TWICE = 5  # these are also uploaded to the other server at the same moment
-WRONG = range(0, UPLOADS, 7)
-SERVE_ONLY = ("--validation-workers", "0")  # their kernel disagrees with its reference: rejected
+WRONG = range(0, UPLOADS, 7)  # their kernel disagrees with its reference: rejected
+# Serving only (the workers validate); uploads answer at once ("pending"): the test follows
+# every verdict itself, from the database and the simple pages.
+SERVE_ONLY = ("--validation-workers", "0", "--upload-wait", "0")
 
 
 @pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    """The shared catalog: SQLite here (a PostgreSQL fixture of the same name replaces it)."""
-    return f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+def database_url(tmp_path: Path, database: Backend) -> str:
+    """The shared catalog: SQLite in a file, or a new database on the session's PostgreSQL
+    server (the ``database`` fixture runs this module on both)."""
+    return database.new_url("topology") or f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
 
 
 @dataclass
