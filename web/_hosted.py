@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from opmarket.sdk import OpmarketError
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, Project, Release, User, distribution_key, utcnow
-from opmarket.web._state import AppState
 from opmarket.web._queries import refresh_summary
+from opmarket.web._state import AppState
 from opmarket.web._status import HOSTED, FileStatus
 from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 

@@ -218,6 +218,8 @@ class GpuTarget(Base):
     suffix: Mapped[str] = mapped_column(String(4), default="")  # "a", "f" or ""
 
     file: Mapped[File] = relationship(back_populates="gpu_targets")
+
+
 class ProjectSummary(Base):
     """One row per project: what the catalog lists, searches and sorts by (kept by
     opmarket.web._queries.refresh_summary on every upload, verdict and yank)."""

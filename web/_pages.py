@@ -70,7 +70,15 @@ def home(
     gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
     try:
         found = search_packages(
-            session, q, device, dtype, status, offset=(page - 1) * PER_PAGE, limit=PER_PAGE, **gpu
+            session,
+            q,
+            device,
+            dtype,
+            status,
+            offset=(page - 1) * PER_PAGE,
+            limit=PER_PAGE,
+            cuda=cuda,
+            compute_capability=compute_capability,
         )
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))

@@ -184,9 +184,7 @@ def test_the_wheel_validates_and_its_manifest_is_what_the_code_registers(built: 
     assert "[passed] manifest" in done.stdout and "[passed] conformance" in done.stdout
     # The manifest written at generation time is byte for byte what the code registers.
     entry = (
-        "acme_clip:libacme_clip.so"
-        if "-py3-none-manylinux" in built.wheel.name
-        else "acme_clip"
+        "acme_clip:libacme_clip.so" if "-py3-none-manylinux" in built.wheel.name else "acme_clip"
     )
     out = built.project.parent / "from-code.json"
     subprocess.run(
