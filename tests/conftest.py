@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3  # noqa: F401  # before any framework: TensorFlow bundles an SQLite without FTS5
 import subprocess
 import sys
 from pathlib import Path

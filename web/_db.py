@@ -9,7 +9,33 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["Database", "migrate"]
+from opmarket.sdk import OpmarketError
+
+__all__ = ["Database", "DatabaseError", "migrate"]
+
+
+class DatabaseError(OpmarketError):
+    """The database cannot hold the catalog (an SQLite without FTS5, for one)."""
+
+
+def _require_fts5() -> None:
+    """The catalog's search needs SQLite's FTS5. A process that loaded another SQLite first
+    (TensorFlow bundles one without FTS5, and Python's sqlite3 then binds to it) gets a
+    clear error instead of a failed migration."""
+    import sqlite3
+
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    except sqlite3.OperationalError as exc:
+        raise DatabaseError(
+            f"this process's SQLite {sqlite3.sqlite_version} has no FTS5 ({exc}), which the "
+            "catalog's search needs: a library loaded before Python's sqlite3 (TensorFlow "
+            "bundles an SQLite without FTS5) provides it. Run the marketplace in its own "
+            "process, or import sqlite3 before that library."
+        ) from None
+    finally:
+        probe.close()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -47,6 +73,7 @@ class Database:
         # Enough connections for every thread of the server's thread pool (40 by default).
         kwargs: dict[str, Any] = {"pool_size": 20, "max_overflow": 30, "pool_timeout": 10}
         if url.startswith("sqlite"):
+            _require_fts5()
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
         self.engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):

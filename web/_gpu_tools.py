@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -58,20 +57,19 @@ class DeviceCode:
     ptx: tuple[str, ...]
 
 
-def _limit() -> None:  # in the child, before exec
-    resource.setrlimit(resource.RLIMIT_AS, (_MEMORY, _MEMORY))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+# The limits are set by a shell in the child, not by preexec_fn: a Python hook between
+# fork and exec is unsafe in a threaded server (and forks the whole process to run it).
+_LIMITED = f'ulimit -v {_MEMORY // 1024}; ulimit -c 0; exec "$@"'
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            argv,
+            ["/bin/sh", "-c", _LIMITED, "sh", *argv],
             capture_output=True,
             text=True,
             errors="replace",
             timeout=_TIMEOUT_S,
-            preexec_fn=_limit,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             check=False,
         )

@@ -6,6 +6,10 @@ SavedModels that use it load after ``import opmarket.tensorflow`` (see docs/fram
 
 from __future__ import annotations
 
+# Python's sqlite3 first: TensorFlow bundles an SQLite without FTS5, and a sqlite3 imported
+# after it binds to that one (opmarket's catalog search needs FTS5).
+import sqlite3 as _sqlite3  # noqa: F401
+
 try:
     import tensorflow as _tf  # noqa: F401 (the framework must be there)
 except ImportError as _exc:  # pragma: no cover - exercised in a venv without TensorFlow

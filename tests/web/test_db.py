@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -178,3 +180,33 @@ def test_one_blob_stored_by_many_threads_at_once(tmp_path: Path) -> None:
     assert errors == []
     assert b"".join(store.read(digest)) == source.read_bytes()
     assert [p.name for p in (tmp_path / "files").rglob("*") if p.is_file()] == [digest]
+
+
+@pytest.mark.parametrize(
+    ("first", "works"), [("import opmarket.tensorflow", True), ("import tensorflow", False)]
+)
+def test_an_sqlite_without_fts5_is_a_clear_error(tmp_path: Path, first: str, works: bool) -> None:
+    """TensorFlow bundles an SQLite without FTS5; Python's sqlite3 binds to it when imported
+    after TensorFlow. opmarket.tensorflow imports sqlite3 first; otherwise the catalog says
+    what happened instead of failing in a migration."""
+    pytest.importorskip("tensorflow")
+    script = (
+        f"{first}\n"
+        "from opmarket.web._db import Database, DatabaseError\n"
+        "try:\n"
+        f"    Database('sqlite:///{tmp_path / 'c.sqlite3'}')\n"
+        "except DatabaseError as exc:\n"
+        "    print('error:', exc)\n"
+        "else:\n"
+        "    print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    if works:
+        assert done.stdout.strip().splitlines()[-1] == "ok"
+    else:
+        assert "has no FTS5" in done.stdout and "Run the marketplace in its own process" in (
+            done.stdout
+        )

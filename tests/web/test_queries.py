@@ -81,7 +81,7 @@ def test_filters_and_paging_are_sql(seeded: Database) -> None:
         second = search_packages(session, offset=7, limit=7)
         whole = search_packages(session, limit=14)
         assert [*first.packages, *second.packages] == whole.packages
-        # The place for more predicates (gpu-index's filters): SQL on ProjectSummary.
+        # The place for more predicates (the GPU filters): SQL on ProjectSummary.
         only = first.packages[0].normalized
         narrowed = search_packages(session, where=[ProjectSummary.normalized == only])
         assert [p.normalized for p in narrowed.packages] == [only]
