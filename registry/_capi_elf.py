@@ -59,11 +59,7 @@ def needed_libraries(path: Path) -> tuple[str, ...]:
             for sh in sections:
                 if sh[_SH_TYPE] != _SHT_DYNAMIC:
                     continue
-                strtab = sections[sh[_SH_LINK]]
-                f.seek(strtab[_SH_OFFSET])
-                strings = _exact(f, strtab[_SH_SIZE])
-                f.seek(sh[_SH_OFFSET])
-                table = _exact(f, sh[_SH_SIZE])
+                strings, table = _with_strings(f, sections, sh)
                 for offset in range(0, len(table) - entry.size + 1, entry.size):
                     tag, value = entry.unpack_from(table, offset)
                     if tag == 0:  # DT_NULL ends the table
@@ -97,6 +93,17 @@ def _sections(f: BinaryIO) -> tuple[int, str, list[tuple[int, ...]]] | None:
     return klass, order, [section.unpack_from(table, i * shentsize) for i in range(shnum)]
 
 
+def _with_strings(
+    f: BinaryIO, sections: list[tuple[int, ...]], sh: tuple[int, ...]
+) -> tuple[bytes, bytes]:
+    """The string table a section links to, and the section's own bytes."""
+    strtab = sections[sh[_SH_LINK]]
+    f.seek(strtab[_SH_OFFSET])
+    strings = _exact(f, strtab[_SH_SIZE])
+    f.seek(sh[_SH_OFFSET])
+    return strings, _exact(f, sh[_SH_SIZE])
+
+
 def _read(f: BinaryIO) -> frozenset[str]:
     found = _sections(f)
     if found is None:
@@ -108,11 +115,7 @@ def _read(f: BinaryIO) -> frozenset[str]:
     for sh in sections:
         if sh[_SH_TYPE] != _SHT_DYNSYM:
             continue
-        strtab = sections[sh[_SH_LINK]]
-        f.seek(strtab[_SH_OFFSET])
-        strings = _exact(f, strtab[_SH_SIZE])
-        f.seek(sh[_SH_OFFSET])
-        symbols = _exact(f, sh[_SH_SIZE])
+        strings, symbols = _with_strings(f, sections, sh)
         for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
             entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
             if (
