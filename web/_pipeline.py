@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opmarket.web._deps import Source, dependency_step
-from opmarket.web._gpu_tools import ToolSandbox
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -261,8 +260,7 @@ def validate_wheel(
             [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
         )
     )
-    tools = ToolSandbox(limits, interpreter, private)
-    if _static_gpu(verdict, path, filename, info.variant, tools):  # rejected before code runs
+    if _static_gpu(verdict, path, filename, info.variant):  # rejected before any code runs
         return verdict
     deps = dependency_step(verdict, info.metadata, dependencies)
     if deps is None:
@@ -355,11 +353,7 @@ def validate_wheel(
 
 
 def _static_gpu(
-    verdict: Verdict,
-    path: Path,
-    filename: str,
-    variant: dict[str, Any] | None,
-    tools: ToolSandbox,
+    verdict: Verdict, path: Path, filename: str, variant: dict[str, Any] | None
 ) -> bool:
     """The static GPU and variant steps (see _gpu, _variants); True when one failed."""
     from opmarket.web._gpu import inspect_gpu
@@ -367,7 +361,7 @@ def _static_gpu(
 
     if variant is not None:
         verdict.steps.append(Step("variant", "passed", variant_note(filename, variant)))
-    gpu = inspect_gpu(path, filename, tools)
+    gpu = inspect_gpu(path, filename)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary
