@@ -149,6 +149,15 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}\n"
 
 
+def _member(name: str) -> zipfile.ZipInfo:
+    """A member with a fixed time stamp, so that the same arguments make the same bytes
+    whichever second it is (re-uploading "the same wheel" must send the same file)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o644 << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
 def handmade_wheel(
     path: Path,
     dist: str,
@@ -174,11 +183,13 @@ def handmade_wheel(
     lines = "".join(record_line(name, data) for name, data in members.items())
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in members.items():
-            zf.writestr(name, data)
+            zf.writestr(_member(name), data)
         if symlink:
-            link = zipfile.ZipInfo(f"{package}/link")
+            link = _member(f"{package}/link")
             link.external_attr = 0o120777 << 16
             zf.writestr(link, symlink)
             lines += record_line(link.filename, symlink.encode())
-        zf.writestr(f"{info}/RECORD", lines + f"{info}/RECORD,,\n" if record is None else record)
+        zf.writestr(
+            _member(f"{info}/RECORD"), lines + f"{info}/RECORD,,\n" if record is None else record
+        )
     return wheel
