@@ -7,10 +7,15 @@ the section headers, the one ``SHT_DYNSYM`` section and the string table it link
 with a few seeks, so a library of hundreds of megabytes is not read whole. 32- and 64-bit,
 either byte order. A file that is not ELF, or whose section headers were stripped away
 (``sstrip``), exports nothing here.
+
+The index reads uploaded libraries with it, so it trusts no number in the file: every read
+lies inside the file, only the first section of each kind is read (a linker writes one),
+and a name is at most 64 KiB long. Its work is then linear in the file's size.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +37,8 @@ _SECTION = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
 _SYMBOL = {1: ("IIIBBH", (0, 3, 4, 5)), 2: ("IBBHQQ", (0, 1, 2, 3))}
 # Where in a section header's tuple its type, offset, size and link are.
 _SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK = 1, 4, 5, 6
+_MAX_NAME = 64 * 1024
+_BAD = (OSError, struct.error, ValueError, IndexError, OverflowError)
 
 
 def dynamic_symbols(path: Path) -> frozenset[str]:
@@ -41,7 +48,7 @@ def dynamic_symbols(path: Path) -> frozenset[str]:
     try:
         with open(path, "rb") as f:
             return _read(f)
-    except (OSError, struct.error, ValueError, IndexError):
+    except _BAD:
         return frozenset()
 
 
@@ -54,21 +61,20 @@ def needed_libraries(path: Path) -> tuple[str, ...]:
             if found is None:
                 return ()
             klass, order, sections = found
+            dynamic = _with_strings(f, sections, _SHT_DYNAMIC)
+            if dynamic is None:
+                return ()
+            strings, table = dynamic
             entry = struct.Struct(order + _DYN[klass])
             needed: list[str] = []
-            for sh in sections:
-                if sh[_SH_TYPE] != _SHT_DYNAMIC:
-                    continue
-                strings, table = _with_strings(f, sections, sh)
-                for offset in range(0, len(table) - entry.size + 1, entry.size):
-                    tag, value = entry.unpack_from(table, offset)
-                    if tag == 0:  # DT_NULL ends the table
-                        break
-                    if tag == _DT_NEEDED:
-                        end = strings.index(b"\0", value)
-                        needed.append(strings[value:end].decode("utf-8", "replace"))
+            for offset in range(0, len(table) - entry.size + 1, entry.size):
+                tag, value = entry.unpack_from(table, offset)
+                if tag == 0:  # DT_NULL ends the table
+                    break
+                if tag == _DT_NEEDED:
+                    needed.append(_name(strings, value))
             return tuple(needed)
-    except (OSError, struct.error, ValueError, IndexError):
+    except _BAD:
         return ()
 
 
@@ -86,22 +92,27 @@ def _sections(f: BinaryIO) -> tuple[int, str, list[tuple[int, ...]]] | None:
     if shoff == 0 or shentsize < section.size:
         return None
     if shnum == 0:  # extended numbering: the count is in section 0's size
-        f.seek(shoff)
-        shnum = section.unpack(_exact(f, section.size))[_SH_SIZE]
-    f.seek(shoff)
-    table = _exact(f, shentsize * shnum)
+        shnum = section.unpack(_exact(f, section.size, shoff))[_SH_SIZE]
+    table = _exact(f, shentsize * shnum, shoff)
     return klass, order, [section.unpack_from(table, i * shentsize) for i in range(shnum)]
 
 
 def _with_strings(
-    f: BinaryIO, sections: list[tuple[int, ...]], sh: tuple[int, ...]
-) -> tuple[bytes, bytes]:
-    """The string table a section links to, and the section's own bytes."""
+    f: BinaryIO, sections: list[tuple[int, ...]], kind: int
+) -> tuple[bytes, bytes] | None:
+    """The first section of type ``kind``: the string table it links to, and its own
+    bytes; None when there is none."""
+    sh = next((sh for sh in sections if sh[_SH_TYPE] == kind), None)
+    if sh is None:
+        return None
     strtab = sections[sh[_SH_LINK]]
-    f.seek(strtab[_SH_OFFSET])
-    strings = _exact(f, strtab[_SH_SIZE])
-    f.seek(sh[_SH_OFFSET])
-    return strings, _exact(f, sh[_SH_SIZE])
+    return _exact(f, strtab[_SH_SIZE], strtab[_SH_OFFSET]), _exact(f, sh[_SH_SIZE], sh[_SH_OFFSET])
+
+
+def _name(strings: bytes, start: int) -> str:
+    """The NUL-terminated name at ``start`` (ValueError past :data:`_MAX_NAME` bytes)."""
+    end = strings.index(b"\0", start, start + _MAX_NAME)
+    return strings[start:end].decode("utf-8", "replace")
 
 
 def _read(f: BinaryIO) -> frozenset[str]:
@@ -112,26 +123,27 @@ def _read(f: BinaryIO) -> frozenset[str]:
     symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[klass]
     symbol = struct.Struct(order + symbol_format)
     names: set[str] = set()
-    for sh in sections:
-        if sh[_SH_TYPE] != _SHT_DYNSYM:
+    dynsym = _with_strings(f, sections, _SHT_DYNSYM)
+    if dynsym is None:
+        return frozenset()
+    strings, symbols = dynsym
+    for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
+        entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
+        if (
+            entry[shndx_at] == _SHN_UNDEF
+            or entry[info_at] >> 4 not in _BINDINGS
+            or entry[other_at] & 3 not in _VISIBLE
+        ):
             continue
-        strings, symbols = _with_strings(f, sections, sh)
-        for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
-            entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
-            if (
-                entry[shndx_at] == _SHN_UNDEF
-                or entry[info_at] >> 4 not in _BINDINGS
-                or entry[other_at] & 3 not in _VISIBLE
-            ):
-                continue
-            start = entry[name_at]
-            end = strings.index(b"\0", start)
-            names.add(strings[start:end].decode("utf-8", "replace"))
+        names.add(_name(strings, entry[name_at]))
     return frozenset(names)
 
 
-def _exact(f: BinaryIO, size: int) -> bytes:
-    data = f.read(size)
-    if len(data) != size:
+def _exact(f: BinaryIO, size: int, at: int | None = None) -> bytes:
+    """``size`` bytes from ``at`` (else from where ``f`` is); ValueError unless all of them
+    lie inside the file, so no number in a hostile file makes it read more than it has."""
+    start = f.tell() if at is None else at
+    if start < 0 or size < 0 or start + size > os.fstat(f.fileno()).st_size:
         raise ValueError("truncated ELF file")
-    return data
+    f.seek(start)
+    return f.read(size)

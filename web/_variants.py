@@ -105,11 +105,13 @@ def read_variant_metadata(zf: zipfile.ZipFile, dist_info: str, label: str) -> di
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise VariantError(f"{member} is not JSON: {exc}") from None
+    except RecursionError:  # [[[[...]]]] deeper than the parser's stack
+        raise VariantError(f"{member} nests deeper than any variant metadata does") from None
     if not isinstance(data, dict):
         raise VariantError(f"{member} is not a JSON object: {raw[:80]!r}")
     try:
         VariantDistInfo(raw, expected_label=label)
-    except (ValidationError, TypeError, ValueError, KeyError) as exc:
+    except (ValidationError, TypeError, ValueError, KeyError, RecursionError) as exc:
         raise VariantError(f"{member} is not valid variant metadata: {exc}") from None
     return data
 

@@ -90,10 +90,11 @@ def gpu_plugin_wheel(
     requires: tuple[str, ...] = (RUNTIME,),
     gpu_kernel: bool = True,
     filename: str = "",
-    variant: dict[str, object] | None = None,
+    variant: dict[str, object] | bytes | None = None,
 ) -> Path:
     """A plugin wheel whose CPU kernel is Python and whose manifest also declares a GPU
-    kernel (``gpu_kernel``) carried by ``library``; ``variant``: a variant.json."""
+    kernel (``gpu_kernel``) carried by ``library``; ``variant``: a variant.json
+    (or its bytes, as given)."""
     package = dist.replace("-", "_")
     op_name = f"Test>{package.title().replace('_', '')}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,8 @@ def gpu_plugin_wheel(
     if library is not None:
         extra[f"{package}/{library.name}"] = library.read_bytes()
     if variant is not None:
-        extra[f"{info}/variant.json"] = json.dumps(variant, indent=2).encode()
+        raw = variant if isinstance(variant, bytes) else json.dumps(variant, indent=2).encode()
+        extra[f"{info}/variant.json"] = raw
     metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n" + "".join(
         f"Requires-Dist: {r}\n" for r in requires
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 import subprocess
 import sys
 import zipfile
@@ -216,6 +217,17 @@ def test_variant_metadata_is_checked(tmp_path: Path, gpu_wheels: GpuWheels) -> N
     )
     with pytest.raises(WheelError, match=r"variant\.json is missing"):
         inspect_wheel(missing, missing.name)
+    # Nested past the JSON parser's stack: refused with a reason, not a server error.
+    deep = gpu_plugin_wheel(
+        tmp_path / "c",
+        "opm-gpu",
+        "1.0.0",
+        library=None,
+        filename=wrong_label.name,
+        variant=b"[" * 100_000 + b"]" * 100_000,
+    )
+    with pytest.raises(WheelError, match="nests deeper than any variant metadata"):
+        inspect_wheel(deep, deep.name)
 
 
 # -- end to end: twine uploads, the API, the simple pages, pip --------------------------
@@ -428,6 +440,47 @@ def test_needed_libraries_are_read_from_the_dynamic_section(tmp_path: Path) -> N
     truncated = tmp_path / "truncated.so"
     truncated.write_bytes(host.read_bytes()[:100])
     assert needed_libraries(truncated) == ()
+
+
+def _elf64(sections: list[tuple[int, ...]], body: bytes = b"", shnum: int | None = None) -> bytes:
+    """A little-endian 64-bit ELF header, ``body``, then the section headers given."""
+    count = len(sections) if shnum is None else shnum
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9
+    header += struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64 + len(body), 0, 64, 0, 0, 64, count, 0
+    )
+    return header + body + b"".join(struct.pack("<IIQQQQIIQQ", *sh) for sh in sections)
+
+
+def test_the_elf_reader_trusts_no_number_in_an_uploaded_library(tmp_path: Path) -> None:
+    """The index reads DT_NEEDED of uploaded libraries outside the sandbox: counts and sizes
+    beyond the file are a bad file (not an OverflowError or MemoryError), and only the first
+    dynamic section is read (a hostile file pointed thousands of headers at one big table)."""
+    null = (0,) * 10
+    counted = tmp_path / "counted.so"  # extended numbering: 2**62 sections
+    counted.write_bytes(_elf64([(0, 0, 0, 0, 0, 2**62, 0, 0, 0, 0)], shnum=0))
+    huge = tmp_path / "huge.so"  # a dynamic section of 1 TiB
+    huge.write_bytes(_elf64([null, (0, 6, 0, 0, 0, 2**40, 0, 0, 0, 0)]))
+    for path in (counted, huge):
+        assert needed_libraries(path) == ()
+    strings = b"\0liba.so\0libb.so\0"
+    first = struct.pack("<qQqQ", 1, 1, 0, 0)  # DT_NEEDED liba.so, DT_NULL
+    second = struct.pack("<qQqQ", 1, 8, 0, 0)  # DT_NEEDED libb.so, DT_NULL
+    body = strings + first + second
+    at = 64 + len(strings)
+    twice = tmp_path / "twice.so"
+    twice.write_bytes(
+        _elf64(
+            [
+                null,
+                (0, 3, 0, 0, 64, len(strings), 0, 0, 0, 0),  # the string table
+                (0, 6, 0, 0, at, len(first), 1, 0, 0, 0),
+                (0, 6, 0, 0, at + len(first), len(second), 1, 0, 0, 0),
+            ],
+            body,
+        )
+    )
+    assert needed_libraries(twice) == ("liba.so",)
 
 
 def test_gpu_kernels_written_in_python_have_no_device_code_to_check(tmp_path: Path) -> None:
