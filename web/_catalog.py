@@ -22,6 +22,7 @@ from opmarket.web._simple import file_url
 from opmarket.web._variants import split_variant
 
 __all__ = [
+    "MAX_OFFSET",
     "MAX_QUERY",
     "FileInfo",
     "KernelInfo",
@@ -43,8 +44,14 @@ __all__ = [
 MAX_QUERY = 200
 
 
+#: The furthest a listing pages, in packages: further is refused (SQL integers are 64-bit,
+#: and a hub of a billion plugins is not in sight).
+MAX_OFFSET = 10**9
+
+
 class SearchError(OpmarketError, ValueError):
-    """A search the catalog refuses (a query over :data:`MAX_QUERY` characters)."""
+    """A search the catalog refuses (a query over :data:`MAX_QUERY` characters, an offset
+    over :data:`MAX_OFFSET`)."""
 
 
 class KernelInfo(BaseModel):
@@ -165,12 +172,14 @@ def search_packages(
     whose latest file has kernels for ``device`` and ``dtype`` and has ``status`` (every
     filter optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
     of them from ``offset``, all in SQL (opmarket.web._queries). SearchError when a filter
-    is longer than :data:`MAX_QUERY`."""
+    is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
     for field, value in (("q", q), ("device", device), ("dtype", dtype), ("status", status)):
         if len(value) > MAX_QUERY:
             raise SearchError(
                 f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
             )
+    if offset > MAX_OFFSET:
+        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
     gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
         where = [*where, gpu_match]

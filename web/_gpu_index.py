@@ -9,6 +9,7 @@ target for that CUDA runtime major, or one that runs on a GPU of that compute ca
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, or_, select
@@ -62,7 +63,7 @@ def gpu_filter(cuda: str = "", compute_capability: str = "") -> ColumnElement[bo
     )
     if cuda:
         major = cuda.split(".", 1)[0]
-        if not major.isdigit() or len(major) > 3:
+        if not re.fullmatch(r"[0-9]{1,3}", major):  # str.isdigit() also takes "²"
             raise SearchError(f"cuda must be a CUDA major version such as 13, not {cuda[:40]!r}")
         targets = targets.where(GpuTarget.cuda_major == int(major))
     if compute_capability:

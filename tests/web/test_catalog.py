@@ -49,6 +49,13 @@ def test_search_pages(catalog: Market) -> None:
     assert second["total"] == everything["total"]
     assert [p["normalized"] for p in second["packages"]] == names[1:2]
     assert catalog.get("/api/packages?limit=0")[0] == 422
+    # Past any SQL integer, or not a digit 0-9: a clear 400, not a server error.
+    status, _, body = catalog.get(f"/api/packages?offset={10**30}")
+    assert status == 400 and b"the listing ends at" in body, body
+    status, _, body = catalog.get(f"/?page={10**30}")
+    assert status == 400 and b"the listing ends at" in body, body
+    status, _, body = catalog.get("/api/packages?cuda=%C2%B2")  # "²" is str.isdigit()
+    assert status == 400 and b"CUDA major version" in body, body
 
 
 @pytest.mark.slow
