@@ -38,6 +38,7 @@ __all__ = ["Choice", "IndexFile", "choose_extra", "install", "newest_wheel", "pr
 DEFAULT_INDEX = "https://pypi.org/simple/"
 _JSON = "application/vnd.pypi.simple.v1+json"
 _EXTRA = re.compile(r"^cuda(\d+)$")
+_NAME = re.compile(r"[A-Z0-9]([A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE)  # PEP 508's name
 _TIMEOUT = 60
 
 
@@ -112,24 +113,33 @@ def _get(url: str, accept: str) -> tuple[bytes, str]:
 
 def project_files(index_url: str, name: str) -> list[IndexFile]:
     """The files the index lists for project ``name`` (PEP 691 JSON when it answers with
-    it, else the PEP 503 page); UsageError when the page cannot be read."""
+    it, else the PEP 503 page); UsageError when ``name`` is not a project name or the page
+    cannot be read."""
+    if not _NAME.fullmatch(name):
+        raise UsageError(
+            f"{name!r} is not a project name (letters, digits and . _ -, starting and ending "
+            "with a letter or digit)"
+        )
     page = urllib.parse.urljoin(index_url.rstrip("/") + "/", canonicalize_name(name) + "/")
     try:
         body, kind = _get(page, f"{_JSON}, text/html;q=0.1")
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
         raise UsageError(f"{page}: cannot read the project page: {exc}") from None
     files: list[IndexFile] = []
     if kind.split(";")[0].strip() == _JSON:
-        for f in json.loads(body).get("files", []):
-            meta = f.get("core-metadata", f.get("dist-info-metadata", False))
-            files.append(
-                IndexFile(
-                    f["filename"],
-                    urllib.parse.urljoin(page, f["url"]),
-                    bool(meta),
-                    bool(f.get("yanked")),
+        try:
+            for f in json.loads(body).get("files", []):
+                meta = f.get("core-metadata", f.get("dist-info-metadata", False))
+                files.append(
+                    IndexFile(
+                        f["filename"],
+                        urllib.parse.urljoin(page, f["url"]),
+                        bool(meta),
+                        bool(f.get("yanked")),
+                    )
                 )
-            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{page}: not a PEP 691 project page: {exc!r}") from None
         return files
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
@@ -150,9 +160,11 @@ def project_files(index_url: str, name: str) -> list[IndexFile]:
 
 
 def newest_wheel(files: Sequence[IndexFile]) -> IndexFile | None:
-    """The newest release's wheel this interpreter can install (not yanked), or None."""
+    """The newest release's wheel this interpreter can install (not yanked), or None. Final
+    releases come first: a pre- or dev release only when there is no final one, as pip
+    chooses without ``--pre``."""
     supported = {str(t) for t in sys_tags()}
-    best: tuple[Version, IndexFile] | None = None
+    best: tuple[bool, Version, IndexFile] | None = None
     for f in files:
         if not f.filename.endswith(".whl") or f.yanked:
             continue
@@ -162,9 +174,10 @@ def newest_wheel(files: Sequence[IndexFile]) -> IndexFile | None:
             continue
         if not any(str(t) in supported for t in tags):
             continue
-        if best is None or version > best[0]:
-            best = (version, f)
-    return best[1] if best else None
+        rank = (not version.is_prerelease, version)
+        if best is None or rank > best[:2]:
+            best = (*rank, f)
+    return best[2] if best else None
 
 
 def wheel_extras(wheel: IndexFile) -> list[str]:

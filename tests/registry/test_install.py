@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.registry._install import newest_wheel, project_files, wheel_extras
+from opmarket._usage import UsageError
+from opmarket.registry._install import IndexFile, newest_wheel, project_files, wheel_extras
 from opmarket.registry._machine import machine_facts
 
 OPMARKET = str(Path(sys.executable).parent / "opmarket")
@@ -181,3 +182,43 @@ def test_a_project_the_index_does_not_have(index: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "opm-nothing" in done.stderr and "cannot read the project page" in done.stderr
+
+
+def _files(*names: str) -> list[IndexFile]:
+    return [IndexFile(n, f"http://127.0.0.1/files/{n}") for n in names]
+
+
+def test_the_newest_final_release_wins_over_a_newer_pre_or_dev_release() -> None:
+    # pip without --pre installs 1.1.0 here; opmarket install must read that wheel's extras.
+    files = _files(
+        "opm_gpu_demo-1.1.0-py3-none-any.whl",
+        "opm_gpu_demo-2.0.0rc1-py3-none-any.whl",
+        "opm_gpu_demo-2.0.0.dev3-py3-none-any.whl",
+    )
+    assert newest_wheel(files) == files[0]
+    # With nothing final, pip takes the newest pre-release, and so does install.
+    assert newest_wheel(files[1:]) == files[1]
+
+
+@pytest.mark.parametrize("name", ["foo bar", "-foo", "foo/../bar", "foo?x=1", "", "naïve"])
+def test_a_name_that_is_no_project_name_is_a_clear_error(name: str) -> None:
+    with pytest.raises(UsageError, match="is not a project name"):
+        project_files("http://127.0.0.1:9/simple/", name)
+
+
+def test_a_project_page_that_is_not_pep_691_is_a_clear_error(tmp_path: Path) -> None:
+    page = tmp_path / "simple" / "opm-bad"
+    page.mkdir(parents=True)
+    (page / "index.json").write_text('{"files": [{"url": "no filename"}]}')
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(Handler, directory=str(tmp_path))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(UsageError, match="not a PEP 691 project page"):
+            project_files(f"http://127.0.0.1:{server.server_address[1]}/simple/", "opm-bad")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
