@@ -50,6 +50,10 @@ def test_the_op_is_named_after_the_names_last_part(
         ("acme clip", "'acme clip' is not a project name"),
         ("-clip", "'-clip' is not a project name"),
         ("acme-2d", "its last part names the op ('2d'), and an op name starts with a letter"),
+        # Names whose generated code would not parse: opmarket.ops.for(...), import class.
+        ("acme-for", "opmarket.ops.for(...), and 'for' is a Python keyword"),
+        ("acme.Class", "opmarket.ops.class(...), and 'class' is a Python keyword"),
+        ("class", "the import package would be 'class', a Python keyword"),
     ],
 )
 def test_a_name_that_cannot_be_a_project_is_refused(name: str, message: str) -> None:

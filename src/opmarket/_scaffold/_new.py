@@ -5,6 +5,7 @@ beside this module, with ``%{name}`` placeholders."""
 from __future__ import annotations
 
 import json
+import keyword
 import os
 import re
 import shutil
@@ -102,7 +103,18 @@ def project_for(name: str, kernel: str = "python") -> Project:
             f"NAME: {name!r}: its last part names the op ({op_short!r}), and an op name "
             "starts with a letter"
         )
-    return Project(dist, dist.replace("-", "_"), op_short, op_name, snake_case(op_short), kernel)
+    package, snake = dist.replace("-", "_"), snake_case(op_short)
+    if keyword.iskeyword(package):
+        raise UsageError(
+            f"NAME: {name!r}: the import package would be {package!r}, a Python keyword "
+            f"(`import {package}` does not parse); add a part, e.g. acme-{dist}"
+        )
+    if keyword.iskeyword(snake):
+        raise UsageError(
+            f"NAME: {name!r}: the op would be called as opmarket.ops.{snake}(...), and "
+            f"{snake!r} is a Python keyword; choose another last part"
+        )
+    return Project(dist, package, op_short, op_name, snake, kernel)
 
 
 def _template(name: str) -> str:
