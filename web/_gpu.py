@@ -48,6 +48,7 @@ from opmarket.registry._capi_elf import needed_libraries
 from opmarket.web._gpu_tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
+    ToolSandbox,
     auditwheel_show,
     cuobjdump_path,
     cuobjdump_version,
@@ -191,10 +192,14 @@ def _min_capability(libraries: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
+def inspect_gpu(
+    path: Path, filename: str | None = None, sandbox: ToolSandbox | None = None
+) -> GpuCheck | None:
     """Check the wheel at ``path`` as described in this module; None for a wheel that has
-    no shared library and declares no GPU kernel (nothing to check)."""
+    no shared library and declares no GPU kernel (nothing to check). The tools run in
+    ``sandbox`` (default: the validation sandbox's default limits)."""
     filename = filename or path.name
+    sandbox = sandbox or ToolSandbox()
     with zipfile.ZipFile(path) as zf:
         members = [
             m
@@ -218,7 +223,9 @@ def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
         try:
             requirements = _requirements(zf)
             with tempfile.TemporaryDirectory(prefix="opmarket-gpu-") as tmp:
-                check, read = _check_libraries(zf, members, Path(tmp), requirements, bundled)
+                check, read = _check_libraries(
+                    zf, members, Path(tmp), requirements, bundled, sandbox=sandbox
+                )
         except (OSError, zipfile.BadZipFile, RuntimeError, ValueError) as exc:
             return GpuCheck("failed", [f"the wheel's libraries cannot be read: {exc}"])
     if check.summary is None:
@@ -235,7 +242,7 @@ def inspect_gpu(path: Path, filename: str | None = None) -> GpuCheck | None:
             f"GPU kernels declared for {', '.join(declared)}; whether they work: "
             "gpu: not run until a GPU worker (opmarket worker --gpu) checks them"
         )
-    _audit(check, path, filename)
+    _audit(check, path, filename, sandbox)
     return check
 
 
@@ -245,6 +252,8 @@ def _check_libraries(
     tmp: Path,
     requirements: list[Requirement],
     bundled: set[str],
+    *,
+    sandbox: ToolSandbox,
 ) -> tuple[GpuCheck, bool]:
     """The libraries' findings, and whether their device code could be read."""
     check = GpuCheck("passed")
@@ -257,8 +266,9 @@ def _check_libraries(
         )
     else:
         try:
-            check.log.append(f"cuobjdump {cuobjdump_version(tool)} ({tool})")
-            check.summary = {"tools": {"cuobjdump": cuobjdump_version(tool)}}
+            version = cuobjdump_version(tool, sandbox)
+            check.log.append(f"cuobjdump {version} ({tool}, in the sandbox)")
+            check.summary = {"tools": {"cuobjdump": version}}
         except ToolError as exc:
             check.status, tool = "not available", None
             check.log.append(str(exc))
@@ -299,7 +309,7 @@ def _check_libraries(
                 )
         if tool is not None:
             try:
-                code = list_device_code(tool, local)
+                code = list_device_code(tool, local, sandbox)
                 lib["sass"], lib["ptx"] = list(code.sass), list(code.ptx)
             except ToolError as exc:
                 check.status = "failed"
@@ -357,10 +367,10 @@ def _check_libraries(
     return check, True
 
 
-def _audit(check: GpuCheck, path: Path, filename: str) -> None:
+def _audit(check: GpuCheck, path: Path, filename: str, sandbox: ToolSandbox) -> None:
     assert check.summary is not None
     try:
-        found = auditwheel_show(path, split_variant(filename)[0])
+        found = auditwheel_show(path, split_variant(filename)[0], sandbox)
     except ToolError as exc:
         check.log.append(f"manylinux policy: not available ({exc})")
         return

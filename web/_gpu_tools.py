@@ -1,6 +1,10 @@
 """The two outside tools the static GPU checks run: NVIDIA's ``cuobjdump`` (from the
-``nvidia-cuda-cuobjdump`` wheel) and ``auditwheel``, each in its own process with a time
-and memory limit (they read an uploaded, untrusted file), their output parsed here.
+``nvidia-cuda-cuobjdump`` wheel) and ``auditwheel``, their output parsed here.
+
+Both parse an uploaded, untrusted file, so both run in the validation sandbox
+(:func:`opmarket.web._sandbox.run_sandboxed`: bubblewrap, no network, an unprivileged user,
+the file bound read-only under ``/input``) with a tighter time, memory and process limit
+than a plugin's own validation gets. A parser bug in either tool is then no way out.
 
 ``cuobjdump --list-elf --list-ptx LIB`` prints one line per embedded cubin (SASS) and PTX::
 
@@ -15,26 +19,29 @@ cubins as ``sm_100``.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 
 __all__ = [
     "AuditwheelResult",
     "DeviceCode",
     "ToolError",
+    "ToolSandbox",
     "auditwheel_show",
     "cuobjdump_path",
     "cuobjdump_version",
     "list_device_code",
 ]
 
-_TIMEOUT_S = 60
-_MEMORY = 2 * 1024**3
 _LINE = re.compile(r"^(ELF|PTX) file\s+\d+:\s*(\S+)$")
 _ARCH = re.compile(r"\.(sm|compute)_(\d+)([af]?)\.(cubin|ptx)$")
 _VERSION = re.compile(r"\bV(\d+\.\d+\.\d+)\b")
@@ -57,24 +64,49 @@ class DeviceCode:
     ptx: tuple[str, ...]
 
 
-# The limits are set by a shell in the child, not by preexec_fn: a Python hook between
-# fork and exec is unsafe in a threaded server (and forks the whole process to run it).
-_LIMITED = f'ulimit -v {_MEMORY // 1024}; ulimit -c 0; exec "$@"'
+@dataclass(frozen=True, slots=True)
+class ToolSandbox:
+    """Where the tools run: the sandbox of ``limits`` (validation's own, so an index that
+    allows unsandboxed validation allows it here too) with at most a minute, 2 GiB and 32
+    processes; ``interpreter`` and ``private`` as for :func:`run_sandboxed`."""
 
+    limits: Limits = field(default_factory=Limits)
+    interpreter: str = sys.executable
+    private: Sequence[Path] = ()
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["/bin/sh", "-c", _LIMITED, "sh", *argv],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=_TIMEOUT_S,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            check=False,
+    def run(self, argv: list[str], inputs: Mapping[str, Path] | None = None) -> _Done:
+        """Run ``argv``, where each key of ``inputs`` (a path under /input) stands for the
+        host file it maps to; ToolError when it cannot run or was stopped."""
+        limits = dataclasses.replace(
+            self.limits,
+            timeout_s=min(self.limits.timeout_s, 60.0),
+            memory_mb=min(self.limits.memory_mb, 2048),
+            max_pids=min(self.limits.max_pids, 32),
+            max_output_bytes=1024 * 1024,
+            devices=(),
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolError(f"{Path(argv[0]).name}: {exc}") from None
+        try:
+            outcome = run_sandboxed(
+                argv,
+                limits=limits,
+                interpreter=self.interpreter,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                binds=inputs,
+                private=self.private,
+            )
+        except (OSError, SandboxUnavailableError) as exc:
+            raise ToolError(f"{Path(argv[0]).name}: {exc}") from None
+        if outcome.problem:
+            raise ToolError(f"{Path(argv[0]).name}: {outcome.problem}")
+        text = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
+        return _Done(outcome.returncode, text(outcome.stdout), text(outcome.stderr))
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 def cuobjdump_path() -> Path | None:
@@ -93,19 +125,22 @@ def cuobjdump_path() -> Path | None:
     return Path(on_path) if on_path else None
 
 
-def cuobjdump_version(tool: Path) -> str:
+def cuobjdump_version(tool: Path, sandbox: ToolSandbox | None = None) -> str:
     """The version ``cuobjdump --version`` reports (``13.5.37``)."""
-    done = _run([str(tool), "--version"])
+    done = (sandbox or ToolSandbox()).run([str(tool), "--version"])
     found = _VERSION.search(done.stdout)
     if done.returncode != 0 or found is None:
         raise ToolError(f"cuobjdump --version said: {(done.stdout + done.stderr).strip()!r}")
     return found.group(1)
 
 
-def list_device_code(tool: Path, library: Path) -> DeviceCode:
+def list_device_code(tool: Path, library: Path, sandbox: ToolSandbox | None = None) -> DeviceCode:
     """What ``cuobjdump --list-elf --list-ptx`` finds in ``library``; empty lists for a
     library without device code. ToolError for anything else it says."""
-    done = _run([str(tool), "--list-elf", "--list-ptx", str(library)])
+    inside = "/input/library.so"
+    done = (sandbox or ToolSandbox()).run(
+        [str(tool), "--list-elf", "--list-ptx", inside], {inside: library}
+    )
     if done.returncode != 0:
         if _NO_DEVICE_CODE in done.stdout + done.stderr:
             return DeviceCode((), ())
@@ -171,11 +206,18 @@ print(json.dumps({"policy": info.overall_policy.name, "sym": info.sym_policy.nam
 """
 
 
-def auditwheel_show(wheel: Path, filename: str) -> AuditwheelResult:
+def auditwheel_show(
+    wheel: Path, filename: str, sandbox: ToolSandbox | None = None
+) -> AuditwheelResult:
     """The manylinux (or musllinux) policy the wheel at ``wheel``, named ``filename``
     without a variant label, meets with :data:`AUDITWHEEL_EXCLUDE` excluded.
     ToolError when auditwheel is missing or fails."""
-    done = _run([sys.executable, "-I", "-c", _AUDIT, str(wheel), filename, *AUDITWHEEL_EXCLUDE])
+    sandbox = sandbox or ToolSandbox()
+    inside = "/input/" + Path(filename).name
+    done = sandbox.run(
+        [sandbox.interpreter, "-I", "-c", _AUDIT, inside, filename, *AUDITWHEEL_EXCLUDE],
+        {inside: wheel},
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ToolError(f"auditwheel: {last}")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opmarket.web._deps import Source, dependency_step
+from opmarket.web._gpu_tools import ToolSandbox
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -260,7 +261,8 @@ def validate_wheel(
             [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
         )
     )
-    if _static_gpu(verdict, path, filename, info.variant):  # rejected before any code runs
+    tools = ToolSandbox(limits, interpreter, private)
+    if _static_gpu(verdict, path, filename, info.variant, tools):  # rejected before code runs
         return verdict
     deps = dependency_step(verdict, info.metadata, dependencies)
     if deps is None:
@@ -353,7 +355,11 @@ def validate_wheel(
 
 
 def _static_gpu(
-    verdict: Verdict, path: Path, filename: str, variant: dict[str, Any] | None
+    verdict: Verdict,
+    path: Path,
+    filename: str,
+    variant: dict[str, Any] | None,
+    tools: ToolSandbox,
 ) -> bool:
     """The static GPU and variant steps (see _gpu, _variants); True when one failed."""
     from opmarket.web._gpu import inspect_gpu
@@ -361,7 +367,7 @@ def _static_gpu(
 
     if variant is not None:
         verdict.steps.append(Step("variant", "passed", variant_note(filename, variant)))
-    gpu = inspect_gpu(path, filename)
+    gpu = inspect_gpu(path, filename, tools)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary
