@@ -4,7 +4,13 @@ from typing import Any
 
 from opmarket.sdk._builder import OpBuilder, finalize_op, op
 from opmarket.sdk._canonical import Document
-from opmarket.sdk._cuda import CudaBuildError, CudaLibrary, build_cuda_library, load_cuda_library
+from opmarket.sdk._cuda import (
+    CudaBuildError,
+    CudaLibrary,
+    build_cuda_library,
+    find_nvcc,
+    load_cuda_library,
+)
 from opmarket.sdk._custom_call import CustomCallTarget, custom_call, custom_call_target
 from opmarket.sdk._documents import (
     opset_from_json,
@@ -49,6 +55,7 @@ from opmarket.sdk._reference import (
     input_generator,
     reference,
 )
+from opmarket.sdk._setup import library_setup
 from opmarket.sdk._shape_inference import (
     Dim,
     InferenceContext,
@@ -129,6 +136,7 @@ __all__ = [
     "custom_call",
     "custom_call_target",
     "finalize_op",
+    "find_nvcc",
     "format_shape",
     "get_include",
     "hookimpl",
@@ -139,6 +147,7 @@ __all__ = [
     "is_valid_op_name",
     "kernel",
     "library_declarations",
+    "library_setup",
     "load",
     "load_cuda_library",
     "load_inline",

@@ -29,8 +29,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from opmarket.sdk._cuda import find_nvcc
 from opmarket.sdk._errors import InvalidArgumentError, NotFoundError, OpmarketError
 from opmarket.sdk._native import get_include
+from opmarket.sdk._setup import compiler
 
 __all__ = ["InlineBuildError", "cache_root", "install_library_loader", "load", "load_inline"]
 
@@ -60,16 +62,6 @@ def cache_root() -> Path:
     ``~/.cache/opmarket/inline``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base, "opmarket", "inline")
-
-
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and Path(home, "bin", "nvcc").is_file():
-            return str(Path(home, "bin", "nvcc"))
-    return None
 
 
 def _cuda_lib_dirs(nvcc: str) -> list[str]:
@@ -218,12 +210,12 @@ def load(
 
 
 def _compilers(cuda: bool) -> tuple[list[str], str | None]:
-    cxx = shlex.split(os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++")
-    nvcc = _nvcc() if cuda else None
+    cxx = compiler("c++")
+    nvcc = find_nvcc() if cuda else None
     if cuda and nvcc is None:
         raise NotFoundError(
-            "load_inline: CUDA sources need nvcc, which is not on PATH, in $CUDA_HOME/bin or "
-            "in /usr/local/cuda/bin"
+            "load_inline: CUDA sources need nvcc, which is not in $CUDA_HOME/bin (when set), "
+            "on PATH or in /usr/local/cuda/bin"
         )
     return cxx, nvcc
 

@@ -1,55 +1,8 @@
-"""Build step: compile bitcast.c into a plain shared library (no Python, no C++) beside the
-package, and tag the wheel py3-none-<platform>: it fits every Python version."""
+"""Build step: bitcast.c compiled into a plain shared library (no Python, no C++) inside the
+package, in a py3-none-<platform> wheel that fits every Python version."""
 
-import os
-import shlex
-import subprocess
-import sysconfig
-from pathlib import Path
+from setuptools import setup
 
-from setuptools import Distribution, setup
-from setuptools.command.bdist_wheel import bdist_wheel
-from setuptools.command.build_py import build_py
+from opmarket.sdk import library_setup
 
-import opmarket.sdk
-
-LIBRARY = "libopm_bitcast.so"
-SOURCE = Path("src", "opmarket_bitcast", "bitcast.c")
-
-
-class BuildWithLibrary(build_py):
-    def run(self) -> None:
-        super().run()
-        target = Path(self.build_lib, "opmarket_bitcast", LIBRARY)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-        command = [
-            *cc,
-            "-std=c99",
-            "-O2",
-            "-fPIC",
-            "-shared",
-            "-fvisibility=hidden",
-            f"-I{opmarket.sdk.get_include()}",
-            str(SOURCE),
-            "-o",
-            str(target),
-        ]
-        print(" ".join(command))
-        subprocess.run(command, check=True)
-
-
-class BinaryDistribution(Distribution):
-    def has_ext_modules(self) -> bool:
-        return True  # a platform wheel (platlib): it holds a compiled library
-
-
-class Py3Wheel(bdist_wheel):
-    def get_tag(self) -> tuple[str, str, str]:
-        _, _, platform = super().get_tag()
-        return "py3", "none", platform
-
-
-setup(
-    distclass=BinaryDistribution, cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": Py3Wheel}
-)
+setup(**library_setup("opmarket_bitcast", "libopm_bitcast.so", ["src/opmarket_bitcast/bitcast.c"]))
