@@ -29,13 +29,23 @@ from opmarket.sdk import (
 )
 from opmarket_median_pool import _median_pool
 
-__all__ = ["median_pool_reference", "register", "windows"]
+__all__ = [
+    "check_attrs",
+    "geometry",
+    "median_pool_reference",
+    "output_size",
+    "register",
+    "windows",
+]
 
 OP = "Opm>MedianPool"
 
 
-def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[int | None, int]:
-    """MaxPool's output size and padding before, for one spatial dimension."""
+def output_size(
+    size: int | None, k: int, stride: int, padding: str, dim: str = "size"
+) -> tuple[int | None, int]:
+    """MaxPool's output size and padding before, for one spatial dimension (``dim`` names
+    it in the error: ``rows``, ``cols``); None in, None out (an unknown size)."""
     if size is None:
         return None, 0
     if padding == "SAME":
@@ -45,13 +55,14 @@ def _output_size(size: int | None, k: int, stride: int, padding: str) -> tuple[i
     out = num // stride if num >= 0 else -(-num // stride)  # truncated, as TensorFlow's
     if out < 0:
         raise InvalidArgumentError(
-            f"Computed output size would be negative: {out} [input: {size}, "
+            f"Computed output {dim} would be negative: {out} [input {dim}: {size}, "
             f"ksize: {k}, stride: {stride}]"
         )
     return out, 0
 
 
-def _check(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
+def check_attrs(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
+    """The checks the C++ kernel makes of the attrs (InvalidArgumentError, its messages)."""
     if len(ksize) != 4 or len(strides) != 4:
         raise InvalidArgumentError(
             "Sliding window ksize and stride fields must specify 4 dimensions"
@@ -68,17 +79,28 @@ def _check(ksize: Sequence[int], strides: Sequence[int], padding: str) -> None:
         raise InvalidArgumentError(f"padding must be 'VALID' or 'SAME', got {padding!r}")
 
 
+def geometry(
+    shape: Sequence[int], ksize: Sequence[int], strides: Sequence[int], padding: str
+) -> list[int]:
+    """The 12 numbers of a pooling (n, h, w, c, kh, kw, sh, sw, out_h, out_w, top, left) for
+    an NHWC ``shape``, checked as the C++ kernel checks them (InvalidArgumentError); the
+    GPU companion's kernel takes them as they are."""
+    if len(shape) != 4:
+        raise InvalidArgumentError(f"MedianPool expects a 4-D NHWC input, got shape {shape}")
+    check_attrs(ksize, strides, padding)
+    n, h, w, c = shape
+    oh, top = output_size(h, ksize[1], strides[1], padding, "rows")
+    ow, left = output_size(w, ksize[2], strides[2], padding, "cols")
+    assert oh is not None and ow is not None
+    return [n, h, w, c, ksize[1], ksize[2], strides[1], strides[2], oh, ow, top, left]
+
+
 def windows(
     x: np.ndarray[Any, Any], ksize: Sequence[int], strides: Sequence[int], padding: str
 ) -> tuple[np.ndarray[Any, Any], tuple[int, int]]:
     """The windows as a view ``(n, out_h, out_w, c, kh, kw)`` of the input, padded with NaN
     for SAME (a float64 copy then), and the padding before (rows, cols)."""
-    _check(ksize, strides, padding)
-    n, h, w, c = x.shape
-    (_, kh, kw, _), (_, sh, sw, _) = ksize, strides
-    oh, top = _output_size(h, kh, sh, padding)
-    ow, left = _output_size(w, kw, sw, padding)
-    assert oh is not None and ow is not None
+    n, h, w, c, kh, kw, sh, sw, oh, ow, top, left = geometry(x.shape, ksize, strides, padding)
     if oh == 0 or ow == 0:
         return np.zeros((n, oh, ow, c, kh, kw), x.dtype), (top, left)
     if padding == "SAME":
@@ -116,7 +138,7 @@ def median_pool_reference(
 def median_pool_shape(c: InferenceContext) -> None:
     shape = c.with_rank(c.input(0), 4)
     ksize, strides, padding = c.get_attr("ksize"), c.get_attr("strides"), c.get_attr("padding")
-    _check(ksize, strides, padding)
+    check_attrs(ksize, strides, padding)
     if shape is None:
         c.set_output(0, (None, None, None, None))
         return
@@ -125,8 +147,8 @@ def median_pool_shape(c: InferenceContext) -> None:
         0,
         (
             n,
-            _output_size(h, ksize[1], strides[1], padding)[0],
-            _output_size(w, ksize[2], strides[2], padding)[0],
+            output_size(h, ksize[1], strides[1], padding, "rows")[0],
+            output_size(w, ksize[2], strides[2], padding, "cols")[0],
             ch,
         ),
     )

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from opmarket_median_pool import geometry  # the base plugin's checks and window numbers
 
-from opmarket.sdk import CudaLibrary, InvalidArgumentError, hookimpl, kernel, load_cuda_library
+from opmarket.sdk import CudaLibrary, hookimpl, kernel, load_cuda_library
 
 __all__ = ["LIBRARY", "geometry", "gpu", "gpu_status", "kernels", "register"]
 
@@ -52,48 +53,6 @@ def gpu() -> CudaLibrary:
 def gpu_status() -> str:
     """Whether the GPU kernel registers here, and if not, why."""
     return gpu().status
-
-
-def _window(size: int, k: int, stride: int, same: bool, dim: str) -> tuple[int, int]:
-    """MaxPool's output size and padding before, for one spatial dimension."""
-    if same:
-        out = -(-size // stride)
-        return out, max((out - 1) * stride + k - size, 0) // 2
-    num = size - k + stride
-    out = num // stride if num >= 0 else -(-num // stride)  # truncated, as TensorFlow's
-    if out < 0:
-        raise InvalidArgumentError(
-            f"Computed output {dim} would be negative: {out} [input {dim}: {size}, "
-            f"ksize: {k}, stride: {stride}]"
-        )
-    return out, 0
-
-
-def geometry(
-    shape: Sequence[int], ksize: Sequence[int], strides: Sequence[int], padding: str
-) -> list[int]:
-    """The kernel's 12 numbers (n, h, w, c, kh, kw, sh, sw, out_h, out_w, top, left) for an
-    NHWC ``shape``, checked as the CPU kernel checks them (InvalidArgumentError)."""
-    if len(shape) != 4:
-        raise InvalidArgumentError(f"MedianPool expects a 4-D NHWC input, got shape {shape}")
-    if len(ksize) != 4 or len(strides) != 4:
-        raise InvalidArgumentError(
-            "Sliding window ksize and stride fields must specify 4 dimensions"
-        )
-    if ksize[0] != 1 or strides[0] != 1:
-        raise InvalidArgumentError("Pooling is not yet supported on the batch dimension.")
-    if ksize[3] != 1 or strides[3] != 1:
-        raise InvalidArgumentError("MedianPool does not pool over depth.")
-    if min(*ksize[1:3], *strides[1:3]) < 1:
-        raise InvalidArgumentError(
-            f"Sliding window ksize {list(ksize)} and strides {list(strides)} must be positive"
-        )
-    if padding not in ("SAME", "VALID"):
-        raise InvalidArgumentError(f"padding must be 'VALID' or 'SAME', got {padding!r}")
-    n, h, w, c = shape
-    oh, top = _window(h, ksize[1], strides[1], padding == "SAME", "rows")
-    ow, left = _window(w, ksize[2], strides[2], padding == "SAME", "cols")
-    return [n, h, w, c, ksize[1], ksize[2], strides[1], strides[2], oh, ow, top, left]
 
 
 @kernel(OP, device="GPU", constraints={"T": [np.float32, np.float64]})
