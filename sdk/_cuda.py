@@ -97,7 +97,8 @@ def build_cuda_library(
 ) -> dict[str, object]:
     """Compile ``sources`` with nvcc into the shared library ``output``: SASS for each
     ``sm_XY`` of ``sass``, PTX for each ``compute_XY`` of ``ptx``, the CUDA runtime linked
-    shared with the run path ``$ORIGIN/../nvidia/cu<major>/lib``, no host ``-march``.
+    shared with the run path ``$ORIGIN/../nvidia/cu<major>/lib``, opmarket's headers on the
+    include path (``#include <opmarket/cuda.cuh>``), no host ``-march``.
 
     Returns the build record (what the companion writes beside its library, what doctor
     shows): nvcc's version, the CUDA runtime major, the SASS and PTX lists. CudaBuildError
@@ -134,6 +135,8 @@ def build_cuda_library(
         *gencode,
         # No shell runs this: $ORIGIN reaches the linker as it is written.
         f"-Xlinker=-rpath,$ORIGIN/../nvidia/cu{runtime_major}/lib",
+        # opmarket's headers: <opmarket/cuda.cuh> (the device count, the host round trip).
+        f"-I{Path(__file__).resolve().parent / 'include'}",
         *flags,
         "-o",
         str(output),

@@ -26,6 +26,7 @@ def test_wheel_maps_every_folder_to_its_package(wheel: Path) -> None:
     assert "opmarket/sdk/schema/opset.schema.json" in names
     assert "opmarket/sdk/py.typed" in names
     assert "opmarket/sdk/include/opmarket/kernel.h" in names  # get_include() in an install
+    assert "opmarket/sdk/include/opmarket/cuda.cuh" in names  # GPU companions include it
     assert not any(n.startswith(("sdk/", "registry/", "compat/", "web/", "tests/")) for n in names)
     # opmarket new's templates, and the pytest plugin's entry point.
     assert "opmarket/_scaffold/pyproject.toml.tmpl" in names

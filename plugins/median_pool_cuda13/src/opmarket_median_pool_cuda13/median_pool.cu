@@ -12,6 +12,7 @@
 // function over every output element on the CPU, so that its results are checked against
 // the numpy reference on machines without a GPU (tests/test_gpu_companions.py).
 #include <cuda_runtime.h>
+#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), opmarket::cuda::round_trip
 
 #include <cmath>
 #include <cstdint>
@@ -120,52 +121,24 @@ int run_on_host(const void* in, void* out, const Geometry& g) {
   return 0;
 }
 
-int fail(cudaError_t status, const char* what, char* err, int errlen) {
-  std::snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(status));
-  cudaGetLastError();  // clear it
-  return 1;
-}
-
 // Host arrays in and out: copy in, run, copy back.
 template <typename T>
 int run(const void* host_in, void* host_out, const Geometry& g, char* err, int errlen) {
-  const size_t in_bytes = static_cast<size_t>(g.n * g.h * g.w * g.c) * sizeof(T);
   const int64_t total = g.n * g.oh * g.ow * g.c;
-  if (total == 0) return 0;
-  const size_t out_bytes = static_cast<size_t>(total) * sizeof(T);
-  T* in = nullptr;
-  T* out = nullptr;
-  cudaError_t status = cudaMalloc(&in, in_bytes);
-  if (status != cudaSuccess) return fail(status, "cudaMalloc", err, errlen);
-  status = cudaMalloc(&out, out_bytes);
-  if (status == cudaSuccess) status = cudaMemcpy(in, host_in, in_bytes, cudaMemcpyHostToDevice);
-  if (status == cudaSuccess) {
+  const auto launch = [&g, total](const T* in, T* out) {
     const int threads = 256;
     const int64_t blocks = (total + threads - 1) / threads;
     MedianPoolKernel<T><<<static_cast<int>(blocks < 65535 ? blocks : 65535), threads>>>(in, out,
                                                                                         g);
-    status = cudaGetLastError();
-  }
-  if (status == cudaSuccess) status = cudaMemcpy(host_out, out, out_bytes, cudaMemcpyDeviceToHost);
-  cudaFree(in);
-  if (out) cudaFree(out);
-  return status == cudaSuccess ? 0 : fail(status, "MedianPool on the GPU", err, errlen);
+  };
+  return opmarket::cuda::round_trip<T>(host_in, static_cast<size_t>(g.n * g.h * g.w * g.c),
+                                       host_out, static_cast<size_t>(total), launch,
+                                       "MedianPool on the GPU", err, errlen);
 }
 
 }  // namespace
 
 extern "C" {
-
-// How many GPUs the CUDA runtime sees, or minus the cudaError_t it got (no driver: -35).
-__attribute__((visibility("default"))) int opmarket_cuda_devices() {
-  int n = 0;
-  const cudaError_t status = cudaGetDeviceCount(&n);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return -static_cast<int>(status);
-  }
-  return n;
-}
 
 // The median of each window; shape[11] = n, h, w, c, kh, kw, sh, sw, oh, ow, top, left (the
 // caller checked them). 0, or 1 with a message in err.

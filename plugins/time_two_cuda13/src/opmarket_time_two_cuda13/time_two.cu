@@ -3,6 +3,7 @@
 // opmarket_time_two_cuda13 loads with ctypes. Built by nvcc into libopm_time_two_cuda13.so
 // (opmarket.sdk.build_cuda_library), apart from the base plugin's CPU library.
 #include <cuda_runtime.h>
+#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), opmarket::cuda::round_trip
 
 #include <cstdint>
 #include <cstdio>
@@ -57,47 +58,20 @@ template struct ExampleFunctor<GPUDevice, int64_t>;
 
 namespace {
 
-int fail(cudaError_t status, const char* what, char* err, int errlen) {
-  std::snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(status));
-  cudaGetLastError();  // clear it
-  return 1;
-}
-
 // Host arrays in and out: copy in, run, copy back.
 template <typename T>
 int run(const void* host_in, void* host_out, int64_t size, char* err, int errlen) {
-  if (size == 0) return 0;
-  const size_t bytes = static_cast<size_t>(size) * sizeof(T);
-  T* in = nullptr;
-  T* out = nullptr;
-  cudaError_t status = cudaMalloc(&in, bytes);
-  if (status != cudaSuccess) return fail(status, "cudaMalloc", err, errlen);
-  status = cudaMalloc(&out, bytes);
-  if (status == cudaSuccess) status = cudaMemcpy(in, host_in, bytes, cudaMemcpyHostToDevice);
-  if (status == cudaSuccess) {
+  const auto launch = [size](const T* in, T* out) {
     ExampleFunctor<GPUDevice, T>()(GPUDevice{}, size, in, out);
-    status = cudaGetLastError();
-  }
-  if (status == cudaSuccess) status = cudaMemcpy(host_out, out, bytes, cudaMemcpyDeviceToHost);
-  cudaFree(in);
-  if (out) cudaFree(out);
-  return status == cudaSuccess ? 0 : fail(status, "TimeTwo on the GPU", err, errlen);
+  };
+  const auto n = static_cast<size_t>(size);
+  return opmarket::cuda::round_trip<T>(host_in, n, host_out, n, launch, "TimeTwo on the GPU",
+                                       err, errlen);
 }
 
 }  // namespace
 
 extern "C" {
-
-// How many GPUs the CUDA runtime sees, or minus the cudaError_t it got (no driver: -35).
-__attribute__((visibility("default"))) int opmarket_cuda_devices() {
-  int n = 0;
-  const cudaError_t status = cudaGetDeviceCount(&n);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return -static_cast<int>(status);
-  }
-  return n;
-}
 
 // out = 2 * in for `size` elements of `dtype` (a TimeTwoDtype); 0, or 1 with a message.
 __attribute__((visibility("default"))) int opm_time_two(int dtype, const void* in, void* out,
