@@ -9,8 +9,11 @@ for the GPU: each GPU kernel becomes ``passed`` or ``failed`` with the harness's
 The file's own status and its CPU verdicts stay as upload validation left them.
 
 A file is taken by turning its ``gpu: not run`` rows into ``gpu: running`` in one UPDATE,
-so two GPU workers never take the same file. Only :func:`run_gpu_file` needs a GPU; what
-finds work and records verdicts runs (and is tested) anywhere.
+so two GPU workers never take the same file. The taken rows' message says when (``taken
+at 2026-11-25T12:00:00Z``): that is the lease. A file whose rows
+have been ``gpu: running`` longer than :func:`lease_s` (its worker was killed, or its
+machine lost) is taken again by the next worker that looks. Only :func:`run_gpu_file`
+needs a GPU; what finds work and records verdicts runs (and is tested) anywhere.
 """
 
 from __future__ import annotations
@@ -19,15 +22,23 @@ import logging
 import shutil
 import tempfile
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import and_, delete, or_, select, update
 
 from opmarket.web._models import File, FileStatus, KernelEntry
 from opmarket.web._state import AppState
 
-__all__ = ["NOT_RUN", "claim_gpu_file", "gpu_visible", "record_gpu_kernels", "run_gpu_worker"]
+__all__ = [
+    "NOT_RUN",
+    "claim_gpu_file",
+    "gpu_visible",
+    "lease_s",
+    "record_gpu_kernels",
+    "run_gpu_worker",
+]
 
 log = logging.getLogger("opmarket.web.gpu")
 
@@ -46,13 +57,35 @@ def gpu_visible() -> list[str]:
     return found if any(Path("/dev").glob("nvidia[0-9]*")) else []
 
 
-def claim_gpu_file(state: AppState) -> int | None:
-    """Take the oldest validated file with GPU kernels not run yet; its id, or None."""
+_TAKEN = "taken at "
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"  # fixed width: stamps compare as strings
+
+
+def lease_s(state: AppState) -> float:
+    """How long a GPU worker holds a file: twice the sandbox's time limit (one harness run
+    per file) plus two minutes for the download and the database."""
+    return 2 * state.settings.validation_timeout_s + 120
+
+
+def claim_gpu_file(state: AppState, *, now: datetime | None = None) -> int | None:
+    """Take the oldest validated file with GPU kernels not run yet, or whose lease ran out
+    (see the module's docstring); its id, or None. ``now``: the clock, for tests."""
+    now = now or datetime.now(UTC)
+    expired = _TAKEN + (now - timedelta(seconds=lease_s(state))).strftime(_STAMP)
+    takeable = or_(
+        KernelEntry.status == NOT_RUN,
+        and_(
+            KernelEntry.status == _RUNNING,
+            KernelEntry.message.startswith(_TAKEN),
+            KernelEntry.message < expired,
+        ),
+    )
+    mark = _TAKEN + now.strftime(_STAMP)  # public on the catalog: no host names
     with state.db.transaction() as session:
         candidates = session.scalars(
             select(KernelEntry.file_id)
             .join(File)
-            .where(KernelEntry.status == NOT_RUN, File.status == FileStatus.VALIDATED)
+            .where(takeable, File.status == FileStatus.VALIDATED)
             .order_by(KernelEntry.file_id)
             .distinct()
             .limit(20)
@@ -60,8 +93,8 @@ def claim_gpu_file(state: AppState) -> int | None:
         for file_id in candidates:
             taken = session.execute(
                 update(KernelEntry)
-                .where(KernelEntry.file_id == file_id, KernelEntry.status == NOT_RUN)
-                .values(status=_RUNNING)
+                .where(KernelEntry.file_id == file_id, takeable)
+                .values(status=_RUNNING, message=mark)
             )
             if getattr(taken, "rowcount", 0):
                 return int(file_id)
@@ -90,7 +123,7 @@ def record_gpu_kernels(
         session.execute(
             update(KernelEntry)
             .where(KernelEntry.file_id == file_id, KernelEntry.status == _RUNNING)
-            .values(status=NOT_RUN)
+            .values(status=NOT_RUN, message="")
         )
         for k in ran:
             session.add(

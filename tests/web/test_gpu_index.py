@@ -12,6 +12,7 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -379,7 +380,7 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     """The GPU worker's CPU-side parts on the validated GPU file: taking its ``gpu: not
     run`` kernels (once only) and recording verdicts for them."""
     from opmarket.web._app import open_state
-    from opmarket.web._gpu_worker import claim_gpu_file, record_gpu_kernels
+    from opmarket.web._gpu_worker import claim_gpu_file, lease_s, record_gpu_kernels
     from opmarket.web._settings import Settings
 
     market = gpu_market
@@ -393,6 +394,14 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     assert taken  # the plain wheel and its variant, each once
     kernels = market.json("/api/packages/opm-gpu")["kernels"]
     assert {k["status"] for k in kernels if k["device"] == "GPU"} == {"gpu: running"}
+    assert all(k["message"].startswith("taken at ") for k in kernels if k["device"] == "GPU")
+    # A worker killed mid-file: its files are taken again once the lease has run out.
+    later = datetime.now(UTC) + timedelta(seconds=lease_s(state) + 60)
+    assert claim_gpu_file(state, now=later - timedelta(seconds=120)) is None  # still held
+    again = set()
+    while (file_id := claim_gpu_file(state, now=later)) is not None:
+        again.add(file_id)
+    assert again == taken
     for file_id in taken:
         record_gpu_kernels(
             state,
