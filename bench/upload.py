@@ -24,8 +24,6 @@ import contextlib
 import hashlib
 import io
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +33,9 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from index import free_port, stop, wait_up  # bench/index.py
 
 BIN = Path(sys.executable).parent
 OPMARKET = str(BIN / "opmarket")
@@ -116,12 +117,6 @@ def make_wheel(folder: Path, dist: str, op_name: str) -> Path:
     return wheel
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("OPMARKET_", "TWINE_"))}
 
@@ -142,33 +137,6 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, env=_env(), start_new_session=True
         )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a process started here (its own session) and what it started."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(15)
-            return
-        except ProcessLookupError:
-            proc.wait()
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def wait_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited: {log.read_text(errors='replace')[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"server did not come up: {url}")
 
 
 def listed(url: str, filename: str) -> bool:
