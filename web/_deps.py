@@ -24,6 +24,8 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from opmarket.web._storage import copy_out
+
 if TYPE_CHECKING:
     from opmarket.web._pipeline import Verdict
     from opmarket.web._state import AppState
@@ -175,11 +177,7 @@ class CatalogSource:
 
     def fetch(self, candidate: Candidate, folder: Path) -> Path:
         """Copy the candidate's blob out of the store as ``folder/filename``."""
-        out = folder / candidate.filename
-        with open(out, "wb") as f:
-            for chunk in self.state.storage.read(candidate.sha256):
-                f.write(chunk)
-        return out
+        return copy_out(self.state.storage, candidate.sha256, folder / candidate.filename)
 
 
 def dependency_step(

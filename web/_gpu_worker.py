@@ -30,6 +30,7 @@ from sqlalchemy import and_, delete, or_, select, update
 
 from opmarket.web._models import File, FileStatus, KernelEntry
 from opmarket.web._state import AppState
+from opmarket.web._storage import copy_out
 
 __all__ = [
     "NOT_RUN",
@@ -155,10 +156,7 @@ def run_gpu_file(state: AppState, file_id: int) -> None:  # pragma: no cover (ne
     limits, wheel_limits = limits_from(state.settings)
     tmp = Path(tempfile.mkdtemp(prefix="opmarket-gpu-job-"))
     try:
-        local = tmp / filename
-        with open(local, "wb") as out:
-            for chunk in state.storage.read(sha256):
-                out.write(chunk)
+        local = copy_out(state.storage, sha256, tmp / filename)
         verdict = validate_wheel(
             local,
             limits=limits,

@@ -19,7 +19,14 @@ from urllib.parse import unquote, urlparse
 
 from opmarket.sdk import OpmarketError
 
-__all__ = ["LocalFileStore", "Storage", "StorageError", "check_key", "storage_from_url"]
+__all__ = [
+    "LocalFileStore",
+    "Storage",
+    "StorageError",
+    "check_key",
+    "copy_out",
+    "storage_from_url",
+]
 
 _CHUNK = 256 * 1024
 
@@ -51,6 +58,14 @@ class Storage(Protocol):
 
     def delete(self, digest: str) -> None:
         """Remove the blob (only for blobs no committed row names)."""
+
+
+def copy_out(storage: Storage, digest: str, target: Path) -> Path:
+    """Write the blob ``digest`` to the file ``target`` (a job's private copy); ``target``."""
+    with open(target, "wb") as out:
+        for chunk in storage.read(digest):
+            out.write(chunk)
+    return target
 
 
 def check_key(digest: str) -> str:

@@ -25,6 +25,7 @@ from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validat
 from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
 from opmarket.web._status import FileStatus
+from opmarket.web._storage import copy_out
 from opmarket.web._verdict import announce, rejection_reason
 
 if TYPE_CHECKING:
@@ -133,10 +134,7 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
     limits, wheel_limits = limits_from(state.settings)
     tmp = _job_folder()
     try:
-        local = tmp / filename
-        with open(local, "wb") as out:
-            for chunk in state.storage.read(sha256):
-                out.write(chunk)
+        local = copy_out(state.storage, sha256, tmp / filename)
         verdict = validate_wheel(
             local,
             previous=previous_release(state, project_id, version),
