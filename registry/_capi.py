@@ -5,7 +5,7 @@ extension (``_capi_kernel.host()``, compiled when opmarket was installed: no com
 needed here) dlopens it and runs its entry point, and each op and kernel it registers is
 checked here with opmarket's own parser. What a library file declared is remembered by path,
 size and time, so loading it again declares the same objects. The other jobs live beside
-this module: the ELF reader (``_capi_elf``), the probe, the kernel adapter (``_capi_kernel``)
+this module: the ELF reader (``_elf``), the probe, the kernel adapter (``_capi_kernel``)
 and the framework bridges' side (``_capi_bridge``).
 """
 
@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from opmarket.registry._capi_elf import dynamic_symbols
 from opmarket.registry._capi_kernel import (
     CODE_NAMES,
     CAbiKernel,
@@ -25,6 +24,7 @@ from opmarket.registry._capi_kernel import (
     shape_fn,
 )
 from opmarket.registry._capi_probe import probe as _probe
+from opmarket.registry._elf import dynamic_symbols
 from opmarket.registry._errors import KernelError, LibraryError
 from opmarket.sdk import DType, OpDef, ShapeFnSpec, finalize_op
 from opmarket.sdk._builder import OpFlags

@@ -16,14 +16,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+
+from opmarket.registry._elf import read_library
 
 __all__ = ["DeviceCode", "read_device_code"]
 
-_ELF_MAGIC = b"\x7fELF"
 _FATBIN_MAGIC = 0xBA55ED50
-_SHT_DYNAMIC = 6
-_DT_NEEDED, _DT_RPATH, _DT_RUNPATH = 1, 15, 29
 _KIND_PTX, _KIND_ELF = 1, 2
 
 
@@ -59,57 +57,18 @@ def _arch_key(name: str) -> tuple[int, str]:
 
 
 def read_device_code(path: Path) -> DeviceCode:
-    """The CUDA facts of the ELF shared library at ``path``; an empty DeviceCode for a file
-    that is not a 64-bit little-endian ELF, is truncated or cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return _read(f)
-    except (OSError, struct.error, ValueError, IndexError):
-        return DeviceCode()
-
-
-def _read(f: BinaryIO) -> DeviceCode:
-    ident = f.read(16)
-    if len(ident) < 16 or ident[:4] != _ELF_MAGIC or ident[4] != 2 or ident[5] != 1:
-        return DeviceCode()  # CUDA libraries are 64-bit little-endian
-    header = struct.unpack("<HHIQQQIHHHHHH", _exact(f, 48))
-    shoff, shentsize, shnum, shstrndx = header[5], header[10], header[11], header[12]
-    if shoff == 0 or shentsize < 64:
-        return DeviceCode()
-    f.seek(shoff)
-    table = _exact(f, shentsize * shnum)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
-    names_sh = sections[shstrndx]
-    f.seek(names_sh[4])
-    names = _exact(f, names_sh[5])
+    """The CUDA facts of the ELF shared library at ``path`` (read by :mod:`._elf`); an
+    empty DeviceCode for a file that is not ELF, is truncated or cannot be read."""
+    library = read_library(path, (".nv_fatbin",))
     sass: set[str] = set()
     ptx: set[str] = set()
-    needed: list[str] = []
-    runpath: list[str] = []
-    for sh in sections:
-        name = names[sh[0] : names.index(b"\0", sh[0])].decode("ascii", "replace")
-        if name == ".nv_fatbin":
-            f.seek(sh[4])
-            _fatbins(_exact(f, sh[5]), sass, ptx)
-        elif sh[1] == _SHT_DYNAMIC:
-            f.seek(sh[4])
-            dynamic = _exact(f, sh[5])
-            strtab = sections[sh[6]]
-            f.seek(strtab[4])
-            strings = _exact(f, strtab[5])
-            for offset in range(0, len(dynamic) - 15, 16):
-                tag, value = struct.unpack_from("<qQ", dynamic, offset)
-                if tag in (_DT_NEEDED, _DT_RPATH, _DT_RUNPATH):
-                    text = strings[value : strings.index(b"\0", value)].decode("utf-8", "replace")
-                    if tag == _DT_NEEDED:
-                        needed.append(text)
-                    else:
-                        runpath.extend(p for p in text.split(":") if p)
+    if ".nv_fatbin" in library.sections:
+        _fatbins(library.sections[".nv_fatbin"], sass, ptx)
     return DeviceCode(
         tuple(sorted(sass, key=_arch_key)),
         tuple(sorted(ptx, key=_arch_key)),
-        tuple(needed),
-        tuple(runpath),
+        library.needed,
+        library.runpath,
     )
 
 
@@ -133,10 +92,3 @@ def _fatbins(data: bytes, sass: set[str], ptx: set[str]) -> None:
                 break
             entry += entry_size + payload
         start = max(end, start + 16)
-
-
-def _exact(f: BinaryIO, size: int) -> bytes:
-    data = f.read(size)
-    if len(data) != size:
-        raise ValueError("truncated ELF file")
-    return data

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from opmarket.registry._capi import exports_entry_point, load_declarations
-from opmarket.registry._capi_elf import dynamic_symbols
+from opmarket.registry._elf import dynamic_symbols
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
 from opmarket.sdk import InvalidOpDefError, OpDef

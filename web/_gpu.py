@@ -44,7 +44,7 @@ from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from opmarket.registry._capi_elf import needed_libraries
+from opmarket.registry._elf import needed_libraries
 from opmarket.web._gpu_tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,

@@ -537,7 +537,7 @@ def test_the_entry_point_is_read_from_the_dynamic_symbol_table(tmp_path: Path) -
     """Only a defined, visible symbol counts: not the name in a string, nor an undefined
     reference to it (a search of the file's bytes took both for the entry point)."""
     from opmarket.registry._capi import exports_entry_point
-    from opmarket.registry._capi_elf import dynamic_symbols
+    from opmarket.registry._elf import dynamic_symbols
 
     plugin = build(tmp_path, SCALE)
     assert dynamic_symbols(plugin) == {"OPM_InitPlugin"}  # -fvisibility=hidden hides the rest

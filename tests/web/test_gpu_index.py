@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.registry._capi_elf import needed_libraries
+from opmarket.registry._elf import needed_libraries
+from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.web._gpu import capability_number, inspect_gpu, runs_on
 from opmarket.web._gpu_tools import cuobjdump_path
 from opmarket.web._models import distribution_key
@@ -451,12 +452,17 @@ def test_needed_libraries_are_read_from_the_dynamic_section(tmp_path: Path) -> N
     assert needed_libraries(truncated) == ()
 
 
-def _elf64(sections: list[tuple[int, ...]], body: bytes = b"", shnum: int | None = None) -> bytes:
+def _elf64(
+    sections: list[tuple[int, ...]],
+    body: bytes = b"",
+    shnum: int | None = None,
+    shstrndx: int = 0,
+) -> bytes:
     """A little-endian 64-bit ELF header, ``body``, then the section headers given."""
     count = len(sections) if shnum is None else shnum
     header = b"\x7fELF\x02\x01\x01" + b"\0" * 9
     header += struct.pack(
-        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64 + len(body), 0, 64, 0, 0, 64, count, 0
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64 + len(body), 0, 64, 0, 0, 64, count, shstrndx
     )
     return header + body + b"".join(struct.pack("<IIQQQQIIQQ", *sh) for sh in sections)
 
@@ -470,8 +476,19 @@ def test_the_elf_reader_trusts_no_number_in_an_uploaded_library(tmp_path: Path) 
     counted.write_bytes(_elf64([(0, 0, 0, 0, 0, 2**62, 0, 0, 0, 0)], shnum=0))
     huge = tmp_path / "huge.so"  # a dynamic section of 1 TiB
     huge.write_bytes(_elf64([null, (0, 6, 0, 0, 0, 2**40, 0, 0, 0, 0)]))
-    for path in (counted, huge):
+    # A .nv_fatbin of 1 TiB (its name from the section names' table, section 1).
+    names = b"\0.nv_fatbin\0"
+    fatbin = tmp_path / "fatbin.so"
+    fatbin.write_bytes(
+        _elf64(
+            [null, (0, 3, 0, 0, 64, len(names), 0, 0, 0, 0), (1, 1, 0, 0, 64, 2**40, 0, 0, 0, 0)],
+            names,
+            shstrndx=1,
+        )
+    )
+    for path in (counted, huge, fatbin):
         assert needed_libraries(path) == ()
+        assert read_device_code(path) == DeviceCode()  # doctor's reader is the same one
     strings = b"\0liba.so\0libb.so\0"
     first = struct.pack("<qQqQ", 1, 1, 0, 0)  # DT_NEEDED liba.so, DT_NULL
     second = struct.pack("<qQqQ", 1, 8, 0, 0)  # DT_NEEDED libb.so, DT_NULL
