@@ -56,7 +56,7 @@ from opmarket.web._gpu_tools import (
 )
 from opmarket.web._variants import split_variant
 
-__all__ = ["MIN_DRIVER", "GpuCheck", "capability_number", "inspect_gpu", "runs_on"]
+__all__ = ["MAX_LIBRARIES", "MIN_DRIVER", "GpuCheck", "capability_number", "inspect_gpu", "runs_on"]
 
 _SHARED = re.compile(r"\.so(\.\d+)*$")
 _CUDART = re.compile(r"^libcudart\.so\.(\d+)$")
@@ -65,6 +65,10 @@ _OTHER_CUDA = re.compile(
 )
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _MAX_LIBRARY = 512 * 1024 * 1024
+#: The most shared libraries one wheel may carry: each is read by a sandboxed cuobjdump
+#: (tens of milliseconds each), so a wheel of 20,000 tiny libraries would hold a worker
+#: for many minutes. Plugins carry one to a few; a repaired wheel's vendored ones add some.
+MAX_LIBRARIES = 64
 
 #: The minimum Linux driver for a CUDA runtime major: CUDA 11 and later run on any driver
 #: of their major's first release or newer ("minor version compatibility"). Source: NVIDIA,
@@ -217,6 +221,14 @@ def inspect_gpu(
                     "kernels written in Python (CuPy, Triton, a framework's ops) carry no "
                     "device code to check; whether they work: gpu: not run until a GPU "
                     "worker (opmarket worker --gpu) checks them"
+                ],
+            )
+        if len(members) > MAX_LIBRARIES:
+            return GpuCheck(
+                "failed",
+                [
+                    f"the wheel carries {len(members)} shared libraries; the index reads at "
+                    f"most {MAX_LIBRARIES} per wheel (each is checked for device code)"
                 ],
             )
         bundled = {PurePosixPath(n).name for n in zf.namelist()}

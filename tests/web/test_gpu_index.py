@@ -19,7 +19,7 @@ import pytest
 
 from opmarket.registry._elf import needed_libraries
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
-from opmarket.web._gpu import capability_number, inspect_gpu, runs_on
+from opmarket.web._gpu import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
 from opmarket.web._gpu_tools import cuobjdump_path
 from opmarket.web._models import distribution_key
 from opmarket.web._variants import VariantError, split_variant, variants_file
@@ -33,6 +33,7 @@ from .gpu_wheels import (
     gpu_plugin_wheel,
     nvidia_variant,
 )
+from .plugins import handmade_wheel
 
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
 needs_cuobjdump = pytest.mark.skipif(
@@ -507,6 +508,18 @@ def test_the_elf_reader_trusts_no_number_in_an_uploaded_library(tmp_path: Path) 
         )
     )
     assert needed_libraries(twice) == ("liba.so",)
+
+
+def test_a_wheel_of_more_libraries_than_the_index_reads_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """Each library is read by a sandboxed cuobjdump: thousands of tiny ones would hold a
+    worker for minutes, so past MAX_LIBRARIES none is read and the step fails."""
+    many = {f"opm_many/lib{i}.so": b"\x7fELF" for i in range(MAX_LIBRARIES + 1)}
+    wheel = handmade_wheel(tmp_path, "opm-many", "1.0", many)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "failed", found
+    assert f"{MAX_LIBRARIES + 1} shared libraries" in found.log[0]
 
 
 def test_gpu_kernels_written_in_python_have_no_device_code_to_check(tmp_path: Path) -> None:
