@@ -27,9 +27,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from opmarket.sdk._errors import OpmarketError
 
@@ -198,11 +199,33 @@ def loaded_runtime(major: int = 13) -> str:
     return ""
 
 
-def load_cuda_library(path: str | os.PathLike[str], *, runtime_major: int = 13) -> CudaLibrary:
+#: A C function's ctypes signature: its result type (None: void) and argument types.
+Signature = tuple[Any, Sequence[Any]]
+
+
+def load_cuda_library(
+    path: str | os.PathLike[str],
+    *,
+    runtime_major: int = 13,
+    functions: Mapping[str, Signature] | None = None,
+) -> CudaLibrary:
     """Load a companion's CUDA library (see the module's docstring for how the runtime is
-    found) and ask its runtime how many GPUs it sees. Never raises for a missing runtime,
-    driver or GPU: the result's ``status`` says what is missing."""
-    file = Path(path)
+    found) and ask its runtime how many GPUs it sees. ``functions``: the C functions the
+    companion calls, name -> (restype, argtypes), set on the handle once here (a library
+    that lacks one cannot run). Never raises for a missing runtime, driver, function or
+    GPU: the result's ``status`` says what is missing."""
+    lib = _load(Path(path), runtime_major)
+    if lib.handle is None:
+        return lib
+    for name, (restype, argtypes) in (functions or {}).items():
+        function = getattr(lib.handle, name, None)
+        if function is None:
+            return CudaLibrary(lib.path, None, 0, f"{Path(path).name} exports no {name}()")
+        function.restype, function.argtypes = restype, list(argtypes)
+    return lib
+
+
+def _load(file: Path, runtime_major: int) -> CudaLibrary:
     if not file.is_file():
         return CudaLibrary(str(file), None, 0, f"no CUDA library at {file}")
     try:

@@ -8,6 +8,7 @@ The GPU-only branch (a GPU visible: the kernels register and run on it) is the `
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import opmarket
 from opmarket.registry import isolated_registry, load_plugins
 from opmarket.registry._doctor import _missing_companions
 from opmarket.registry._gpubinary import read_device_code
+from opmarket.sdk import load_cuda_library
 from opmarket.sdk._cuda import find_nvcc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,6 +166,13 @@ def test_the_installed_companions_load_here(companions: None) -> None:
         assert lib.handle is not None, lib.status  # loaded: the runtime was found
         # The runtime wheel's libcudart, not a system toolkit's.
         assert "/nvidia/cu13/lib/libcudart.so.13" in lib.runtime, lib.runtime
+    # The C functions a companion names get their signatures; one the library lacks means
+    # it cannot run, said so.
+    path = Path(opmarket_time_two_cuda13.__file__).with_name(opmarket_time_two_cuda13.LIBRARY)
+    assert opmarket_time_two_cuda13.gpu().handle.opm_time_two.restype is ctypes.c_int
+    lacking = load_cuda_library(path, functions={"opm_time_three": (ctypes.c_int, [])})
+    assert lacking.handle is None and not lacking.available
+    assert lacking.status == "libopm_time_two_cuda13.so exports no opm_time_three()"
     if not opmarket_time_two_cuda13.gpu().available:
         assert opmarket_time_two_cuda13.gpu_status().startswith("no GPU visible")
         assert opmarket_median_pool_cuda13.gpu_status().startswith("no GPU visible")

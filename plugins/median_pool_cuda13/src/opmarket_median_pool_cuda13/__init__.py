@@ -10,6 +10,7 @@ where the library loads and its runtime sees a GPU; :func:`gpu_status` says why 
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,27 +28,28 @@ LIBRARY = "libopm_median_pool_cuda13.so"
 # MedianPoolDtype in median_pool.cu.
 _CODES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 
-_loaded: CudaLibrary | None = None
+# The C interface of MedianPool's library (0, or 1 with a message in the error buffer).
+_FUNCTIONS = {
+    "opm_median_pool": (
+        ctypes.c_int,
+        [
+            ctypes.c_int,  # dtype code
+            ctypes.c_void_p,  # input
+            ctypes.c_void_p,  # output
+            ctypes.POINTER(ctypes.c_int64),  # the 12 numbers of geometry()
+            ctypes.c_char_p,  # error message
+            ctypes.c_int,  # its capacity
+        ],
+    )
+}
 
 
+@functools.cache
 def gpu() -> CudaLibrary:
     """The CUDA library as loaded here (once): its handle, GPUs seen, and status."""
-    global _loaded
-    if _loaded is None:
-        lib = load_cuda_library(Path(__file__).with_name(LIBRARY), runtime_major=13)
-        if lib.handle is not None:
-            fn = lib.handle.opm_median_pool
-            fn.restype = ctypes.c_int
-            fn.argtypes = [
-                ctypes.c_int,
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.POINTER(ctypes.c_int64),
-                ctypes.c_char_p,
-                ctypes.c_int,
-            ]
-        _loaded = lib
-    return _loaded
+    return load_cuda_library(
+        Path(__file__).with_name(LIBRARY), runtime_major=13, functions=_FUNCTIONS
+    )
 
 
 def gpu_status() -> str:

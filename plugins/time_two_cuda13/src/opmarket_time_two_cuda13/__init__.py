@@ -10,6 +10,7 @@ a GPU; elsewhere the plugin loads, registers nothing, and :func:`gpu_status` say
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,27 +28,28 @@ TYPES = [np.float32, np.float64, np.int32, np.int64]
 # TimeTwoDtype in time_two.cu.
 _CODES = {np.dtype(t): code for code, t in enumerate(TYPES)}
 
-_loaded: CudaLibrary | None = None
+# The C interface of TimeTwo's library (0, or 1 with a message in the error buffer).
+_FUNCTIONS = {
+    "opm_time_two": (
+        ctypes.c_int,
+        [
+            ctypes.c_int,  # dtype code
+            ctypes.c_void_p,  # input
+            ctypes.c_void_p,  # output
+            ctypes.c_int64,  # size
+            ctypes.c_char_p,  # error message
+            ctypes.c_int,  # its capacity
+        ],
+    )
+}
 
 
+@functools.cache
 def gpu() -> CudaLibrary:
     """The CUDA library as loaded here (once): its handle, GPUs seen, and status."""
-    global _loaded
-    if _loaded is None:
-        lib = load_cuda_library(Path(__file__).with_name(LIBRARY), runtime_major=13)
-        if lib.handle is not None:
-            fn = lib.handle.opm_time_two
-            fn.restype = ctypes.c_int
-            fn.argtypes = [
-                ctypes.c_int,
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_int64,
-                ctypes.c_char_p,
-                ctypes.c_int,
-            ]
-        _loaded = lib
-    return _loaded
+    return load_cuda_library(
+        Path(__file__).with_name(LIBRARY), runtime_major=13, functions=_FUNCTIONS
+    )
 
 
 def gpu_status() -> str:
