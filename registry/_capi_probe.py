@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from opmarket.registry._discovery import cache_dir
 from opmarket.registry._errors import LibraryError
 from opmarket.sdk import OpmarketError
+from opmarket.sdk._files import cache_dir
 
 __all__ = ["PROBE_TIMEOUT_S", "probe", "probe_main"]
 

@@ -33,7 +33,7 @@ from opmarket.registry._metadata import (
     name_and_version,
     parse_entry_points,
 )
-from opmarket.sdk._files import write_atomic
+from opmarket.sdk._files import cache_dir, write_atomic
 from opmarket.sdk._hookspecs import PROJECT
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "RACY_NS",
     "EntryPointRecord",
     "Scan",
-    "cache_dir",
     "normalize_name",
     "parse_entry_points",
     "scan",
@@ -90,15 +89,6 @@ class Scan:
     entries: tuple[EntryPointRecord, ...]
     distributions: int
     from_cache: bool
-
-
-def cache_dir() -> Path:
-    """``$OPMARKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/opmarket``, else ``~/.cache/opmarket``."""
-    explicit = os.environ.get("OPMARKET_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg or Path.home() / ".cache", "opmarket")
 
 
 def _mtime(path: str) -> int | None:

@@ -1,4 +1,5 @@
-"""Files written whole: a reader sees the old content or the new one, never half of either."""
+"""Files written whole (a reader sees the old content or the new one, never half of either),
+and where opmarket keeps what it can make again (its cache folder)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["cache_dir", "write_atomic"]
+
+
+def cache_dir() -> Path:
+    """opmarket's cache folder, for everything it can make again (entry point scans, C-ABI
+    probes, compiled shims and inline sources): ``$OPMARKET_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/opmarket``, else ``~/.cache/opmarket``."""
+    explicit = os.environ.get("OPMARKET_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache", "opmarket")
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, fsync: bool = False) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from opmarket.sdk._cuda import find_nvcc
 from opmarket.sdk._errors import InvalidArgumentError, NotFoundError, OpmarketError
+from opmarket.sdk._files import cache_dir
 from opmarket.sdk._native import get_include
 from opmarket.sdk._setup import compiler
 
@@ -58,10 +59,9 @@ def install_library_loader(loader: Callable[[str], Any]) -> None:
 
 
 def cache_root() -> Path:
-    """Where compiled sources are kept: ``$XDG_CACHE_HOME/opmarket/inline``, by default
-    ``~/.cache/opmarket/inline``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base, "opmarket", "inline")
+    """Where compiled sources are kept: ``inline/`` in opmarket's cache folder
+    (``$OPMARKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/opmarket``, else ``~/.cache/opmarket``)."""
+    return cache_dir() / "inline"
 
 
 def _cuda_lib_dirs(nvcc: str) -> list[str]:

@@ -9,20 +9,15 @@ import hashlib
 import os
 import shlex
 import subprocess
-import sysconfig
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from opmarket._bridge import _registry
 from opmarket.registry import LibraryError
+from opmarket.sdk._setup import compiler
 
 __all__ = ["build_shim"]
-
-
-def _compiler() -> list[str]:
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shlex.split(str(cc))
 
 
 def build_shim(
@@ -40,7 +35,7 @@ def build_shim(
         for header in sorted(Path(folder).rglob("*.h")):
             if "opmarket" in header.parts or "ffi" in header.parts:
                 digest.update(header.read_bytes())
-    for part in (*key, *_compiler(), *flags):
+    for part in (*key, *compiler("c"), *flags):
         digest.update(part.encode())
     target = _registry.cache_dir() / "bridges" / f"{name}-{digest.hexdigest()[:16]}.so"
     if target.is_file():
@@ -53,7 +48,7 @@ def build_shim(
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{name}-", suffix=".so")
     os.close(fd)
     command = [
-        *_compiler(),
+        *compiler("c"),
         "-shared",
         "-fPIC",
         "-O2",

@@ -174,6 +174,6 @@ def bridge_include() -> str:
 
 def cache_dir() -> Path:
     """opmarket's cache folder (``$OPMARKET_CACHE_DIR``, else the user's cache)."""
-    from opmarket.registry._discovery import cache_dir as opm_cache_dir  # internal
+    from opmarket.sdk._files import cache_dir as opm_cache_dir  # internal
 
     return opm_cache_dir()

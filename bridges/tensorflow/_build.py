@@ -10,14 +10,15 @@ import hashlib
 import os
 import shlex
 import subprocess
-import sysconfig
 import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
 
 from opmarket.sdk import get_include
-from opmarket.tensorflow._plumbing import BridgeError, cache_dir
+from opmarket.sdk._files import cache_dir
+from opmarket.sdk._setup import compiler
+from opmarket.tensorflow._plumbing import BridgeError
 
 __all__ = ["SLOTS", "shim"]
 
@@ -84,11 +85,6 @@ def _tf_flags() -> tuple[list[str], list[str], str]:
     )
 
 
-def _compiler() -> list[str]:
-    cxx = os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++"
-    return shlex.split(str(cxx))
-
-
 def _build(target: Path, source: str, cflags: list[str], ldflags: list[str]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     lib_dirs = [f[2:] for f in ldflags if f.startswith("-L")]
@@ -97,7 +93,7 @@ def _build(target: Path, source: str, cflags: list[str], ldflags: list[str]) -> 
         src.write_text(source)
         out = Path(tmp, target.name)
         cmd = [
-            *_compiler(),
+            *compiler("c++"),
             *cflags,
             "-O2",
             "-fPIC",

@@ -7,10 +7,8 @@ Nothing here imports a framework; it could move to a shared bridge package uncha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +32,6 @@ __all__ = [
     "BridgeError",
     "KernelPlan",
     "bridged_ops",
-    "cache_dir",
     "default_attrs",
     "is_native",
     "kernel_plan",
@@ -52,16 +49,6 @@ NATIVE_PRIORITY_BOOST = 1000
 class BridgeError(OpmarketError, RuntimeError):
     """A framework bridge cannot do what was asked: a clash with the framework's own ops,
     a shim that does not build, a kernel the framework cannot host."""
-
-
-def cache_dir() -> Path:
-    """opmarket's cache folder: ``$OPMARKET_CACHE_DIR``, else ``$XDG_CACHE_HOME/opmarket``,
-    else ``~/.cache/opmarket`` (the registry's rule)."""
-    explicit = os.environ.get("OPMARKET_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg or Path.home() / ".cache", "opmarket")
 
 
 def bridged_ops(registry: Registry | None = None) -> tuple[list[OpDef], list[OpDef]]:

@@ -47,7 +47,12 @@ def python(script: str, cache: Path, *args: str, **env: str) -> subprocess.Popen
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "XDG_CACHE_HOME": str(cache), **env},
+        # The cache folder's rule: $OPMARKET_CACHE_DIR first, else $XDG_CACHE_HOME/opmarket.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "OPMARKET_CACHE_DIR"},
+            "XDG_CACHE_HOME": str(cache),
+            **env,
+        },
     )
 
 
