@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from opmarket._bridge import _registry
+from opmarket._bridge._shapes import output_shapes
 from opmarket.sdk import (
     AttrDef,
     DType,
     GradientOp,
-    InferenceContext,
     InvalidArgumentError,
     NotFoundError,
     OpDef,
@@ -209,23 +209,16 @@ class BridgeOp:
 
         InvalidArgumentError when the op has no shape function or an output's shape depends on
         the input values (unless ``allow_unknown``: such dims are then None)."""
-        spec = _registry.registry().shape_fn(self.name)
-        if spec is None:
+        found = output_shapes(self.op_def, [tuple(s) for s in shapes], attrs)
+        if found is None:
             raise InvalidArgumentError(
                 f"{self.name} has no shape function, so its output shapes are unknown until "
                 "it runs: it cannot be traced (jax.jit, torch.compile); register one with "
                 "@shape_fn"
             )
-        c = InferenceContext(
-            self.op_def, [tuple(s) for s in shapes], attrs, num_outputs=len(self.op_def.outputs)
-        )
-        try:
-            spec.fn(c)
-        except InvalidArgumentError as exc:
-            raise InvalidArgumentError(f"{self.name}: {exc}") from None
         result = []
         for arg, shape, dtype in zip(
-            self.op_def.outputs, c.finish(), self.output_dtypes(attrs), strict=True
+            self.op_def.outputs, found, self.output_dtypes(attrs), strict=True
         ):
             if shape is None or any(d is None for d in shape):
                 if not allow_unknown:

@@ -6,23 +6,22 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from opmarket._bridge._shapes import output_shapes
 from opmarket.litert import _capi
 from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
-    InferenceContext,
     InvalidArgumentError,
     KernelSpec,
     NotFoundError,
     OpDef,
     OpmarketError,
-    Shape,
     as_dtype,
 )
 
@@ -104,18 +103,6 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
     return attrs
 
 
-def _output_shapes(
-    op: OpDef, shapes: Sequence[Shape], attrs: Mapping[str, Any]
-) -> list[Shape] | None:
-    """The op's shape function on static input shapes (None without one)."""
-    spec = get_registry().shape_fn(op.name)
-    if spec is None:
-        return None
-    c = InferenceContext(op, list(shapes), attrs, num_outputs=len(op.outputs))
-    spec.fn(c)
-    return c.finish()
-
-
 @dataclass
 class _CustomOp:
     """One custom op's LiteRT kernel: its callbacks call opmarket's dispatch."""
@@ -146,7 +133,7 @@ class _CustomOp:
             shapes = [
                 tuple(int(d) for d in inputs[i].dimensions[: inputs[i].rank]) for i in range(n_in)
             ]
-            out = _output_shapes(self.op, shapes, self.attrs)
+            out = output_shapes(self.op, shapes, self.attrs)
             if out is None or len(out) != n_out or any(s is None or None in s for s in out):
                 raise InvalidArgumentError(
                     f"{self.op.name}: its shape function does not give "

@@ -7,16 +7,17 @@ Nothing here imports a framework; it could move to a shared bridge package uncha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from opmarket._bridge._registry import native_handle
+from opmarket._bridge._shapes import num_outputs, output_shapes
 from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
-    InferenceContext,
     InvalidArgumentError,
     KernelSpec,
     OpDef,
@@ -118,46 +119,10 @@ def default_attrs(op: OpDef) -> dict[str, Any]:
     return {a.name: a.default for a in op.attrs if a.default is not None}
 
 
-def num_outputs(op: OpDef, attrs: Mapping[str, Any]) -> list[int]:
-    """How many tensors each output argument has under ``attrs`` (1 unless a list)."""
-    counts = []
-    for arg in op.outputs:
-        if arg.number_attr:
-            counts.append(int(attrs[arg.number_attr]))
-        elif arg.type_list_attr:
-            counts.append(len(attrs[arg.type_list_attr]))
-        else:
-            counts.append(1)
-    return counts
-
-
-def output_shapes(
-    registry: Registry, op: OpDef, shapes: Sequence[Shape], attrs: Mapping[str, Any]
-) -> list[Shape] | None:
-    """The op's shape function run on static input shapes (None: unknown rank, None dims:
-    unknown); None when the op has none. Its InvalidArgumentError is raised with the op name."""
-    spec = registry.shape_fn(op.name)
-    if spec is None:
-        return None
-    c = InferenceContext(op, list(shapes), attrs, num_outputs=sum(num_outputs(op, attrs)))
-    try:
-        spec.fn(c)
-    except InvalidArgumentError as exc:
-        message = str(exc)
-        if not message.startswith(op.name):
-            message = f"{op.name}: {message}"
-        raise InvalidArgumentError(message) from None
-    return c.finish()
-
-
 def is_native(spec: KernelSpec) -> bool:
     """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
     runs with no Python)."""
-    try:
-        from opmarket.registry import native_kernel_handle
-    except ImportError:  # an opmarket without the bridge interface
-        return False
-    return native_kernel_handle(spec) is not None
+    return native_handle(spec) is not None
 
 
 @dataclass(frozen=True)

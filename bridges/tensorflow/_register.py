@@ -140,7 +140,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
                     continue
             complete = False
         try:
-            out = output_shapes(get_registry(), op, shapes, attrs)
+            out = output_shapes(op, shapes, attrs)
         except (InvalidArgumentError, KeyError, TypeError, IndexError) as exc:
             if complete:
                 _status_fail(status, _TF_INVALID_ARGUMENT, str(exc))

@@ -96,9 +96,7 @@ def test_static_shapes_are_opmarket_shape_inference(
     full = {a.name: a.default for a in op_def.attrs if a.default is not None}
     full.update({k: normalize_attr(op_def, k, v) for k, v in attrs.items()})
     full["T"] = normalize_attr(op_def, "T", dtype)
-    (want,) = output_shapes(
-        get_registry(), op_def, [None if spec is None else tuple(spec)], full
-    ) or [None]
+    (want,) = output_shapes(op_def, [None if spec is None else tuple(spec)], full) or [None]
     got = out.shape.as_list() if out.shape.rank is not None else None
     assert got == (list(want) if want is not None else None)
     if spec is not None and None in spec:
