@@ -1,89 +1,139 @@
-"""What plugin authors use: the op spec language, dtypes, the OpDef model and its formats."""
+"""What plugin authors use: the op spec language, dtypes, the OpDef model and its formats.
 
-from typing import Any
+Names are imported on first use (as in ``opmarket.registry``): a plugin that imports
+``op``, ``kernel`` and ``hookimpl`` does not pay for the text format readers, the CUDA
+loader or the inline compiler it never calls.
+"""
 
-from opmarket.sdk._builder import OpBuilder, finalize_op, op
-from opmarket.sdk._canonical import Document
-from opmarket.sdk._cuda import (
-    CudaBuildError,
-    CudaLibrary,
-    build_cuda_library,
-    find_nvcc,
-    load_cuda_library,
-)
-from opmarket.sdk._custom_call import CustomCallTarget, custom_call, custom_call_target
-from opmarket.sdk._documents import (
-    opset_from_json,
-    opset_to_json,
-    parse_document,
-    read_document,
-    read_opset,
-    render_document,
-)
-from opmarket.sdk._dtypes import (
-    NUMBER_TYPES,
-    QUANTIZED_TYPES,
-    REAL_NUMBER_TYPES,
-    DType,
-    as_dtype,
-)
-from opmarket.sdk._errors import (
-    DocumentError,
-    InvalidArgumentError,
-    InvalidDeclarationError,
-    InvalidOpDefError,
-    NotFoundError,
-    OpmarketError,
-    Problem,
-    UnknownDTypeError,
-)
-from opmarket.sdk._gradients import (
-    GradientOp,
-    GradientSpec,
-    not_differentiable,
-    register_gradient,
-)
-from opmarket.sdk._hookspecs import hookimpl
-from opmarket.sdk._inline import InlineBuildError, load, load_inline
-from opmarket.sdk._kernel import DEVICES, Kernel, KernelSpec, kernel
-from opmarket.sdk._native import get_include, library_declarations
-from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType, Deprecation, OpDef, snake_case
-from opmarket.sdk._opset import KernelDef, OpSet
-from opmarket.sdk._reference import (
-    InputGeneratorSpec,
-    ReferenceSpec,
-    input_generator,
-    reference,
-)
-from opmarket.sdk._setup import library_setup
-from opmarket.sdk._shape_inference import (
-    Dim,
-    InferenceContext,
-    Shape,
-    ShapeFn,
-    ShapeFnSpec,
-    broadcast_shape,
-    broadcasting,
-    format_shape,
-    infer_error,
-    infer_ok,
-    merge_all_inputs,
-    parse_shape,
-    scalar_shape,
-    shape_fn,
-    unchanged,
-    unknown_shape,
-)
-from opmarket.sdk._textformat import opdefs_from_pbtxt, opdefs_to_pbtxt
-from opmarket.sdk._threads import intra_op_threads, set_intra_op_threads
-from opmarket.sdk._validate import check_attr_value, is_valid_op_name, validate_opdef
-from opmarket.sdk._values import (
-    FullType,
-    FuncValue,
-    TaggedValue,
-    TensorShape,
-    TensorValue,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opmarket._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from opmarket.sdk._builder import (
+        OpBuilder,
+        finalize_op,
+        op,
+    )
+    from opmarket.sdk._canonical import Document
+    from opmarket.sdk._cuda import (
+        CudaBuildError,
+        CudaLibrary,
+        build_cuda_library,
+        find_nvcc,
+        load_cuda_library,
+    )
+    from opmarket.sdk._custom_call import (
+        CustomCallTarget,
+        custom_call,
+        custom_call_target,
+    )
+    from opmarket.sdk._documents import (
+        opset_from_json,
+        opset_to_json,
+        parse_document,
+        read_document,
+        read_opset,
+        render_document,
+    )
+    from opmarket.sdk._dtypes import (
+        NUMBER_TYPES,
+        QUANTIZED_TYPES,
+        REAL_NUMBER_TYPES,
+        DType,
+        as_dtype,
+    )
+    from opmarket.sdk._errors import (
+        DocumentError,
+        InvalidArgumentError,
+        InvalidDeclarationError,
+        InvalidOpDefError,
+        NotFoundError,
+        OpmarketError,
+        Problem,
+        UnknownDTypeError,
+    )
+    from opmarket.sdk._gradients import (
+        GradientOp,
+        GradientSpec,
+        not_differentiable,
+        register_gradient,
+    )
+    from opmarket.sdk._hookspecs import hookimpl
+    from opmarket.sdk._inline import (
+        InlineBuildError,
+        load,
+        load_inline,
+    )
+    from opmarket.sdk._kernel import (
+        DEVICES,
+        Kernel,
+        KernelSpec,
+        kernel,
+    )
+    from opmarket.sdk._native import (
+        get_include,
+        library_declarations,
+    )
+    from opmarket.sdk._opdef import (
+        ArgDef,
+        AttrDef,
+        AttrType,
+        Deprecation,
+        OpDef,
+        snake_case,
+    )
+    from opmarket.sdk._opset import (
+        KernelDef,
+        OpSet,
+    )
+    from opmarket.sdk._reference import (
+        InputGeneratorSpec,
+        ReferenceSpec,
+        input_generator,
+        reference,
+    )
+    from opmarket.sdk._setup import library_setup
+    from opmarket.sdk._shape_inference import (
+        Dim,
+        InferenceContext,
+        Shape,
+        ShapeFn,
+        ShapeFnSpec,
+        broadcast_shape,
+        broadcasting,
+        format_shape,
+        infer_error,
+        infer_ok,
+        merge_all_inputs,
+        parse_shape,
+        scalar_shape,
+        shape_fn,
+        unchanged,
+        unknown_shape,
+    )
+    from opmarket.sdk._textformat import (
+        opdefs_from_pbtxt,
+        opdefs_to_pbtxt,
+    )
+    from opmarket.sdk._threads import (
+        intra_op_threads,
+        set_intra_op_threads,
+    )
+    from opmarket.sdk._validate import (
+        check_attr_value,
+        is_valid_op_name,
+        validate_opdef,
+    )
+    from opmarket.sdk._values import (
+        FullType,
+        FuncValue,
+        TaggedValue,
+        TensorShape,
+        TensorValue,
+    )
 
 __all__ = [
     "DEVICES",
@@ -174,24 +224,102 @@ __all__ = [
     "validate_opdef",
 ]
 
-#: Old public names (opmarket 0.1): still there, with a DeprecationWarning, until 1.0.
-_DEPRECATED = {
-    "InvalidArgument": "InvalidArgumentError",
-    "InvalidOpDef": "InvalidOpDefError",
-    "NotFound": "NotFoundError",
-    "UnknownDType": "UnknownDTypeError",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _DEPRECATED:
-        import warnings
-
-        new = _DEPRECATED[name]
-        warnings.warn(
-            f"opmarket.sdk.{name} is deprecated; use opmarket.sdk.{new}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new]
-    raise AttributeError(f"module 'opmarket.sdk' has no attribute {name!r}")
+# name -> the module that defines it (imported when the name is first read); the old public
+# names (opmarket 0.1) still resolve, with a DeprecationWarning, until 1.0.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ArgDef": "opmarket.sdk._opdef",
+        "as_dtype": "opmarket.sdk._dtypes",
+        "AttrDef": "opmarket.sdk._opdef",
+        "AttrType": "opmarket.sdk._opdef",
+        "broadcast_shape": "opmarket.sdk._shape_inference",
+        "broadcasting": "opmarket.sdk._shape_inference",
+        "build_cuda_library": "opmarket.sdk._cuda",
+        "check_attr_value": "opmarket.sdk._validate",
+        "CudaBuildError": "opmarket.sdk._cuda",
+        "CudaLibrary": "opmarket.sdk._cuda",
+        "custom_call": "opmarket.sdk._custom_call",
+        "custom_call_target": "opmarket.sdk._custom_call",
+        "CustomCallTarget": "opmarket.sdk._custom_call",
+        "Deprecation": "opmarket.sdk._opdef",
+        "DEVICES": "opmarket.sdk._kernel",
+        "Dim": "opmarket.sdk._shape_inference",
+        "Document": "opmarket.sdk._canonical",
+        "DocumentError": "opmarket.sdk._errors",
+        "DType": "opmarket.sdk._dtypes",
+        "finalize_op": "opmarket.sdk._builder",
+        "find_nvcc": "opmarket.sdk._cuda",
+        "format_shape": "opmarket.sdk._shape_inference",
+        "FullType": "opmarket.sdk._values",
+        "FuncValue": "opmarket.sdk._values",
+        "get_include": "opmarket.sdk._native",
+        "GradientOp": "opmarket.sdk._gradients",
+        "GradientSpec": "opmarket.sdk._gradients",
+        "hookimpl": "opmarket.sdk._hookspecs",
+        "infer_error": "opmarket.sdk._shape_inference",
+        "infer_ok": "opmarket.sdk._shape_inference",
+        "InferenceContext": "opmarket.sdk._shape_inference",
+        "InlineBuildError": "opmarket.sdk._inline",
+        "input_generator": "opmarket.sdk._reference",
+        "InputGeneratorSpec": "opmarket.sdk._reference",
+        "intra_op_threads": "opmarket.sdk._threads",
+        "InvalidArgumentError": "opmarket.sdk._errors",
+        "InvalidDeclarationError": "opmarket.sdk._errors",
+        "InvalidOpDefError": "opmarket.sdk._errors",
+        "is_valid_op_name": "opmarket.sdk._validate",
+        "Kernel": "opmarket.sdk._kernel",
+        "kernel": "opmarket.sdk._kernel",
+        "KernelDef": "opmarket.sdk._opset",
+        "KernelSpec": "opmarket.sdk._kernel",
+        "library_declarations": "opmarket.sdk._native",
+        "library_setup": "opmarket.sdk._setup",
+        "load": "opmarket.sdk._inline",
+        "load_cuda_library": "opmarket.sdk._cuda",
+        "load_inline": "opmarket.sdk._inline",
+        "merge_all_inputs": "opmarket.sdk._shape_inference",
+        "not_differentiable": "opmarket.sdk._gradients",
+        "NotFoundError": "opmarket.sdk._errors",
+        "NUMBER_TYPES": "opmarket.sdk._dtypes",
+        "op": "opmarket.sdk._builder",
+        "OpBuilder": "opmarket.sdk._builder",
+        "OpDef": "opmarket.sdk._opdef",
+        "opdefs_from_pbtxt": "opmarket.sdk._textformat",
+        "opdefs_to_pbtxt": "opmarket.sdk._textformat",
+        "OpmarketError": "opmarket.sdk._errors",
+        "OpSet": "opmarket.sdk._opset",
+        "opset_from_json": "opmarket.sdk._documents",
+        "opset_to_json": "opmarket.sdk._documents",
+        "parse_document": "opmarket.sdk._documents",
+        "parse_shape": "opmarket.sdk._shape_inference",
+        "Problem": "opmarket.sdk._errors",
+        "QUANTIZED_TYPES": "opmarket.sdk._dtypes",
+        "read_document": "opmarket.sdk._documents",
+        "read_opset": "opmarket.sdk._documents",
+        "REAL_NUMBER_TYPES": "opmarket.sdk._dtypes",
+        "reference": "opmarket.sdk._reference",
+        "ReferenceSpec": "opmarket.sdk._reference",
+        "register_gradient": "opmarket.sdk._gradients",
+        "render_document": "opmarket.sdk._documents",
+        "scalar_shape": "opmarket.sdk._shape_inference",
+        "set_intra_op_threads": "opmarket.sdk._threads",
+        "Shape": "opmarket.sdk._shape_inference",
+        "shape_fn": "opmarket.sdk._shape_inference",
+        "ShapeFn": "opmarket.sdk._shape_inference",
+        "ShapeFnSpec": "opmarket.sdk._shape_inference",
+        "snake_case": "opmarket.sdk._opdef",
+        "TaggedValue": "opmarket.sdk._values",
+        "TensorShape": "opmarket.sdk._values",
+        "TensorValue": "opmarket.sdk._values",
+        "unchanged": "opmarket.sdk._shape_inference",
+        "unknown_shape": "opmarket.sdk._shape_inference",
+        "UnknownDTypeError": "opmarket.sdk._errors",
+        "validate_opdef": "opmarket.sdk._validate",
+    },
+    deprecated={
+        "InvalidArgument": "InvalidArgumentError",
+        "InvalidOpDef": "InvalidOpDefError",
+        "NotFound": "NotFoundError",
+        "UnknownDType": "UnknownDTypeError",
+    },
+)
