@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import UsageError, write_output
+from opmarket._usage import UsageError, check_index_url, write_output
 
 __all__ = ["main", "snapshot"]
 
@@ -59,6 +59,7 @@ FAIL_ON = ("breaking", "version", "never")  # compat._report.FAIL_ON, the same w
 @click.option(
     "--index-url",
     metavar="URL",
+    callback=check_index_url,
     help="Package index (simple API) to fetch NAME==VERSION sources from.",
 )
 @click.option(

@@ -30,7 +30,7 @@ from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from opmarket._usage import EXIT_PROBLEM, UsageError
+from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
 from opmarket.registry._machine import Machine
 
 __all__ = ["Choice", "IndexFile", "choose_extra", "install", "newest_wheel", "project_files"]
@@ -203,6 +203,7 @@ def wheel_extras(wheel: IndexFile) -> list[str]:
 @click.option(
     "--index-url",
     metavar="URL",
+    callback=check_index_url,
     help="The simple index to install from (default: $PIP_INDEX_URL, else PyPI).",
 )
 @click.option("--dry-run", is_flag=True, help="Choose and show pip's plan; install nothing.")
@@ -221,6 +222,8 @@ def install(name: str, index_url: str | None, dry_run: bool) -> None:
     from opmarket.registry._machine import machine_facts
 
     index = index_url or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
+    if index_url is None:
+        check_index_url(None, "$PIP_INDEX_URL", index)
     wheel = newest_wheel(project_files(index, name))
     if wheel is None:
         raise UsageError(f"{name!r}: no wheel for this Python and platform on {index}")

@@ -189,3 +189,28 @@ def test_every_module_imports_on_its_own() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "url", "why"),
+    [
+        (["install", "opm-x"], "http://[::1", "is not a URL: Invalid IPv6 URL"),
+        (["status", "opm-x==1.0"], "http://host:port/", "is not a URL: Port could not"),
+        (["install", "opm-x"], "ftp://host/simple/", "is not the URL of an index"),
+        (["compat-check", "a==1", "b==2"], "simple/", "is not the URL of an index"),
+    ],
+)
+def test_an_index_url_that_is_no_url_is_one_line_and_exit_2(
+    command: list[str], url: str, why: str
+) -> None:
+    program = command[0] if command[0] == "compat-check" else "opmarket"
+    args = command[1:] if program == "compat-check" else command
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / program), *args, "--index-url", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"{program}: error: --index-url: {url!r} {why}"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback

@@ -17,7 +17,7 @@ import click
 if TYPE_CHECKING:
     from packaging.version import Version
 
-from opmarket._usage import EXIT_PROBLEM, UsageError
+from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
 
 __all__ = ["EXIT_PENDING", "host", "status"]
 
@@ -79,7 +79,12 @@ def _files(base: str, project: str) -> list[dict[str, Any]] | None:
 
 @click.command()
 @click.argument("requirement", metavar="NAME==VERSION")
-@click.option("--index-url", required=True, help="The index, e.g. http://host:8000/simple/.")
+@click.option(
+    "--index-url",
+    required=True,
+    callback=check_index_url,
+    help="The index, e.g. http://host:8000/simple/.",
+)
 @click.option("--wait", is_flag=True, help="Wait until every file of the release is decided.")
 @click.option("--timeout", type=float, default=3600.0, help="Longest --wait, in seconds.")
 def status(requirement: str, index_url: str, wait: bool, timeout: float) -> None:

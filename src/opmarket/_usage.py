@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-__all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "write_output"]
+__all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "check_index_url", "write_output"]
 
 #: The command found a problem in its input (invalid ops, breaking changes, a rejected wheel).
 EXIT_PROBLEM = 1
@@ -36,6 +36,32 @@ class UsageError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"{self.prog}: error: {self.format_message()}", err=True)
+
+
+def check_index_url(_ctx: Any, param: Any, value: str | None) -> str | None:
+    """A click callback for ``--index-url``: the URL as given when it is ``http(s)://HOST...``
+    or ``file://...``, else a UsageError that says so (urllib's own errors for such a URL
+    are tracebacks). ``param`` may be a label instead (``"$PIP_INDEX_URL"``)."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    if isinstance(param, str):
+        name = param
+    else:
+        name = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "URL"
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname if parts.scheme in ("http", "https") else "-"
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError as exc:
+        raise UsageError(f"{name}: {value!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https", "file") or not (host or parts.path):
+        raise UsageError(
+            f"{name}: {value!r} is not the URL of an index: give http://HOST/..., "
+            "https://HOST/... or file:///PATH/"
+        )
+    return value
 
 
 def write_output(text: str, output: Path | None) -> None:
