@@ -11,6 +11,8 @@ Debian's ``postgresql`` package started here, as tests/web/postgres.py starts it
 - ``/``: the catalog's first HTML page, the same way (and pages at random offsets, which
   OFFSET makes slower the deeper they are);
 - package page: ``/project/<name>/`` (HTML) of random projects, the same way;
+- a crawler's deep pages of ``/api/packages?limit=50``: at random offsets, and by cursor
+  (``after=`` a name at a random depth), the same way;
 - simple page: ``/simple/<name>/`` of random projects with wrk (2 threads, 16 connections).
 
 It prints the query plans of the search's SQL (EXPLAIN) to show the indexes in use. The last
@@ -201,6 +203,32 @@ def measure(kind: str, url: str, projects: int, args: argparse.Namespace, work: 
             f" ms; / p99 {p99(home):.1f} ms; /?page=random p99 {p99(deep):.1f} ms; "
             f"package page p99 {p99(package):.1f} ms "
             f"({args.requests} requests each)",
+            flush=True,
+        )
+        # A crawler's deep pages of the JSON API: by offset, and by cursor (after=) from
+        # names at random depths (found untimed, by offset).
+        api_offset = latencies(
+            port,
+            [
+                f"/api/packages?limit=50&offset={rng.randint(0, max(projects - 50, 0))}"
+                for _ in range(args.requests)
+            ],
+        )
+        cursors = [
+            page["packages"][0]["normalized"]
+            for page in (
+                _json(port, f"/api/packages?limit=1&offset={rng.randint(0, projects - 1)}")
+                for _ in range(20)
+            )
+            if page["packages"]
+        ]
+        api_cursor = latencies(
+            port,
+            [f"/api/packages?limit=50&after={rng.choice(cursors)}" for _ in range(args.requests)],
+        )
+        print(
+            f"{kind}: API page at a random depth p99 {p99(api_offset):.1f} ms by offset, "
+            f"{p99(api_cursor):.1f} ms by cursor (after=) ({args.requests} requests each)",
             flush=True,
         )
         rps, simple_p99 = wrk(f"http://127.0.0.1:{port}", names, "", args.duration, work)

@@ -41,6 +41,7 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
     compute_capability: Annotated[
         str, Query(description="e.g. 8.6: has device code that runs on such a GPU")
     ] = "",
+    after: Annotated[str, Query(description="a cursor: the next_after of the previous page")] = "",
 ) -> SearchResult:
     try:
         return search_packages(
@@ -53,6 +54,7 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
             limit=limit,
             cuda=cuda,
             compute_capability=compute_capability,
+            after=after,
         )
     except SearchError as exc:
         raise HTTPError(400, "bad-query", str(exc)) from None

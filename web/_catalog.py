@@ -153,6 +153,9 @@ class SearchResult(BaseModel):
     # True when total is a lower bound: a search that combines filters (q with device,
     # dtype or status, say) stops counting at 1,000 matches.
     capped: bool = False
+    # The cursor of the next page (pass it as ``after``): the last package's normalized
+    # name when this page is full, else None (this page is the last).
+    next_after: str | None = None
 
 
 def search_packages(
@@ -167,13 +170,16 @@ def search_packages(
     limit: int = 100,
     cuda: str = "",
     compute_capability: str = "",
+    after: str = "",
 ) -> SearchResult:
     """Packages whose name, summary or ops have words starting with the words of ``q``,
     whose latest file has kernels for ``device`` and ``dtype`` and has ``status`` (every
     filter optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
-    of them from ``offset``, all in SQL (opmarket.web._queries). SearchError when a filter
+    of them from ``offset`` (after the cursor ``after``, a normalized name, when given: see
+    ``next_after``), all in SQL (opmarket.web._queries). SearchError when a filter
     is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
-    for field, value in (("q", q), ("device", device), ("dtype", dtype), ("status", status)):
+    fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
+    for field, value in fields:
         if len(value) > MAX_QUERY:
             raise SearchError(
                 f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
@@ -183,12 +189,16 @@ def search_packages(
     gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
         where = [*where, gpu_match]
-    page = search(session, q, device, dtype, status, where=where, offset=offset, limit=limit)
+    page = search(
+        session, q, device, dtype, status, where=where, offset=offset, limit=limit, after=after
+    )
+    full = len(page.rows) == limit
     return SearchResult(
         total=page.total,
         offset=offset,
         packages=[_summary(r) for r in page.rows],
         capped=page.capped,
+        next_after=page.rows[-1].normalized if full and page.rows else None,
     )
 
 

@@ -213,8 +213,12 @@ def search(
     where: Iterable[ColumnElement[bool]] = (),
     offset: int = 0,
     limit: int = 100,
+    after: str = "",
 ) -> Page:
-    """Projects matching every given filter, by normalized name, ``limit`` from ``offset``.
+    """Projects matching every given filter, by normalized name, ``limit`` from ``offset``
+    among those whose normalized name sorts after ``after`` (a cursor: the last name of the
+    previous page reads the next one through the name index, however deep; ``total``
+    counts every match, before the cursor).
 
     ``where`` takes more predicates on :class:`ProjectSummary` (e.g. ``S.project_id.in_(
     select(...))`` over another table): the place for filters this module does not know.
@@ -259,6 +263,8 @@ def search(
         predicates.append(_text_match(dialect, words, scan=scan))
     if kernels:
         predicates.append(_kernel_match(device, dtype, per_row=scan))
+    if after:
+        predicates.append(S.normalized > after)
     query = select(S).where(*predicates).order_by(S.normalized).offset(offset).limit(limit)
     return Page(total, list(session.scalars(query).all()), capped)
 

@@ -49,6 +49,17 @@ def test_search_pages(catalog: Market) -> None:
     assert second["total"] == everything["total"]
     assert [p["normalized"] for p in second["packages"]] == names[1:2]
     assert catalog.get("/api/packages?limit=0")[0] == 422
+    # Cursor paging walks the same names as offset paging, one page at a time.
+    walked: list[str] = []
+    after = ""
+    while True:
+        page = catalog.json(f"/api/packages?q=opm-&limit=1&after={after}")
+        assert page["total"] == everything["total"]
+        walked += [p["normalized"] for p in page["packages"]]
+        if page["next_after"] is None:
+            break
+        after = page["next_after"]
+    assert walked == names
     # Past any SQL integer, or not a digit 0-9: a clear 400, not a server error.
     status, _, body = catalog.get(f"/api/packages?offset={10**30}")
     assert status == 400 and b"the listing ends at" in body, body
