@@ -10,7 +10,9 @@ not ELF, or whose section headers were stripped away (``sstrip``), has nothing h
 
 The index reads uploaded libraries with it, so it trusts no number in the file: every read
 lies inside the file, only the first section of each kind (or name) is read (a linker
-writes one), and a name is at most 64 KiB long. Its work is then linear in the file's size.
+writes one), a name is at most 64 KiB long, each name is decoded once, and the names
+decoded from a table add up to at most four times its size (entries pointing again and
+again into one long name are a bad file). Its work is then linear in the file's size.
 """
 
 from __future__ import annotations
@@ -80,21 +82,26 @@ def read_library(path: Path, sections: tuple[str, ...] = ()) -> Library:
             dynamic = _with_strings(f, headers, _SHT_DYNAMIC)
             if dynamic is not None:
                 strings, table = dynamic
+                name_at = _Names(strings)
                 entry = struct.Struct(order + _DYN[klass])
+                done: set[tuple[int, int]] = set()  # an entry repeated adds nothing
                 for offset in range(0, len(table) - entry.size + 1, entry.size):
                     tag, value = entry.unpack_from(table, offset)
                     if tag == 0:  # DT_NULL ends the table
                         break
+                    if (tag, value) in done:
+                        continue
+                    done.add((tag, value))
                     if tag == _DT_NEEDED:
-                        needed.append(_name(strings, value))
+                        needed.append(name_at(value))
                     elif tag in (_DT_RPATH, _DT_RUNPATH):
-                        runpath.extend(p for p in _name(strings, value).split(":") if p)
+                        runpath.extend(p for p in name_at(value).split(":") if p)
             named: dict[str, bytes] = {}
             if sections and shstrndx < len(headers):
                 names_sh = headers[shstrndx]
-                names = _exact(f, names_sh[_SH_SIZE], names_sh[_SH_OFFSET])
+                names = _Names(_exact(f, names_sh[_SH_SIZE], names_sh[_SH_OFFSET]))
                 for sh in headers:
-                    name = _name(names, sh[_SH_NAME]) if sh[_SH_NAME] < len(names) else ""
+                    name = names(sh[_SH_NAME]) if sh[_SH_NAME] < len(names.strings) else ""
                     if name in sections and name not in named:
                         named[name] = _exact(f, sh[_SH_SIZE], sh[_SH_OFFSET])
             return Library(tuple(needed), tuple(runpath), named)
@@ -143,10 +150,27 @@ def _with_strings(
     return _exact(f, strtab[_SH_SIZE], strtab[_SH_OFFSET]), _exact(f, sh[_SH_SIZE], sh[_SH_OFFSET])
 
 
-def _name(strings: bytes, start: int) -> str:
-    """The NUL-terminated name at ``start`` (ValueError past :data:`_MAX_NAME` bytes)."""
-    end = strings.index(b"\0", start, start + _MAX_NAME)
-    return strings[start:end].decode("utf-8", "replace")
+class _Names:
+    """The NUL-terminated names of one string table, each decoded once; ValueError for a
+    name past :data:`_MAX_NAME` bytes, or once the names decoded add up to more than four
+    times the table (a linker's names do not overlap much; a hostile file can point
+    thousands of entries at one long name)."""
+
+    def __init__(self, strings: bytes) -> None:
+        self.strings = strings
+        self.budget = 4 * len(strings) + _MAX_NAME
+        self.seen: dict[int, str] = {}
+
+    def __call__(self, start: int) -> str:
+        found = self.seen.get(start)
+        if found is not None:
+            return found
+        end = self.strings.index(b"\0", start, start + _MAX_NAME)
+        self.budget -= end - start + 1
+        if self.budget < 0:
+            raise ValueError("string table names overlap past any linker's")
+        name = self.seen[start] = self.strings[start:end].decode("utf-8", "replace")
+        return name
 
 
 def _read(f: BinaryIO) -> frozenset[str]:
@@ -161,6 +185,7 @@ def _read(f: BinaryIO) -> frozenset[str]:
     if dynsym is None:
         return frozenset()
     strings, symbols = dynsym
+    name_of = _Names(strings)
     for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
         entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
         if (
@@ -169,7 +194,7 @@ def _read(f: BinaryIO) -> frozenset[str]:
             or entry[other_at] & 3 not in _VISIBLE
         ):
             continue
-        names.add(_name(strings, entry[name_at]))
+        names.add(name_of(entry[name_at]))
     return frozenset(names)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.registry._elf import needed_libraries
+from opmarket.registry._elf import needed_libraries, read_library
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.web._gpu import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
 from opmarket.web._gpu_tools import cuobjdump_path
@@ -508,6 +508,24 @@ def test_the_elf_reader_trusts_no_number_in_an_uploaded_library(tmp_path: Path) 
         )
     )
     assert needed_libraries(twice) == ("liba.so",)
+    # Thousands of entries into one 60 KB name: each name is decoded once, and names that
+    # overlap past four times their table are a bad file (was about 1 GB of strings).
+    long_name = b"ab:" * 20_000 + b"\0"
+    for offsets in ([0] * 20_000, range(0, 20_000 * 3, 3)):
+        table = b"".join(struct.pack("<qQ", 1, o) for o in offsets)
+        bomb = tmp_path / "bomb.so"
+        bomb.write_bytes(
+            _elf64(
+                [
+                    null,
+                    (0, 3, 0, 0, 64, len(long_name), 0, 0, 0, 0),
+                    (0, 6, 0, 0, 64 + len(long_name), len(table), 1, 0, 0, 0),
+                ],
+                long_name + table,
+            )
+        )
+        found = read_library(bomb)
+        assert sum(map(len, found.needed)) <= 4 * len(long_name) + 64 * 1024
 
 
 def test_a_wheel_of_more_libraries_than_the_index_reads_is_refused_at_once(
