@@ -9,19 +9,23 @@ for the GPU: each GPU kernel becomes ``passed`` or ``failed`` with the harness's
 The file's own status and its CPU verdicts stay as upload validation left them.
 
 A file is taken by turning its ``gpu: not run`` rows into ``gpu: running`` in one UPDATE,
-so two GPU workers never take the same file. The taken rows' message says when (``taken
-at 2026-11-25T12:00:00Z``): that is the lease. A file whose rows
-have been ``gpu: running`` longer than :func:`lease_s` (its worker was killed, or its
-machine lost) is taken again by the next worker that looks. Only :func:`run_gpu_file`
-needs a GPU; what finds work and records verdicts runs (and is tested) anywhere.
+so two GPU workers never take the same file. The taken rows' message is the lease: when it
+was taken or last renewed, and the claim's own token (``taken at 2026-11-25T12:00:00Z
+(claim 3f9c...)``). The worker renews it every third of :data:`LEASE_S` while the file runs;
+a file whose lease ran out (its worker was killed, or its machine lost) is taken again by
+the next worker that looks, and the worker that lost it records nothing: verdicts are
+written only over rows that still carry its token. Only :func:`run_gpu_file` needs a GPU;
+what finds work, renews and records runs (and is tested) anywhere.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 import tempfile
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,11 +37,13 @@ from opmarket.web._state import AppState
 from opmarket.web._storage import copy_out
 
 __all__ = [
+    "LEASE_S",
     "NOT_RUN",
+    "GpuClaim",
     "claim_gpu_file",
     "gpu_visible",
-    "lease_s",
     "record_gpu_kernels",
+    "renew_gpu_claim",
     "run_gpu_worker",
 ]
 
@@ -60,28 +66,42 @@ def gpu_visible() -> list[str]:
 
 _TAKEN = "taken at "
 _STAMP = "%Y-%m-%dT%H:%M:%SZ"  # fixed width: stamps compare as strings
+#: How long a GPU worker holds a file without renewing it (it renews every third of this).
+LEASE_S = 300.0
 
 
-def lease_s(state: AppState) -> float:
-    """How long a GPU worker holds a file: twice the sandbox's time limit (one harness run
-    per file) plus two minutes for the download and the database."""
-    return 2 * state.settings.validation_timeout_s + 120
+@dataclass(frozen=True, slots=True)
+class GpuClaim:
+    """A file a GPU worker took, and the token its rows carry while it holds them."""
+
+    file_id: int
+    token: str
+
+    def mark(self, now: datetime) -> str:
+        return f"{_TAKEN}{now.strftime(_STAMP)} (claim {self.token})"
+
+    def held(self) -> Any:
+        """The SQL condition: the file's rows this claim still holds."""
+        return and_(
+            KernelEntry.file_id == self.file_id,
+            KernelEntry.status == _RUNNING,
+            KernelEntry.message.endswith(f"(claim {self.token})"),
+        )
 
 
-def claim_gpu_file(state: AppState, *, now: datetime | None = None) -> int | None:
+def claim_gpu_file(state: AppState, *, now: datetime | None = None) -> GpuClaim | None:
     """Take the oldest validated file with GPU kernels not run yet, or whose lease ran out
-    (see the module's docstring); its id, or None. ``now``: the clock, for tests."""
+    (see the module's docstring); None when there is none. ``now``: the clock, for tests."""
     now = now or datetime.now(UTC)
-    expired = _TAKEN + (now - timedelta(seconds=lease_s(state))).strftime(_STAMP)
+    expired = _TAKEN + (now - timedelta(seconds=LEASE_S)).strftime(_STAMP)
     takeable = or_(
         KernelEntry.status == NOT_RUN,
         and_(
             KernelEntry.status == _RUNNING,
-            KernelEntry.message.startswith(_TAKEN),
-            KernelEntry.message < expired,
+            # Rows running with no lease (from before leases) count as expired.
+            or_(~KernelEntry.message.startswith(_TAKEN), KernelEntry.message < expired),
         ),
     )
-    mark = _TAKEN + now.strftime(_STAMP)  # public on the catalog: no host names
     with state.db.transaction() as session:
         candidates = session.scalars(
             select(KernelEntry.file_id)
@@ -92,44 +112,49 @@ def claim_gpu_file(state: AppState, *, now: datetime | None = None) -> int | Non
             .limit(20)
         ).all()
         for file_id in candidates:
+            claim = GpuClaim(int(file_id), secrets.token_hex(8))
             taken = session.execute(
                 update(KernelEntry)
                 .where(KernelEntry.file_id == file_id, takeable)
-                .values(status=_RUNNING, message=mark)
+                .values(status=_RUNNING, message=claim.mark(now))
             )
             if getattr(taken, "rowcount", 0):
-                return int(file_id)
+                return claim
     return None
 
 
+def renew_gpu_claim(state: AppState, claim: GpuClaim, *, now: datetime | None = None) -> bool:
+    """Move the claim's lease to ``now``; False when the claim holds no row any more (its
+    lease ran out and another worker took the file)."""
+    with state.db.transaction() as session:
+        done = session.execute(
+            update(KernelEntry)
+            .where(claim.held())
+            .values(message=claim.mark(now or datetime.now(UTC)))
+        )
+        return bool(getattr(done, "rowcount", 0))
+
+
 def record_gpu_kernels(
-    state: AppState, file_id: int, kernels: list[dict[str, Any]], note: str
-) -> None:
-    """Replace the file's GPU kernel rows that were taken with the verdicts ``kernels``
-    (the harness's, device GPU only); a taken kernel it has no verdict for goes back to
-    ``gpu: not run``. ``note`` ends the file's log."""
+    state: AppState, claim: GpuClaim, kernels: list[dict[str, Any]], note: str
+) -> bool:
+    """Replace the file's GPU kernel rows the claim still holds with the verdicts
+    ``kernels`` (the harness's, device GPU only); a held kernel it has no verdict for goes
+    back to ``gpu: not run``. ``note`` ends the file's log. False, recording nothing, when
+    the claim holds no row any more (another worker took the file after its lease)."""
     ran = [k for k in kernels if str(k.get("device", "")).upper() == "GPU"]
     ran_ops = {str(k.get("op", "")) for k in ran}
     with state.db.transaction() as session:
-        file = session.get(File, file_id)
-        if file is None:
-            return
-        session.execute(
-            delete(KernelEntry).where(
-                KernelEntry.file_id == file_id,
-                KernelEntry.status == _RUNNING,
-                KernelEntry.op.in_(ran_ops),
-            )
-        )
-        session.execute(
-            update(KernelEntry)
-            .where(KernelEntry.file_id == file_id, KernelEntry.status == _RUNNING)
-            .values(status=NOT_RUN, message="")
-        )
+        file = session.get(File, claim.file_id)
+        held = session.scalar(select(KernelEntry.id).where(claim.held()).limit(1))
+        if file is None or held is None:
+            return False
+        session.execute(delete(KernelEntry).where(claim.held(), KernelEntry.op.in_(ran_ops)))
+        session.execute(update(KernelEntry).where(claim.held()).values(status=NOT_RUN, message=""))
         for k in ran:
             session.add(
                 KernelEntry(
-                    file_id=file_id,
+                    file_id=claim.file_id,
                     op=str(k.get("op", "")),
                     device="GPU",
                     dtypes=str(k.get("dtypes", "")),
@@ -142,19 +167,33 @@ def record_gpu_kernels(
         project.serial += 1
         normalized = project.normalized
     state.pages.forget(normalized)
+    return True
 
 
-def run_gpu_file(state: AppState, file_id: int) -> None:  # pragma: no cover (needs a GPU)
-    """The GPU-only branch: run the harness with the GPU for the taken file and record
-    its GPU kernels' verdicts."""
+def _renewing(state: AppState, claim: GpuClaim, stop: threading.Event) -> None:
+    while not stop.wait(LEASE_S / 3):
+        try:
+            if not renew_gpu_claim(state, claim):
+                log.warning("file %d: GPU lease lost; its verdicts will not be kept", claim.file_id)
+                return
+        except Exception:  # the database is away: the lease may run out instead
+            log.exception("file %d: could not renew the GPU lease", claim.file_id)
+
+
+def run_gpu_file(state: AppState, claim: GpuClaim) -> None:  # pragma: no cover (needs a GPU)
+    """The GPU-only branch: run the harness with the GPU for the claimed file, renewing
+    the lease meanwhile, and record its GPU kernels' verdicts."""
     from opmarket.web._pipeline import limits_from, validate_wheel
 
     with state.db.session() as session:
-        file = session.get(File, file_id)
+        file = session.get(File, claim.file_id)
         assert file is not None
         filename, sha256 = file.filename, file.sha256
     limits, wheel_limits = limits_from(state.settings)
     tmp = Path(tempfile.mkdtemp(prefix="opmarket-gpu-job-"))
+    stop = threading.Event()
+    renewer = threading.Thread(target=_renewing, args=(state, claim, stop), daemon=True)
+    renewer.start()
     try:
         local = copy_out(state.storage, sha256, tmp / filename)
         verdict = validate_wheel(
@@ -168,19 +207,20 @@ def run_gpu_file(state: AppState, file_id: int) -> None:  # pragma: no cover (ne
         note = f"GPU conformance on {', '.join(gpu_visible())}" + (
             f"; steps that failed: {failed}" if failed else ""
         )
-        record_gpu_kernels(state, file_id, verdict.kernels, note)
+        record_gpu_kernels(state, claim, verdict.kernels, note)
     except Exception as exc:  # give the kernels back, say why
         log.exception("%s: GPU conformance could not run", filename)
-        record_gpu_kernels(state, file_id, [], f"GPU conformance could not run: {exc}")
+        record_gpu_kernels(state, claim, [], f"GPU conformance could not run: {exc}")
     finally:
+        stop.set()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_gpu_worker(state: AppState, stop: threading.Event) -> None:  # pragma: no cover
     """Take files with GPU kernels not run until ``stop`` is set (GPU machines only)."""
     while not stop.is_set():
-        file_id = claim_gpu_file(state)
-        if file_id is None:
+        claim = claim_gpu_file(state)
+        if claim is None:
             stop.wait(5.0)
             continue
-        run_gpu_file(state, file_id)
+        run_gpu_file(state, claim)

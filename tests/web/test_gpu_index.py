@@ -380,9 +380,15 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     gpu_market: Market, gpu_wheels: GpuWheels
 ) -> None:
     """The GPU worker's CPU-side parts on the validated GPU file: taking its ``gpu: not
-    run`` kernels (once only) and recording verdicts for them."""
+    run`` kernels (once only), the lease (renewed, run out, taken again), and recording
+    verdicts only while the lease is held."""
     from opmarket.web._app import open_state
-    from opmarket.web._gpu_worker import claim_gpu_file, lease_s, record_gpu_kernels
+    from opmarket.web._gpu_worker import (
+        LEASE_S,
+        claim_gpu_file,
+        record_gpu_kernels,
+        renew_gpu_claim,
+    )
     from opmarket.web._settings import Settings
 
     market = gpu_market
@@ -390,32 +396,34 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
         assert twine(market, market.tokens["alice"], gpu_wheels.plain).returncode == 0
     assert market.wait_for("opm-gpu", gpu_wheels.plain.name)["status"] == "validated"
     state = open_state(Settings(data_dir=market.data, validation_workers=0))
-    taken = set()
-    while (file_id := claim_gpu_file(state)) is not None:
-        taken.add(file_id)
-    assert taken  # the plain wheel and its variant, each once
+    first = []
+    while (claim := claim_gpu_file(state)) is not None:
+        first.append(claim)
+    assert first  # the plain wheel and its variant, each once
     kernels = market.json("/api/packages/opm-gpu")["kernels"]
     assert {k["status"] for k in kernels if k["device"] == "GPU"} == {"gpu: running"}
     assert all(k["message"].startswith("taken at ") for k in kernels if k["device"] == "GPU")
-    # A worker killed mid-file: its files are taken again once the lease has run out.
-    later = datetime.now(UTC) + timedelta(seconds=lease_s(state) + 60)
-    assert claim_gpu_file(state, now=later - timedelta(seconds=120)) is None  # still held
-    again = set()
-    while (file_id := claim_gpu_file(state, now=later)) is not None:
-        again.add(file_id)
-    assert again == taken
-    for file_id in taken:
-        record_gpu_kernels(
-            state,
-            file_id,
-            [{"op": "Test>OpmGpu", "device": "GPU", "dtypes": "T=float", "status": "passed"}],
-            "GPU conformance on test",
-        )
+    # A renewed lease holds; one left to run out (a worker killed mid-file) is taken again.
+    later = datetime.now(UTC) + timedelta(seconds=LEASE_S + 60)
+    assert all(renew_gpu_claim(state, c, now=later - timedelta(seconds=120)) for c in first)
+    assert claim_gpu_file(state, now=later) is None  # renewed: still held
+    again = []
+    while (claim := claim_gpu_file(state, now=later + timedelta(seconds=LEASE_S))) is not None:
+        again.append(claim)
+    assert sorted(c.file_id for c in again) == sorted(c.file_id for c in first)
+    verdict = [{"op": "Test>OpmGpu", "device": "GPU", "dtypes": "T=float", "status": "passed"}]
+    # The worker that lost its lease records nothing and cannot renew.
+    for claim in first:
+        assert not renew_gpu_claim(state, claim)
+        assert not record_gpu_kernels(state, claim, verdict, "stale worker")
+    for claim in again:
+        assert record_gpu_kernels(state, claim, verdict, "GPU conformance on test")
     detail = market.json("/api/packages/opm-gpu")
     gpu_rows = [k for k in detail["kernels"] if k["device"] == "GPU"]
     assert [(k["op"], k["status"]) for k in gpu_rows] == [("Test>OpmGpu", "passed")]
     assert claim_gpu_file(state) is None
-    assert "[gpu worker] GPU conformance on test" in detail["files"][0]["log"]
+    log = detail["files"][0]["log"]
+    assert "[gpu worker] GPU conformance on test" in log and "stale worker" not in log
 
 
 @needs_cuobjdump
