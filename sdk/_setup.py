@@ -11,7 +11,8 @@ Python version, so the wheel is ``py3-none-<platform>``. Their ``setup.py`` is o
                           ["src/opmarket_zero_out_c/zero_out.cc"]))
 
 The library is compiled when setuptools builds the package (``build_py``), into the
-package's build folder: C (``.c``, ``-std=c99``) with ``$CC``, C++ (``-std=c++17``) with
+package's build folder (for an editable install, ``pip install -e``, into the package's
+source folder, where the editable install imports it from): C (``.c``, ``-std=c99``) with ``$CC``, C++ (``-std=c++17``) with
 ``$CXX``, both against opmarket's headers; with ``cuda_runtime`` set, nvcc builds it
 (:func:`opmarket.sdk.build_cuda_library`: the runtime linked shared, found in the
 ``nvidia-cuda-runtime`` wheel) and ``cuda_build.json`` records what it built. No
@@ -83,7 +84,10 @@ def library_setup(
 
         def run(self) -> None:
             super().run()
-            folder = Path(self.build_lib, package)
+            if getattr(self, "editable_mode", False):  # pip install -e: beside the sources
+                folder = Path(self.get_package_dir(package))
+            else:
+                folder = Path(self.build_lib, package)
             folder.mkdir(parents=True, exist_ok=True)
             if cuda_runtime is None:
                 _compile_library(paths, folder / library)

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -211,6 +212,28 @@ def test_an_editable_build_writes_the_manifest_into_the_source_package(tmp_path:
     written = root / "src" / "opm_scale" / "opmarket.opset.json"
     factor = opset_from_json(written.read_text()).ops[0].attr("factor")
     assert factor is not None and factor.default == 4
+
+
+def test_an_editable_build_of_a_c_abi_plugin_builds_its_library_beside_the_sources(
+    tmp_path: Path,
+) -> None:
+    """opmarket.sdk.library_setup under ``pip install -e``: the library goes where the
+    editable install imports the package from (the build folder is never imported)."""
+    root = tmp_path / "zero_out_c"
+    source = Path(__file__).resolve().parents[1] / "plugins" / "zero_out_c"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+    code = "import sys; from opmarket.build_meta import build_editable as b; print(b(sys.argv[1]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    package = root / "src" / "opmarket_zero_out_c"
+    assert (package / "libopm_zero_out_c.so").is_file()
+    assert "ZeroOut" in (package / "opmarket.opset.json").read_text()
 
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
