@@ -12,12 +12,12 @@ Python version, so the wheel is ``py3-none-<platform>``. Their ``setup.py`` is o
 
 The library is compiled when setuptools builds the package (``build_py``), into the
 package's build folder (for an editable install, ``pip install -e``, into the package's
-source folder, where the editable install imports it from): C (``.c``, ``-std=c99``) with ``$CC``, C++ (``-std=c++17``) with
-``$CXX``, both against opmarket's headers; with ``cuda_runtime`` set, nvcc builds it
-(:func:`opmarket.sdk.build_cuda_library`: the runtime linked shared, found in the
-``nvidia-cuda-runtime`` wheel) and ``cuda_build.json`` records what it built. No
-``-march``: the library runs on any x86-64 CPU. Importing this module imports nothing but
-the standard library; setuptools is imported by :func:`library_setup`.
+source folder, where the editable install imports it from): C (``.c``, ``-std=c99``) with
+``$CC``, C++ (``-std=c++17``) with ``$CXX``, both against opmarket's headers; with
+``cuda_runtime`` set, nvcc builds it (:func:`opmarket.sdk.build_cuda_library`: the runtime
+linked shared, found in the ``nvidia-cuda-runtime`` wheel) and ``cuda_build.json`` records
+what it built. No ``-march``: the library runs on any x86-64 CPU. Importing this module
+imports nothing but the standard library; setuptools is imported by :func:`library_setup`.
 """
 
 from __future__ import annotations

@@ -50,13 +50,17 @@ def check_index_url(_ctx: Any, param: Any, value: str | None) -> str | None:
         name = param
     else:
         name = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "URL"
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise UsageError(f"{name}: {value!r} is not a URL: it has spaces or control characters")
     try:
         parts = urlsplit(value)
-        host = parts.hostname if parts.scheme in ("http", "https") else "-"
+        host = parts.hostname
         parts.port  # noqa: B018  (a port that is not a number raises here)
     except ValueError as exc:
         raise UsageError(f"{name}: {value!r} is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https", "file") or not (host or parts.path):
+    web = parts.scheme in ("http", "https") and bool(host)
+    local = parts.scheme == "file" and bool(parts.path) and parts.netloc in ("", "localhost")
+    if not (web or local):
         raise UsageError(
             f"{name}: {value!r} is not the URL of an index: give http://HOST/..., "
             "https://HOST/... or file:///PATH/"
