@@ -201,8 +201,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
 
 class BodyLimits:
-    """ASGI middleware: a request body over its route's limit is 413, a body whose next part
-    does not come within ``timeout_s`` is 408."""
+    """ASGI middleware: a URL with a NUL character (``%00``) is 400, as no name, version or
+    filter has one and PostgreSQL refuses it in a string; a request body over its route's
+    limit is 413, a body whose next part does not come within ``timeout_s`` is 408."""
 
     def __init__(
         self, app: ASGIApp, *, max_bytes: int, max_upload_bytes: int, timeout_s: float
@@ -212,6 +213,10 @@ class BodyLimits:
         self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\0" in scope["path"] or b"%00" in scope["query_string"]):
+            refusal = error_response(400, "bad-request", "the URL has a NUL character (%00)")
+            await refusal(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):
             await self.app(scope, receive, send)  # the index's hot path: nothing to add
             return

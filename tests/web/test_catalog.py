@@ -67,6 +67,9 @@ def test_search_pages(catalog: Market) -> None:
     assert status == 400 and b"the listing ends at" in body, body
     status, _, body = catalog.get("/api/packages?cuda=%C2%B2")  # "²" is str.isdigit()
     assert status == 400 and b"CUDA major version" in body, body
+    for path in ("/api/packages?after=a%00", "/api/packages/opm%00x", "/?status=%00"):
+        status, _, body = catalog.get(path)  # PostgreSQL refuses NUL in a string: not a 500
+        assert status == 400 and b"NUL" in body, (path, body)
 
 
 @pytest.mark.slow
