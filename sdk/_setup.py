@@ -98,6 +98,11 @@ def library_setup(
             record["library"] = library
             (folder / "cuda_build.json").write_text(json.dumps(record, indent=2) + "\n")
 
+        def get_source_files(self) -> list[str]:
+            # What an sdist carries: the library's sources too (they are not package data,
+            # so the wheel leaves them out), so a wheel builds from the sdist.
+            return [*super().get_source_files(), *paths]
+
     class BinaryDistribution(Distribution):
         def has_ext_modules(self) -> bool:
             return True  # a platform wheel (platlib): it holds a compiled library

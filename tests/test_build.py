@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -234,6 +235,37 @@ def test_an_editable_build_of_a_c_abi_plugin_builds_its_library_beside_the_sourc
     package = root / "src" / "opmarket_zero_out_c"
     assert (package / "libopm_zero_out_c.so").is_file()
     assert "ZeroOut" in (package / "opmarket.opset.json").read_text()
+
+
+def test_a_c_abi_plugins_sdist_carries_its_sources_and_builds_the_wheel(tmp_path: Path) -> None:
+    """library_setup puts the library's sources in the sdist (the wheel leaves them out)."""
+    root = tmp_path / "zero_out_c"
+    source = Path(__file__).resolve().parents[1] / "plugins" / "zero_out_c"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+    build = [sys.executable, "-m", "build", "--no-isolation"]
+    done = subprocess.run(
+        [*build, "--sdist", "-o", str(tmp_path / "sdist"), str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (sdist,) = (tmp_path / "sdist").glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path / "unpacked", filter="data")
+        assert any(n.endswith("src/opmarket_zero_out_c/zero_out.cc") for n in archive.getnames())
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    done = subprocess.run(
+        [*build, "--wheel", "-o", str(tmp_path / "wheel"), str(unpacked)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "opmarket_zero_out_c/libopm_zero_out_c.so" in names
+    assert not any(n.endswith(".cc") for n in names)
 
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
