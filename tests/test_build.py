@@ -199,16 +199,29 @@ def test_a_plugin_that_fails_to_import_fails_the_build_with_its_error(tmp_path: 
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_an_editable_build_writes_the_manifest_into_the_source_package(tmp_path: Path) -> None:
-    root = project(tmp_path / "p", default=4)
+def build_editable(root: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """The backend's PEP 660 hook on the project at ``root``, as pip install -e calls it."""
     code = "import sys; from opmarket.build_meta import build_editable as b; print(b(sys.argv[1]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "out")],
+    return subprocess.run(
+        [sys.executable, "-c", code, str(out)],
         cwd=root,
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def zero_out_c(tmp_path: Path) -> Path:
+    """A copy of plugins/zero_out_c without anything a build left there."""
+    root = tmp_path / "zero_out_c"
+    source = Path(__file__).resolve().parents[1] / "plugins" / "zero_out_c"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+    return root
+
+
+def test_an_editable_build_writes_the_manifest_into_the_source_package(tmp_path: Path) -> None:
+    root = project(tmp_path / "p", default=4)
+    done = build_editable(root, tmp_path / "out")
     assert done.returncode == 0, done.stderr
     written = root / "src" / "opm_scale" / "opmarket.opset.json"
     factor = opset_from_json(written.read_text()).ops[0].attr("factor")
@@ -220,17 +233,8 @@ def test_an_editable_build_of_a_c_abi_plugin_builds_its_library_beside_the_sourc
 ) -> None:
     """opmarket.sdk.library_setup under ``pip install -e``: the library goes where the
     editable install imports the package from (the build folder is never imported)."""
-    root = tmp_path / "zero_out_c"
-    source = Path(__file__).resolve().parents[1] / "plugins" / "zero_out_c"
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
-    code = "import sys; from opmarket.build_meta import build_editable as b; print(b(sys.argv[1]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "out")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    root = zero_out_c(tmp_path)
+    done = build_editable(root, tmp_path / "out")
     assert done.returncode == 0, done.stderr
     package = root / "src" / "opmarket_zero_out_c"
     assert (package / "libopm_zero_out_c.so").is_file()
@@ -239,9 +243,7 @@ def test_an_editable_build_of_a_c_abi_plugin_builds_its_library_beside_the_sourc
 
 def test_a_c_abi_plugins_sdist_carries_its_sources_and_builds_the_wheel(tmp_path: Path) -> None:
     """library_setup puts the library's sources in the sdist (the wheel leaves them out)."""
-    root = tmp_path / "zero_out_c"
-    source = Path(__file__).resolve().parents[1] / "plugins" / "zero_out_c"
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+    root = zero_out_c(tmp_path)
     build = [sys.executable, "-m", "build", "--no-isolation"]
     done = subprocess.run(
         [*build, "--sdist", "-o", str(tmp_path / "sdist"), str(root)],
