@@ -1,4 +1,4 @@
-"""Shared test set-up: hypothesis profiles and the paths of the shared test data."""
+"""Shared test set-up: hypothesis profiles and the path of TensorFlow's test data."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
-# TensorFlow's op history files and compatibility cases live beside the checkout.
-SHARED_TESTDATA = REPO.parent / "shared" / "testdata"
+# TensorFlow's op history files and compatibility cases, carried by the repository (their
+# origin, version and license: tests/data/tensorflow/README.md).
+TENSORFLOW_TESTDATA = REPO / "tests" / "data" / "tensorflow"
 
 # Bounded examples in CI; more locally. HYPOTHESIS_PROFILE=dev for a longer run.
 settings.register_profile(
@@ -24,11 +25,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
-def shared_testdata() -> Path:
-    """../shared/testdata, or a skip saying why it is missing."""
-    if not SHARED_TESTDATA.is_dir():
-        pytest.skip(f"shared test data not found at {SHARED_TESTDATA}")
-    return SHARED_TESTDATA
+def tensorflow_testdata() -> Path:
+    """tests/data/tensorflow: TensorFlow's op history files and op_compatibility cases."""
+    return TENSORFLOW_TESTDATA
 
 
 @pytest.fixture(scope="session")

@@ -88,9 +88,9 @@ def test_help_explains_formats_and_exit_codes() -> None:
     assert "--to" in run("convert", "--help").stdout
 
 
-def test_full_types_left_out_of_spec_form_are_noted(shared_testdata: Path) -> None:
+def test_full_types_left_out_of_spec_form_are_noted(tensorflow_testdata: Path) -> None:
     done = run(
-        "convert", str(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"), "--to", "spec"
+        "convert", str(tensorflow_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"), "--to", "spec"
     )
     assert done.returncode == 0
     assert "note: op MapDataset: the full type of output 'handle'" in done.stderr

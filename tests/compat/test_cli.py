@@ -208,8 +208,8 @@ def test_history_workflow(
     assert {f["rule"] for f in json.loads(broken.stdout)["findings"]} == {"kernel-removed"}
 
 
-def test_history_accepts_tensorflow_ops_history(shared_testdata: Path, tmp_path: Path) -> None:
-    folder = shared_testdata / "tf_ops_history_v2"
+def test_history_accepts_tensorflow_ops_history(tensorflow_testdata: Path, tmp_path: Path) -> None:
+    folder = tensorflow_testdata / "tf_ops_history_v2"
     latest = tmp_path / "ops.pbtxt"
     # Today's ops: the last version of each history file.
     texts = [f.read_text(encoding="utf-8") for f in sorted(folder.glob("*.pbtxt"))]

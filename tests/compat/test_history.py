@@ -71,12 +71,12 @@ def test_an_attr_added_without_default_may_not_gain_one(release: Release) -> Non
 
 
 def test_tensorflow_history_folder_is_read_as_releases(
-    shared_testdata: Path, tmp_path: Path
+    tensorflow_testdata: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "h"
     folder.mkdir()
     for name in ("Placeholder.pbtxt", "Relu.pbtxt", "Const.pbtxt"):
-        shutil.copy(shared_testdata / "tf_ops_history_v2" / name, folder / name)
+        shutil.copy(tensorflow_testdata / "tf_ops_history_v2" / name, folder / name)
     releases = read_history(folder)
     assert len(releases) >= 2
     assert all({"Placeholder", "Relu", "Const"} <= {o.name for o in r} for _, r in releases)

@@ -1,6 +1,6 @@
 """TensorFlow's own verdicts: op_compatibility_test.cc's cases and the real ops_history files.
 
-The data lives in ../shared/testdata (see its README); every verdict there was checked
+The data lives in tests/data/tensorflow (see its README); every verdict there was checked
 against TensorFlow 2.21's OpDefCompatible and attr-default checks.
 """
 
@@ -46,15 +46,15 @@ def _build(lines: list[str]) -> OpDef:
     return b.build()
 
 
-def _cases(shared: Path) -> list[dict[str, Any]]:
+def _cases(data: Path) -> list[dict[str, Any]]:
     data: list[dict[str, Any]] = json.loads(
-        (shared / "tf_op_compatibility_cases.json").read_text(encoding="utf-8")
+        (data / "tf_op_compatibility_cases.json").read_text(encoding="utf-8")
     )
     return data
 
 
-def test_all_54_cases_get_tensorflows_verdict(shared_testdata: Path) -> None:
-    cases = _cases(shared_testdata)
+def test_all_54_cases_get_tensorflows_verdict(tensorflow_testdata: Path) -> None:
+    cases = _cases(tensorflow_testdata)
     assert len(cases) == 54
     wrong = []
     for case in cases:
@@ -65,8 +65,8 @@ def test_all_54_cases_get_tensorflows_verdict(shared_testdata: Path) -> None:
     assert wrong == []
 
 
-def test_each_rejected_case_is_explained_by_the_matching_rule(shared_testdata: Path) -> None:
-    for case in _cases(shared_testdata):
+def test_each_rejected_case_is_explained_by_the_matching_rule(tensorflow_testdata: Path) -> None:
+    for case in _cases(tensorflow_testdata):
         if case["compatible"]:
             continue
         error = case["error_substring"]
@@ -78,8 +78,8 @@ def test_each_rejected_case_is_explained_by_the_matching_rule(shared_testdata: P
         assert RULES_BY_ID[expected].severity is Severity.BREAKING
 
 
-def _history(shared: Path) -> list[tuple[str, list[OpDef]]]:
-    folder = shared / "tf_ops_history_v2"
+def _history(data: Path) -> list[tuple[str, list[OpDef]]]:
+    folder = data / "tf_ops_history_v2"
     return [
         (f.stem, opdefs_from_pbtxt(f.read_text(encoding="utf-8"), str(f)))
         for f in sorted(folder.glob("*.pbtxt"))
@@ -87,9 +87,9 @@ def _history(shared: Path) -> list[tuple[str, list[OpDef]]]:
 
 
 def test_history_corpus_every_change_compatible_but_placeholders_last(
-    shared_testdata: Path,
+    tensorflow_testdata: Path,
 ) -> None:
-    history = _history(shared_testdata)
+    history = _history(tensorflow_testdata)
     assert len(history) == 45
     compatible, breaking = 0, []
     for name, versions in history:
@@ -104,8 +104,8 @@ def test_history_corpus_every_change_compatible_but_placeholders_last(
     assert breaking == [("Placeholder", placeholder_last, ["attr-default-changed"])]
 
 
-def test_placeholder_message_names_both_shapes(shared_testdata: Path) -> None:
-    versions = dict(_history(shared_testdata))["Placeholder"]
+def test_placeholder_message_names_both_shapes(tensorflow_testdata: Path) -> None:
+    versions = dict(_history(tensorflow_testdata))["Placeholder"]
     (finding,) = [
         f for f in compare_ops(versions[-2], versions[-1]) if f.severity is Severity.BREAKING
     ]
@@ -114,11 +114,11 @@ def test_placeholder_message_names_both_shapes(shared_testdata: Path) -> None:
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_history_against_every_release_like_ops_history(
-    shared_testdata: Path, reverse: bool
+    tensorflow_testdata: Path, reverse: bool
 ) -> None:
     # TensorFlow checks today's op against every recorded version: the latest version of each
     # op (Placeholder aside) is compatible with all of its ancestors.
-    for name, versions in _history(shared_testdata):
+    for name, versions in _history(tensorflow_testdata):
         latest = versions[-1]
         for old in versions[:-1]:
             found = [f for f in compare_ops(old, latest) if f.severity is Severity.BREAKING]
@@ -131,10 +131,10 @@ def test_history_against_every_release_like_ops_history(
             assert back, name
 
 
-def test_signature_messages_quote_tensorflows_signatures(shared_testdata: Path) -> None:
+def test_signature_messages_quote_tensorflows_signatures(tensorflow_testdata: Path) -> None:
     # TensorFlow's "Input signature mismatch 'a' vs. 'b'" strings, reproduced token for token.
     checked = 0
-    for case in _cases(shared_testdata):
+    for case in _cases(tensorflow_testdata):
         error = case["error_substring"] or ""
         m = re.search(r"(?:Input|Output) signature mismatch ('.*' vs\. '.*')", error)
         if m is None:

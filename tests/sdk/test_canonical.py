@@ -84,8 +84,8 @@ def test_round_trip_keeps_everything() -> None:
     assert opset_to_json(back) == opset_to_json(opset)
 
 
-def test_history_file_in_canonical_json_is_schema_valid(shared_testdata: Path) -> None:
-    doc = read_document(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt")
+def test_history_file_in_canonical_json_is_schema_valid(tensorflow_testdata: Path) -> None:
+    doc = read_document(tensorflow_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt")
     from opmarket.sdk import render_document
 
     obj = json.loads(render_document(doc.ops, "json"))

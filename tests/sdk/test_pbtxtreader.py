@@ -57,8 +57,8 @@ def test_both_whole_registries_read_the_same_on_the_fast_path(
     assert [len(ops) for ops in protobuf_ops.values()] == [1654, 1734]
 
 
-def test_history_files_read_the_same_on_the_fast_path(shared_testdata: Path) -> None:
-    files = sorted((shared_testdata / "tf_ops_history_v2").glob("*.pbtxt"))
+def test_history_files_read_the_same_on_the_fast_path(tensorflow_testdata: Path) -> None:
+    files = sorted((tensorflow_testdata / "tf_ops_history_v2").glob("*.pbtxt"))
     assert files
     for path in files:
         text = path.read_text(encoding="utf-8")

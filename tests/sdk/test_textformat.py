@@ -19,12 +19,12 @@ from opmarket.sdk import (
 )
 
 
-def history_files(shared: Path) -> list[Path]:
-    return sorted((shared / "tf_ops_history_v2").glob("*.pbtxt"))
+def history_files(data: Path) -> list[Path]:
+    return sorted((data / "tf_ops_history_v2").glob("*.pbtxt"))
 
 
-def test_history_files_parse_validate_and_round_trip(shared_testdata: Path) -> None:
-    files = history_files(shared_testdata)
+def test_history_files_parse_validate_and_round_trip(tensorflow_testdata: Path) -> None:
+    files = history_files(tensorflow_testdata)
     assert len(files) == 45
     versions = 0
     for path in files:
@@ -37,13 +37,13 @@ def test_history_files_parse_validate_and_round_trip(shared_testdata: Path) -> N
     assert versions == 45 + 119  # 119 transitions between consecutive versions
 
 
-def test_full_types_and_shape_defaults_are_read(shared_testdata: Path) -> None:
-    placeholder = read_document(shared_testdata / "tf_ops_history_v2" / "Placeholder.pbtxt")
+def test_full_types_and_shape_defaults_are_read(tensorflow_testdata: Path) -> None:
+    placeholder = read_document(tensorflow_testdata / "tf_ops_history_v2" / "Placeholder.pbtxt")
     assert [o.attr("shape").default for o in placeholder.ops] == [  # type: ignore[union-attr]
         TensorShape(()),
         TensorShape(None),
     ]
-    mapds = read_document(shared_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt").ops[-1]
+    mapds = read_document(tensorflow_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt").ops[-1]
     full = mapds.outputs[0].full_type
     assert isinstance(full, FullType) and full.type_id == "TFT_DATASET"
 
