@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
@@ -90,7 +93,10 @@ def test_help_explains_formats_and_exit_codes() -> None:
 
 def test_full_types_left_out_of_spec_form_are_noted(tensorflow_testdata: Path) -> None:
     done = run(
-        "convert", str(tensorflow_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"), "--to", "spec"
+        "convert",
+        str(tensorflow_testdata / "tf_ops_history_v2" / "MapDataset.pbtxt"),
+        "--to",
+        "spec",
     )
     assert done.returncode == 0
     assert "note: op MapDataset: the full type of output 'handle'" in done.stderr
@@ -214,3 +220,82 @@ def test_an_index_url_that_is_no_url_is_one_line_and_exit_2(
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"{program}: error: --index-url: {url!r} {why}"), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+
+
+# Runs the CLI as a Python without the web extra would: an import hook refuses the extra's
+# packages (what `import fastapi` raises where it is not installed), then `opmarket ARGS`.
+WITHOUT_WEB = """
+import sys
+
+REFUSED = {"fastapi", "pydantic", "pydantic_settings", "sqlalchemy", "starlette", "uvicorn"}
+
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in REFUSED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Refuse())
+from opmarket._cli import main
+
+main(sys.argv[1:], prog_name="opmarket")
+"""
+
+
+def _required_arguments(command: Any, tmp_path: Path) -> list[str]:
+    """Values that pass click's parsing for a command's required parameters."""
+    values: list[str] = []
+    for param in command.params:
+        if not param.required:
+            continue
+        if isinstance(param.type, click.Path):
+            value = str(tmp_path) if not param.type.file_okay else str(tmp_path / "x.whl")
+        elif isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
+            value = "1"
+        else:
+            value = "x"
+        values += [value] if isinstance(param, click.Argument) else [param.opts[0], value]
+    return values
+
+
+def _web_command_lines(tmp_path: Path) -> list[list[str]]:
+    """Every command (and subcommand) of the CLI that lives in opmarket.web, with arguments."""
+    from opmarket._cli import _LAZY_COMMANDS
+
+    lines = []
+    for name, (module, attr, _) in sorted(_LAZY_COMMANDS.items()):
+        if not module.startswith("opmarket.web."):
+            continue
+        command = getattr(importlib.import_module(module), attr)
+        subcommands = getattr(command, "commands", {})
+        for sub, sub_command in sorted(subcommands.items()) or [("", command)]:
+            lines.append(
+                [name, *([sub] if sub else []), *_required_arguments(sub_command, tmp_path)]
+            )
+    return lines
+
+
+def test_commands_without_the_web_extra_say_which_extra_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "x.whl").write_bytes(b"")
+    env = {**os.environ, "OPMARKET_DATA_DIR": str(tmp_path / "data")}
+    said_web = set()
+    for line in _web_command_lines(tmp_path):
+        done = subprocess.run(
+            [sys.executable, "-c", WITHOUT_WEB, *line],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, (line, done.stderr)
+        if "opmarket[web]" in done.stderr:
+            assert done.returncode == 2, (line, done.stderr)
+            assert done.stderr.count("\n") == 1, (line, done.stderr)
+            assert done.stderr.startswith(f"opmarket: error: opmarket {line[0]} needs the ")
+            said_web.add(line[0])
+    # The commands found without the extra; validate and status run without it.
+    assert {"users", "tokens", "serve", "yank", "host", "seed", "worker"} <= said_web

@@ -10,7 +10,6 @@ belongs to the machine, the runtime to the toolkit or the ``nvidia-*`` wheels.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, UsageError
+from opmarket._usage import EXIT_PROBLEM, UsageError, need_module
 
 __all__ = ["CUDA_EXCLUDES", "build", "build_wheels", "manifest"]
 
@@ -60,11 +59,7 @@ def _project(path: Path) -> Path:
 
 
 def _need(module: str, what: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        raise UsageError(
-            f"{what} needs the {module!r} package, which this Python lacks: "
-            f"pip install 'opmarket[build]'"
-        )
+    need_module(module, what, "build")
 
 
 def _run(command: list[str], step: str) -> str:

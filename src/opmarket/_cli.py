@@ -13,7 +13,7 @@ from typing import Any, cast
 import click
 
 from opmarket import __version__
-from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError, write_output
+from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError, missing_extra, write_output
 
 __all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "main", "write_output"]
 
@@ -108,6 +108,28 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# The extra that a command's package needs: without it, a command says which extra to install
+# (exit 2), whether its module or the command itself imports what is missing.
+_EXTRA_OF_PACKAGE = {"opmarket.web": "web"}
+
+
+def _extra(cmd_name: str | None) -> str | None:
+    module = _LAZY_COMMANDS.get(cmd_name or "", ("", "", ""))[0]
+    for package, extra in _EXTRA_OF_PACKAGE.items():
+        if module.startswith(package + "."):
+            return extra
+    return None
+
+
+def _missing(cmd_name: str | None, exc: ModuleNotFoundError) -> UsageError | None:
+    """The extra-to-install error for a module missing under command ``cmd_name``, or None
+    when that module is opmarket's own or the command needs no extra (a genuine bug)."""
+    extra = _extra(cmd_name)
+    top = (exc.name or "").partition(".")[0]
+    if extra is None or not top or top == "opmarket":
+        return None
+    return missing_extra(f"opmarket {cmd_name}", top, extra)
+
 
 class _LazyGroup(click.Group):
     """A group whose subcommands are imported on first use (``_LAZY_COMMANDS``)."""
@@ -120,10 +142,25 @@ class _LazyGroup(click.Group):
             import importlib  # lazy by design: only the command that runs is imported
 
             module, attr, _ = _LAZY_COMMANDS[cmd_name]
-            command = getattr(importlib.import_module(module), attr)
+            try:
+                command = getattr(importlib.import_module(module), attr)
+            except ModuleNotFoundError as exc:
+                error = _missing(cmd_name, exc)
+                if error is None:
+                    raise
+                raise error from None
             assert isinstance(command, click.Command)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:  # imported by the command as it runs
+            error = _missing(ctx.invoked_subcommand, exc)
+            if error is None:
+                raise
+            raise error from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # As click lists commands, but from the one-line help above: no command is imported.

@@ -12,7 +12,15 @@ from typing import Any
 
 import click
 
-__all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "check_index_url", "write_output"]
+__all__ = [
+    "EXIT_PROBLEM",
+    "EXIT_USAGE",
+    "UsageError",
+    "check_index_url",
+    "missing_extra",
+    "need_module",
+    "write_output",
+]
 
 #: The command found a problem in its input (invalid ops, breaking changes, a rejected wheel).
 EXIT_PROBLEM = 1
@@ -36,6 +44,27 @@ class UsageError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"{self.prog}: error: {self.format_message()}", err=True)
+
+
+def missing_extra(what: str, module: str, extra: str) -> UsageError:
+    """The error for a command run without the extra it needs: which package is missing and
+    the pip line that brings it."""
+    return UsageError(
+        f"{what} needs the {module!r} package, which this Python lacks: "
+        f"pip install 'opmarket[{extra}]'"
+    )
+
+
+def need_module(module: str, what: str, extra: str) -> None:
+    """``missing_extra`` raised unless ``module`` can be imported."""
+    import importlib.util  # lazy: the CLI's root stays light
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package that is missing, or an import hook refusing it
+        found = False
+    if not found:
+        raise missing_extra(what, module, extra)
 
 
 def check_index_url(_ctx: Any, param: Any, value: str | None) -> str | None:
