@@ -10,6 +10,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 import threading
 from importlib import resources
@@ -135,6 +136,12 @@ def shim() -> ctypes.CDLL:
             key = hashlib.sha256("\0".join([source, *headers, version, *cflags, *ldflags]).encode())
             target = cache_dir() / "tensorflow" / f"opm_tf_shim-{version}-{key.hexdigest()[:16]}.so"
             if not target.exists():
+                # Tens of seconds, once per TensorFlow version: say so rather than hang.
+                print(
+                    "opmarket: building the TensorFlow bridge's shim (once, ~20 s)...",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 _build(target, source, cflags, ldflags)
             _shim = ctypes.CDLL(str(target), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         return _shim

@@ -229,6 +229,21 @@ def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_building_the_shim_says_so_once(tmp_path: Path) -> None:
+    """The shim's build takes tens of seconds: the first import says what it does, on stderr;
+    a later one, with the shim in the cache, says nothing."""
+    code = "import opmarket.tensorflow as otf; print(otf.ops.zero_out([1, 2]).numpy())"
+    cache = str(tmp_path / "cache")
+    first = _run(code, tmp_path, OPMARKET_CACHE_DIR=cache)
+    assert first.returncode == 0, first.stderr
+    said = [line for line in first.stderr.splitlines() if line.startswith("opmarket:")]
+    assert said == ["opmarket: building the TensorFlow bridge's shim (once, ~20 s)..."]
+    again = _run(code, tmp_path, OPMARKET_CACHE_DIR=cache)
+    assert again.returncode == 0, again.stderr
+    assert "opmarket:" not in again.stderr
+
+
+@pytest.mark.slow
 def test_import_without_tensorflow_names_the_extra(tmp_path: Path) -> None:
     done = _run(
         """
