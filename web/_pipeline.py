@@ -485,7 +485,9 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
         return
     verdict.compat = report.to_json()
     text = compat.render(report, "text").rstrip().splitlines()
-    verdict.steps.append(Step("compat", "passed", text))
+    # Breaking findings never read "passed": allowed by a major bump, else the step fails.
+    breaking = "allowed" if report.version is not None and report.version.ok else "failed"
+    verdict.steps.append(Step("compat", "passed" if report.compatible else breaking, text))
     if report.version is None:
         verdict.steps.append(
             Step("version policy", "not available", ["a version is missing on one side"])

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from opmarket.sdk import OpSet, op, opset_to_json
 from opmarket.web import Limits, validate_wheel
 from opmarket.web._cgroup import create_job_cgroup
+from opmarket.web._pipeline import Previous, Verdict, _compat
 
 from .plugins import build_plugin, plugin_source
 
@@ -134,3 +136,31 @@ def test_a_stale_manifest_names_the_field_and_the_command(tmp_path: Path) -> Non
         "backend opmarket.build_meta writes the manifest), or run `opmarket manifest PATH` on "
         "the project or the wheel",
     ]
+
+
+def _opset(version: str, *attrs: str) -> str:
+    built = op("Test>Scale").input("x: float").output("y: float")
+    for attr in attrs:
+        built = built.attr(attr)
+    return opset_to_json(OpSet((built.build(),), name="opm-scale", version=version))
+
+
+@pytest.mark.parametrize(
+    ("version", "compat", "policy"),
+    [("1.1.0", "failed", "failed"), ("2.0.0", "allowed", "passed")],
+)
+def test_a_compat_step_with_breaking_findings_never_says_passed(
+    version: str, compat: str, policy: str
+) -> None:
+    """Removing an attr breaks graphs saved with 1.0.0: a minor bump fails the compat step
+    itself (not only the version policy); a major bump allows it, and says so."""
+    verdict = Verdict(f"opm_scale-{version}-py3-none-any.whl", opset=_opset(version))
+    previous = Previous("opm_scale-1.0.0-py3-none-any.whl", _opset("1.0.0", "factor: int = 2"))
+    _compat(verdict, previous, verdict.filename)
+    assert [(s.name, s.status) for s in verdict.steps] == [
+        ("compat", compat),
+        ("version policy", policy),
+    ]
+    log = verdict.log_text()
+    assert "[passed] compat" not in log and "[breaking]" in log
+    assert verdict.status == ("rejected" if compat == "failed" else "validated")
