@@ -49,7 +49,12 @@ def _index_files(index_url: str, project: str, label: str) -> list[tuple[str, st
             body = response.read()
             ctype = response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
-        raise DocumentError(label, f"{url}: HTTP {exc.code} {exc.reason}") from None
+        exc.close()  # its response: left open, it is a ResourceWarning when collected
+        base = index_url.rstrip("/")
+        hint = ""
+        if exc.code == 404 and not base.endswith("/simple"):  # the index's site, not its API
+            hint = f" (is --index-url the simple API? it mostly ends in /simple/: {base}/simple/)"
+        raise DocumentError(label, f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise DocumentError(label, f"{url}: cannot connect ({exc})") from None
     out: list[tuple[str, str, str]] = []

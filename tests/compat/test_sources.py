@@ -141,6 +141,19 @@ def test_index_fetches_the_pinned_release(
         load_source("opm-zero==9.9", index_url=url)
 
 
+def test_an_index_url_without_simple_says_what_to_add(
+    index: Callable[[OpSet, bool], str], release: Release
+) -> None:
+    base = index(release("1.0.0"), True).removesuffix("simple/")
+    with pytest.raises(DocumentError) as raised:
+        load_source("opm-zero==1.0.0", index_url=base)
+    assert str(raised.value).endswith(
+        f"HTTP 404 File not found (is --index-url the simple API? it mostly ends in "
+        f"/simple/: {base}simple/)"
+    )
+    assert load_source("opm-zero==1.0.0", index_url=f"{base}simple/").version == "1.0.0"
+
+
 def test_index_rejects_a_wheel_whose_hash_does_not_match(
     index: Callable[[OpSet, bool], str], release: Release
 ) -> None:
