@@ -141,6 +141,13 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
       opmarket serve --data ./market
       opmarket serve --demo
     """
+    fresh = None
+    if demo and data is None and "OPMARKET_DATA_DIR" not in os.environ:
+        # Each demo serves the working tree as it is now: a new index per run (a file name
+        # is never reused, so a kept one refuses every rebuilt wheel).
+        import tempfile
+
+        fresh = data = Path(tempfile.mkdtemp(prefix="opmarket-demo-"))
     settings = _settings(
         host=host,
         port=port,
@@ -156,6 +163,41 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
         upstream=upstream,
         upload_wait_s=upload_wait_s,
     )
+    try:
+        _check_port(settings.host, settings.port)  # before the demo's builds and "serving"
+        if fresh is not None:
+            click.echo(
+                f"opmarket: demo data in {fresh} (removed on exit; --data keeps it)", err=True
+            )
+        _serve(settings, demo)
+    except KeyboardInterrupt:  # Ctrl-C, as uvicorn.run takes it: stopped, no "Aborted!"
+        pass
+    finally:
+        if fresh is not None:
+            import shutil
+
+            shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _check_port(host: str, port: int) -> None:
+    """A UsageError when ``host:port`` cannot be bound (in use, or not this machine's):
+    tried as uvicorn binds, with SO_REUSEADDR."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            "choose another port with --port N"
+        ) from None
+
+
+def _serve(settings: Any, demo: bool) -> None:
     import uvicorn
 
     from opmarket.web._serverlog import log_to_stderr

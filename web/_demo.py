@@ -104,10 +104,14 @@ def _opmarket_build(project: Path, out: Path) -> list[Path]:
     # without isolation: the demo works offline. The opmarket beside this Python runs it.
     script = Path(sys.executable).with_name("opmarket")
     opmarket = [str(script)] if script.is_file() else [shutil.which("opmarket") or "opmarket"]
+    # Reproducible: an unchanged tree gives the same bytes, which a kept --data folder takes
+    # again; file dates in wheels would make every rebuild a refused "other contents".
+    env = {"SOURCE_DATE_EPOCH": "315532800", **os.environ}  # 1980-01-01, zip's first date
     done = subprocess.run(
         [*opmarket, "build", "--no-isolation", "-o", str(out), str(project)],
         capture_output=True,
         text=True,
+        env=env,
         check=False,
     )
     if done.returncode != 0:
@@ -123,7 +127,9 @@ def _status(base_url: str, name: str) -> str:
         return FileStatus.PENDING
 
 
-def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
+def _publish(settings: Settings, base_url: str, wheels: list[Path], refused: list[str]) -> None:
+    """Upload ``wheels``, wait for their verdicts, and say whether the index now serves them
+    all; ``refused`` holds the files refused so far (hosting), and gets this step's."""
     from opmarket.web._app import open_state
     from opmarket.web._auth import add_user, create_token
 
@@ -133,13 +139,15 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
         add_user(session, "demo")
     with state.db.transaction() as session:
         token = create_token(session, "demo")
+    pending = set()
     for wheel in wheels:
         status, body = upload_wheel(base_url, token, wheel)
-        click.echo(f"uploaded {wheel.name}: HTTP {status}", err=True)
-        if status != 200:
-            click.echo(f"  {body}", err=True)
-    names = {w.name.split("-")[0].replace("_", "-").lower() for w in wheels}
-    pending = set(names)
+        if status == 200:
+            click.echo(f"uploaded {wheel.name}", err=True)
+            pending.add(wheel.name.split("-")[0].replace("_", "-").lower())
+        else:
+            click.echo(f"REFUSED {wheel.name}: HTTP {status}: {_reason(body)}", err=True)
+            refused.append(wheel.name)
     while pending:
         for name in sorted(pending):
             verdict = _status(base_url, name)
@@ -147,13 +155,31 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path]) -> None:
                 click.echo(f"{name}: {verdict}", err=True)
                 pending.discard(name)
         time.sleep(0.5)
-    click.echo(f"demo ready: open {base_url}/", err=True)
+    if refused:
+        click.echo(
+            f"demo NOT as built: {len(refused)} file(s) refused above ({', '.join(refused)}); "
+            f"{base_url}/ serves what this data folder had before. Run without --data for a "
+            "fresh index, or publish a new version.",
+            err=True,
+        )
+    else:
+        click.echo(f"demo ready: open {base_url}/", err=True)
 
 
-def _host_dependencies(settings: Settings, out: Path) -> None:
+def _reason(body: str) -> str:
+    """The error message of the index's JSON error body, else the body itself."""
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return body.strip()[:300]
+
+
+def _host_dependencies(settings: Settings, out: Path) -> list[str]:
     """Host opmarket's own wheel (``opmarket build`` of this checkout) and, without an
-    upstream, the wheels of its dependencies (``pip download``, from pip's cache or its
-    index), so that ``pip install --index-url <demo>/simple/ PLUGIN`` works in a bare venv."""
+    upstream, the wheels of its dependencies and of what isolated plugin builds need
+    (``pip download``, from pip's cache or its index), so that ``pip install --index-url
+    <demo>/simple/ PLUGIN`` and ``opmarket build`` work with a plain pip; the names of the
+    files refused."""
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
@@ -174,6 +200,7 @@ def _host_dependencies(settings: Settings, out: Path) -> None:
             for r in map(Requirement, requires("opmarket") or [])
             if r.marker is None or r.marker.evaluate({"extra": ""})
         ]
+        needed += _build_requirements(find_plugins())
         steps.append([*pip, "download", "--only-binary=:all:", "-d", str(deps), *needed])
     for argv in steps:
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
@@ -184,14 +211,38 @@ def _host_dependencies(settings: Settings, out: Path) -> None:
                 err=True,
             )
     state = open_state(settings)
+    refused: list[str] = []
     for wheel in sorted(deps.glob("*.whl")):
         try:
             done_host = host_wheel(state, wheel)
         except HostError as exc:
-            click.echo(f"  not hosted: {exc}", err=True)
+            click.echo(f"REFUSED {wheel.name}: not hosted: {exc}", err=True)
+            refused.append(wheel.name)
             continue
         click.echo(f"hosted {done_host.filename}", err=True)
     state.db.dispose()
+    return refused
+
+
+def _build_requirements(projects: list[Path]) -> list[str]:
+    """What isolated builds of ``projects`` (and of ``opmarket new``'s projects) install
+    from the index besides opmarket: their ``build-system.requires``, one line a name."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    lines = ["setuptools>=70.1", "pybind11>=2.12"]  # opmarket new's (and opmarket.build_meta's)
+    for project in projects:
+        with open(project / "pyproject.toml", "rb") as f:
+            lines += tomllib.load(f).get("build-system", {}).get("requires", [])
+    merged: dict[str, SpecifierSet] = {}
+    for requirement in map(Requirement, lines):
+        if requirement.name != "opmarket":
+            merged[requirement.name] = merged.get(requirement.name, SpecifierSet()) & (
+                requirement.specifier
+            )
+    return [f"{name}{spec}" for name, spec in sorted(merged.items())]
 
 
 def run_demo(settings: Settings) -> None:
@@ -207,7 +258,7 @@ def run_demo(settings: Settings) -> None:
         )
     out = settings.data_dir / "demo-dist"
     out.mkdir(parents=True, exist_ok=True)
-    _host_dependencies(settings, out)
+    refused = _host_dependencies(settings, out)
     wheels = _build(projects, out)
     # The same HTTP limits as `opmarket serve` (header size and count, slow clients).
     config = uvicorn.Config(
@@ -225,7 +276,7 @@ def run_demo(settings: Settings) -> None:
             if server.should_exit:
                 return
             time.sleep(0.1)
-        _publish(settings, base_url, wheels)
+        _publish(settings, base_url, wheels, refused)
 
     threading.Thread(target=publish_when_up, daemon=True).start()
     server.run()

@@ -4,13 +4,18 @@ users/tokens commands behave as scripts expect."""
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .conftest import OPMARKET, Market, Wheels, clean_env, twine
+from .conftest import OPMARKET, Market, Wheels, clean_env, free_port, twine
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -137,3 +142,52 @@ def test_an_unusable_data_folder_is_a_one_line_error() -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("opmarket: error: --data /proc/opmarket-nope")
     assert done.stderr.count("\n") == 1
+
+
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            check=False,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"opmarket: error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "choose another port with --port N"
+    ]
+
+
+def test_ctrl_c_stops_the_server_without_abort_noise(tmp_path: Path) -> None:
+    port = free_port()
+    with subprocess.Popen(
+        [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    ) as proc:
+        assert proc.stderr is not None
+        try:
+            said = [proc.stderr.readline()]
+            assert said[0].startswith("opmarket: serving "), said
+            # Up once it answers; then Ctrl-C (SIGINT, as a terminal sends it).
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=10).close()
+                    break
+                except urllib.error.URLError:
+                    assert proc.poll() is None, proc.stderr.read()
+                    time.sleep(0.1)  # a poll interval: it is up when it answers
+            proc.send_signal(signal.SIGINT)
+            said += proc.stderr.readlines()
+            assert proc.wait(60) == 0
+        finally:
+            proc.kill()
+    assert "Aborted!" not in "".join(said), said
+    assert "Traceback" not in "".join(said), said

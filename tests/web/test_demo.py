@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import signal
 import subprocess
 import time
 import urllib.request
@@ -124,3 +127,106 @@ def test_demo_serves_every_first_party_plugin_validated(
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def _one_plugin(tmp_path: Path) -> Path:
+    """A copy of plugins/atan (pure Python) as the demo's only plugin."""
+    source = next(p for p in PLUGINS if p.name == "atan")
+    folder = tmp_path / "plugins"
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(source, folder / "atan", ignore=ignore)
+    return folder
+
+
+class _Demo:
+    """``opmarket serve --demo`` in a subprocess: its output in a file, stopped by Ctrl-C."""
+
+    def __init__(self, tmp_path: Path, plugins: Path, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / f"demo-{self.port}.log"
+        # The demo's own pip (for the wheels it hosts) is this machine's, as a user's is.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPMARKET_")}
+        env["OPMARKET_DEMO_PLUGINS"] = str(plugins)
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [OPMARKET, "serve", "--demo", "--port", str(self.port), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp_path,
+            )
+
+    def finished(self) -> str:
+        """The output once the demo has said whether it serves what it built."""
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            said = self.log.read_text()
+            if "demo ready" in said or "demo NOT as built" in said:
+                return said
+            assert self.proc.poll() is None, said
+            time.sleep(0.5)
+        raise AssertionError(self.log.read_text())
+
+    def ctrl_c(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.wait(60) == 0, self.log.read_text()
+        said = self.log.read_text()
+        assert "Aborted!" not in said and "Traceback" not in said, said
+        return said
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
+def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
+    tmp_path: Path, empty_upstream: str
+) -> None:
+    plugins = _one_plugin(tmp_path)
+    kept = ("--data", str(tmp_path / "kept"), "--upstream", empty_upstream)
+    first = _Demo(tmp_path, plugins, *kept)
+    assert "demo ready" in first.finished()
+    first.ctrl_c()
+
+    # An edit: the same version with other contents, which a kept index refuses.
+    module = plugins / "atan" / "src" / "opmarket_atan" / "__init__.py"
+    module.write_text(module.read_text() + "\nEDITED_FOR_THE_DEMO = 1\n")
+    second = _Demo(tmp_path, plugins, *kept)
+    said = second.finished()
+    assert "demo ready" not in said and "opmarket-atan: validated" not in said, said
+    assert re.search(r"^REFUSED opmarket_atan-\S+\.whl: HTTP 400: .*other contents", said, re.M)
+    assert "demo NOT as built" in said
+    # opmarket itself did not change: built again to the same bytes, it is not refused.
+    assert re.search(r"^hosted opmarket-\S+\.whl$", said, re.M) and "REFUSED opmarket-" not in said
+    second.ctrl_c()
+
+    # Without --data each run has a new index: the edit is what it serves.
+    fresh = _Demo(tmp_path, plugins)
+    said = fresh.finished()
+    assert "demo ready" in said and "REFUSED" not in said, said
+    (data,) = re.findall(r"^opmarket: demo data in (\S+) ", said, re.M)
+    request = urllib.request.Request(
+        f"{fresh.url}/simple/opmarket-atan/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    )
+    with urllib.request.urlopen(request) as r:
+        (entry,) = json.load(r)["files"]
+    wheel = tmp_path / entry["filename"]
+    with urllib.request.urlopen(fresh.url + entry["url"]) as r:
+        wheel.write_bytes(r.read())
+    with zipfile.ZipFile(wheel) as zf:
+        assert b"EDITED_FOR_THE_DEMO" in zf.read("opmarket_atan/__init__.py")
+
+    # What the docs promise a plain pip (no configuration, no PIP_* variables): an isolated
+    # `opmarket build` with the demo as its only index finds setuptools and opmarket there.
+    done = subprocess.run(
+        [OPMARKET, "build", "-o", str(tmp_path / "dist"), str(plugins / "atan")],
+        capture_output=True,
+        text=True,
+        env=clean_env(PIP_INDEX_URL=f"{fresh.url}/simple/"),
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((tmp_path / "dist").glob("opmarket_atan-*.whl")), done.stdout
+    fresh.ctrl_c()
+    assert not Path(data).exists()  # the demo's own data folder goes with it
