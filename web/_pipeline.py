@@ -45,7 +45,8 @@ _RESULT_CAP = 16 * 1024 * 1024
 
 @dataclass(slots=True)
 class Step:
-    """One validation step: name, status (passed, failed, skipped, not available) and log."""
+    """One validation step: name, status (passed, failed, skipped, not available, or for
+    compat allowed: breaking changes a major bump admits) and log."""
 
     name: str
     status: str  # one of _STATUSES
