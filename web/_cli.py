@@ -148,6 +148,11 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
         import tempfile
 
         fresh = data = Path(tempfile.mkdtemp(prefix="opmarket-demo-"))
+        # Stopped by SIGTERM too, the folder goes (the finally below); uvicorn raises the
+        # signal again once it has shut down, which lands here.
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     settings = _settings(
         host=host,
         port=port,

@@ -127,9 +127,11 @@ def _status(base_url: str, name: str) -> str:
         return FileStatus.PENDING
 
 
-def _publish(settings: Settings, base_url: str, wheels: list[Path], refused: list[str]) -> None:
+def _publish(
+    settings: Settings, base_url: str, wheels: list[Path], refused: list[tuple[str, str]]
+) -> None:
     """Upload ``wheels``, wait for their verdicts, and say whether the index now serves them
-    all; ``refused`` holds the files refused so far (hosting), and gets this step's."""
+    all; ``refused`` holds the files refused so far (hosting) and why, and gets this step's."""
     from opmarket.web._app import open_state
     from opmarket.web._auth import add_user, create_token
 
@@ -146,24 +148,32 @@ def _publish(settings: Settings, base_url: str, wheels: list[Path], refused: lis
             click.echo(f"uploaded {wheel.name}", err=True)
             pending.add(wheel.name.split("-")[0].replace("_", "-").lower())
         else:
-            click.echo(f"REFUSED {wheel.name}: HTTP {status}: {_reason(body)}", err=True)
-            refused.append(wheel.name)
+            reason = _reason(body)
+            click.echo(f"REFUSED {wheel.name}: HTTP {status}: {reason}", err=True)
+            refused.append((wheel.name, reason))
     while pending:
         for name in sorted(pending):
             verdict = _status(base_url, name)
             if verdict != FileStatus.PENDING:
                 click.echo(f"{name}: {verdict}", err=True)
                 pending.discard(name)
+                if verdict != FileStatus.VALIDATED:
+                    refused.append((name, verdict))
         time.sleep(0.5)
-    if refused:
+    if not refused:
+        click.echo(f"demo ready: open {base_url}/", err=True)
+        return
+    click.echo(
+        f"demo NOT as built: {', '.join(name for name, _ in refused)} refused or rejected "
+        f"(above); {base_url}/ serves the rest",
+        err=True,
+    )
+    if any("other contents" in why for _, why in refused):  # a kept --data folder
         click.echo(
-            f"demo NOT as built: {len(refused)} file(s) refused above ({', '.join(refused)}); "
-            f"{base_url}/ serves what this data folder had before. Run without --data for a "
-            "fresh index, or publish a new version.",
+            "  a file name is never reused: this --data folder keeps the earlier builds; run "
+            "without --data for a new index, or publish a new version",
             err=True,
         )
-    else:
-        click.echo(f"demo ready: open {base_url}/", err=True)
 
 
 def _reason(body: str) -> str:
@@ -174,12 +184,12 @@ def _reason(body: str) -> str:
         return body.strip()[:300]
 
 
-def _host_dependencies(settings: Settings, out: Path) -> list[str]:
+def _host_dependencies(settings: Settings, out: Path) -> list[tuple[str, str]]:
     """Host opmarket's own wheel (``opmarket build`` of this checkout) and, without an
     upstream, the wheels of its dependencies and of what isolated plugin builds need
     (``pip download``, from pip's cache or its index), so that ``pip install --index-url
     <demo>/simple/ PLUGIN`` and ``opmarket build`` work with a plain pip; the names of the
-    files refused."""
+    files refused, and why."""
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
@@ -211,13 +221,13 @@ def _host_dependencies(settings: Settings, out: Path) -> list[str]:
                 err=True,
             )
     state = open_state(settings)
-    refused: list[str] = []
+    refused: list[tuple[str, str]] = []
     for wheel in sorted(deps.glob("*.whl")):
         try:
             done_host = host_wheel(state, wheel)
         except HostError as exc:
             click.echo(f"REFUSED {wheel.name}: not hosted: {exc}", err=True)
-            refused.append(wheel.name)
+            refused.append((wheel.name, str(exc)))
             continue
         click.echo(f"hosted {done_host.filename}", err=True)
     state.db.dispose()

@@ -230,3 +230,15 @@ def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
     assert list((tmp_path / "dist").glob("opmarket_atan-*.whl")), done.stdout
     fresh.ctrl_c()
     assert not Path(data).exists()  # the demo's own data folder goes with it
+
+
+@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
+def test_the_demos_own_data_folder_goes_when_it_is_terminated(tmp_path: Path) -> None:
+    demo = _Demo(tmp_path, _one_plugin(tmp_path))
+    while not (found := re.findall(r"^opmarket: demo data in (\S+) ", demo.log.read_text(), re.M)):
+        assert demo.proc.poll() is None, demo.log.read_text()
+        time.sleep(0.1)  # a poll interval: the line comes first
+    (data,) = found
+    demo.proc.terminate()
+    assert demo.proc.wait(60) == 128 + signal.SIGTERM, demo.log.read_text()
+    assert not Path(data).exists()
