@@ -145,9 +145,15 @@ class PageCache:
         :meth:`keep_file`; None when it is not kept."""
         return self._files.get(project, {}).get(filename)
 
-    def keep_file(self, project: str, filename: str, body: bytes, *, seen: object) -> bytes:
+    def keep_file(
+        self, project: str, filename: str, body: bytes, *, seen: object, most: int = 0
+    ) -> bytes:
         """Keep a file generated from ``project``'s rows, dropped with its pages; as
-        :meth:`keep` does, only when no check moved the generation since ``seen``."""
+        :meth:`keep` does, only when no check moved the generation since ``seen``, and
+        (``most``) while the project has fewer files kept."""
+        files = self._files.get(project, {})
+        if most and len(files) >= most and filename not in files:
+            return body
         if seen == self._generation and seen is not None:
             self._files.setdefault(project, {})[filename] = body
         return body

@@ -5,6 +5,8 @@ manifest declares, and a bounded number of rows."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +106,21 @@ def test_more_kernel_rows_than_the_catalog_lists_reject_the_file(
     assert status == 400 and f"at most 1000 ops and {MAX_KERNEL_ROWS} kernel" in body, body
     detail = market.json("/api/packages/opm-flood")
     assert len(detail["kernels"]) <= MAX_KERNEL_ROWS
+
+
+def test_a_project_page_is_rendered_once_per_change_of_the_project(market: Market) -> None:
+    """A row changed behind the index's back (no change logged) does not show; once a
+    change is logged, it does: the page is not rendered again for each GET."""
+    status, _, kept = market.get("/project/opm-liar/")
+    assert status == 200 and b"Test&gt;Liar" in kept
+    db = market.data / "opmarket.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE op_entries SET signature = 'Changed behind its back.'")
+    for _ in range(5):
+        assert market.get("/project/opm-liar/")[2] == kept
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE projects SET serial = serial + 1 WHERE normalized = 'opm-liar'")
+    deadline = time.monotonic() + 30
+    while b"Changed behind its back." not in market.get("/project/opm-liar/")[2]:
+        assert time.monotonic() < deadline, "the change never showed"
+        time.sleep(0.2)
