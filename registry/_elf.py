@@ -8,22 +8,44 @@ the section headers and the few sections asked for, read with a few seeks, so a 
 hundreds of megabytes is not read whole. 32- and 64-bit, either byte order. A file that is
 not ELF, or whose section headers were stripped away (``sstrip``), has nothing here.
 
-The index reads uploaded libraries with it, so it trusts no number in the file: every read
-lies inside the file, only the first section of each kind (or name) is read (a linker
-writes one), a name is at most 64 KiB long, each name is decoded once, and the names
-decoded from a table add up to at most four times its size (entries pointing again and
-again into one long name are a bad file). Its work is then linear in the file's size.
+The index reads uploaded libraries with it, in its own process, so it trusts no number in
+the file and holds only what it returns: every read lies inside the file; the section
+headers are read a block at a time and never kept (at most :data:`MAX_SECTIONS` of them,
+extended numbering included); only the first section of each kind (or name) is read (a
+linker writes one); the dynamic section is read up to its ``DT_NULL`` within
+:data:`MAX_DYNAMIC` entries; and the names of ``DT_NEEDED``, ``DT_RPATH`` and
+``DT_RUNPATH`` are read one by one from the string table, each at most 64 KiB and
+:data:`MAX_NAMES` bytes in all, never the whole table. Reading ``needed``/``runpath`` thus
+costs a bounded number of reads and a small constant times the names it returns, whatever
+the file's size. Linked libraries have tens of sections and tens of dynamic entries: a file
+past a limit is refused (:attr:`Library.problem` says which).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["Library", "dynamic_symbols", "needed_libraries", "read_library"]
+__all__ = [
+    "MAX_DYNAMIC",
+    "MAX_NAMES",
+    "MAX_SECTIONS",
+    "Library",
+    "dynamic_symbols",
+    "needed_libraries",
+    "read_library",
+]
+
+#: The most section headers read (extended numbering included); a linked library has tens.
+MAX_SECTIONS = 65_535
+#: The most dynamic entries read before ``DT_NULL``; a linked library has tens.
+MAX_DYNAMIC = 4_096
+#: The most bytes of ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` names read from one library.
+MAX_NAMES = 256 * 1024
 
 _MAGIC = b"\x7fELF"
 _SHT_DYNSYM = 11
@@ -42,7 +64,12 @@ _SYMBOL = {1: ("IIIBBH", (0, 3, 4, 5)), 2: ("IBBHQQ", (0, 1, 2, 3))}
 # Where in a section header's tuple its type, offset, size and link are.
 _SH_NAME, _SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK = 0, 1, 4, 5, 6
 _MAX_NAME = 64 * 1024
+_BLOCK = 64 * 1024  # bytes of section headers (or names) read at once
 _BAD = (OSError, struct.error, ValueError, IndexError, OverflowError)
+
+
+class _Refused(ValueError):
+    """The file is ELF but breaks the format or one of this module's limits."""
 
 
 def dynamic_symbols(path: Path) -> frozenset[str]:
@@ -51,7 +78,8 @@ def dynamic_symbols(path: Path) -> frozenset[str]:
     truncated or cannot be read."""
     try:
         with open(path, "rb") as f:
-            return _read(f)
+            elf = _Elf.parse(f)
+            return frozenset() if elf is None else _exports(elf)
     except _BAD:
         return frozenset()
 
@@ -60,53 +88,29 @@ def dynamic_symbols(path: Path) -> frozenset[str]:
 class Library:
     """A shared library's dynamic section and the sections asked for by name: ``needed``
     (DT_NEEDED sonames, in the dynamic linker's order), ``runpath`` (DT_RPATH and
-    DT_RUNPATH entries, split at ``:``), ``sections`` (name -> bytes, for those present)."""
+    DT_RUNPATH entries, split at ``:``), ``sections`` (name -> bytes, for those present),
+    and ``problem``: why an ELF file was not read (truncated, or past a limit such as
+    :data:`MAX_DYNAMIC`), empty when it was or when the file is not ELF at all."""
 
     needed: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     sections: dict[str, bytes] = field(default_factory=dict)
+    problem: str = ""
 
 
 def read_library(path: Path, sections: tuple[str, ...] = ()) -> Library:
     """The :class:`Library` facts of the file at ``path``, with the bytes of the first
     section of each name in ``sections``. Empty for a file that is not ELF, is truncated or
-    cannot be read."""
+    cannot be read, or breaks a limit (then with its ``problem``)."""
     try:
         with open(path, "rb") as f:
-            found = _sections(f)
-            if found is None:
+            elf = _Elf.parse(f)
+            if elf is None:
                 return Library()
-            klass, order, headers, shstrndx = found
-            needed: list[str] = []
-            runpath: list[str] = []
-            dynamic = _with_strings(f, headers, _SHT_DYNAMIC)
-            if dynamic is not None:
-                strings, table = dynamic
-                name_at = _Names(strings)
-                entry = struct.Struct(order + _DYN[klass])
-                done: set[tuple[int, int]] = set()  # an entry repeated adds nothing
-                for offset in range(0, len(table) - entry.size + 1, entry.size):
-                    tag, value = entry.unpack_from(table, offset)
-                    if tag == 0:  # DT_NULL ends the table
-                        break
-                    if (tag, value) in done:
-                        continue
-                    done.add((tag, value))
-                    if tag == _DT_NEEDED:
-                        needed.append(name_at(value))
-                    elif tag in (_DT_RPATH, _DT_RUNPATH):
-                        runpath.extend(p for p in name_at(value).split(":") if p)
-            named: dict[str, bytes] = {}
-            if sections and shstrndx < len(headers):
-                names_sh = headers[shstrndx]
-                names = _Names(_exact(f, names_sh[_SH_SIZE], names_sh[_SH_OFFSET]))
-                for sh in headers:
-                    name = names(sh[_SH_NAME]) if sh[_SH_NAME] < len(names.strings) else ""
-                    if name in sections and name not in named:
-                        named[name] = _exact(f, sh[_SH_SIZE], sh[_SH_OFFSET])
-            return Library(tuple(needed), tuple(runpath), named)
-    except _BAD:
-        return Library()
+            needed, runpath = _dynamic(elf)
+            return Library(needed, runpath, _named(elf, sections) if sections else {})
+    except _BAD as exc:
+        return Library(problem=str(exc) or type(exc).__name__)
 
 
 def needed_libraries(path: Path) -> tuple[str, ...]:
@@ -115,77 +119,171 @@ def needed_libraries(path: Path) -> tuple[str, ...]:
     return read_library(path).needed
 
 
-def _sections(f: BinaryIO) -> tuple[int, str, list[tuple[int, ...]], int] | None:
-    """The ELF class, byte order, section headers and the index of the section names'
-    section of the open file; None if not ELF."""
-    ident = f.read(16)
-    if len(ident) < 16 or ident[:4] != _MAGIC or ident[4] not in (1, 2) or ident[5] not in (1, 2):
-        return None
-    klass = ident[4]
-    order = "<" if ident[5] == 1 else ">"
-    header = struct.Struct(order + _HEADER[klass])
-    fields = header.unpack(_exact(f, header.size))
-    shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
-    section = struct.Struct(order + _SECTION[klass])
-    if shoff == 0 or shentsize < section.size:
-        return None
-    if shnum == 0 or shstrndx == _SHN_XINDEX:  # extended numbering: in section 0
-        first = section.unpack(_exact(f, section.size, shoff))
-        shnum = shnum or first[_SH_SIZE]
-        shstrndx = first[_SH_LINK] if shstrndx == _SHN_XINDEX else shstrndx
-    table = _exact(f, shentsize * shnum, shoff)
-    headers = [section.unpack_from(table, i * shentsize) for i in range(shnum)]
-    return klass, order, headers, shstrndx
+@dataclass(frozen=True, slots=True)
+class _Elf:
+    """An open ELF file's class, byte order and section header table (where, how many)."""
 
+    f: BinaryIO
+    size: int
+    klass: int
+    order: str
+    section: struct.Struct
+    shoff: int
+    shnum: int
+    shstrndx: int
 
-def _with_strings(
-    f: BinaryIO, sections: list[tuple[int, ...]], kind: int
-) -> tuple[bytes, bytes] | None:
-    """The first section of type ``kind``: the string table it links to, and its own
-    bytes; None when there is none."""
-    sh = next((sh for sh in sections if sh[_SH_TYPE] == kind), None)
-    if sh is None:
-        return None
-    strtab = sections[sh[_SH_LINK]]
-    return _exact(f, strtab[_SH_SIZE], strtab[_SH_OFFSET]), _exact(f, sh[_SH_SIZE], sh[_SH_OFFSET])
+    @classmethod
+    def parse(cls, f: BinaryIO) -> _Elf | None:
+        """The file's ELF facts; None when it is not ELF or has no section headers."""
+        size = os.fstat(f.fileno()).st_size
+        ident = f.read(16)
+        if len(ident) < 16 or ident[:4] != _MAGIC:
+            return None
+        if ident[4] not in (1, 2) or ident[5] not in (1, 2):
+            return None
+        klass = ident[4]
+        order = "<" if ident[5] == 1 else ">"
+        header = struct.Struct(order + _HEADER[klass])
+        fields = header.unpack(_exact(f, size, header.size, 16))
+        shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
+        section = struct.Struct(order + _SECTION[klass])
+        if shoff == 0:
+            return None
+        if shentsize != section.size:  # the gABI's size; anything else is not a linker's
+            raise _Refused(f"section headers of {shentsize} bytes, not {section.size}")
+        elf = cls(f, size, klass, order, section, shoff, 1, shstrndx)
+        if shnum == 0 or shstrndx == _SHN_XINDEX:  # extended numbering: in section 0
+            first = elf.header(0)
+            shnum = shnum or first[_SH_SIZE]
+            shstrndx = first[_SH_LINK] if shstrndx == _SHN_XINDEX else shstrndx
+        if shnum > MAX_SECTIONS:
+            raise _Refused(f"{shnum} sections; the index reads at most {MAX_SECTIONS}")
+        _exact(f, size, 0, shoff + shnum * section.size)  # the whole table lies in the file
+        return cls(f, size, klass, order, section, shoff, shnum, shstrndx)
+
+    def header(self, index: int) -> tuple[int, ...]:
+        """Section header ``index``."""
+        if not 0 <= index < self.shnum:
+            raise _Refused(f"section {index} of {self.shnum}")
+        at = self.shoff + index * self.section.size
+        return self.section.unpack(_exact(self.f, self.size, self.section.size, at))
+
+    def headers(self) -> Iterator[tuple[int, ...]]:
+        """Every section header in order, read a block at a time and not kept."""
+        per_block = max(1, _BLOCK // self.section.size)
+        for first in range(0, self.shnum, per_block):
+            count = min(per_block, self.shnum - first)
+            at = self.shoff + first * self.section.size
+            yield from self.section.iter_unpack(
+                _exact(self.f, self.size, count * self.section.size, at)
+            )
+
+    def first(self, kind: int) -> tuple[int, ...] | None:
+        """The first section header of type ``kind``, None when there is none."""
+        return next((sh for sh in self.headers() if sh[_SH_TYPE] == kind), None)
+
+    def read(self, sh: tuple[int, ...]) -> bytes:
+        """The bytes of the section with header ``sh``."""
+        return _exact(self.f, self.size, sh[_SH_SIZE], sh[_SH_OFFSET])
 
 
 class _Names:
-    """The NUL-terminated names of one string table, each decoded once; ValueError for a
-    name past :data:`_MAX_NAME` bytes, or once the names decoded add up to more than four
-    times the table (a linker's names do not overlap much; a hostile file can point
-    thousands of entries at one long name)."""
+    """Names read one by one from the string table with header ``sh`` (never the whole
+    table), each once; :class:`_Refused` past :data:`_MAX_NAME` bytes for one name or
+    ``budget`` bytes in all."""
 
-    def __init__(self, strings: bytes) -> None:
-        self.strings = strings
-        self.budget = 4 * len(strings) + _MAX_NAME
+    def __init__(self, elf: _Elf, sh: tuple[int, ...], budget: int) -> None:
+        self.elf, self.start, self.end = elf, sh[_SH_OFFSET], sh[_SH_OFFSET] + sh[_SH_SIZE]
+        _exact(elf.f, elf.size, 0, self.end)  # the table lies in the file
+        self.budget = budget
         self.seen: dict[int, str] = {}
 
-    def __call__(self, start: int) -> str:
-        found = self.seen.get(start)
+    def __call__(self, offset: int) -> str:
+        found = self.seen.get(offset)
         if found is not None:
             return found
-        end = self.strings.index(b"\0", start, start + _MAX_NAME)
-        self.budget -= end - start + 1
-        if self.budget < 0:
-            raise ValueError("string table names overlap past any linker's")
-        name = self.seen[start] = self.strings[start:end].decode("utf-8", "replace")
+        at, parts = self.start + offset, list[bytes]()
+        limit = min(self.end, at + _MAX_NAME + 1)
+        while True:
+            if at >= limit:
+                raise _Refused("a name runs past its string table or 64 KiB")
+            block = _exact(self.elf.f, self.elf.size, min(4096, limit - at), at)
+            end = block.find(b"\0")
+            parts.append(block if end < 0 else block[:end])
+            self.budget -= len(parts[-1])
+            if self.budget < 0:
+                raise _Refused(f"names add up to more than {MAX_NAMES} bytes")
+            if end >= 0:
+                break
+            at += len(block)
+        name = self.seen[offset] = b"".join(parts).decode("utf-8", "replace")
         return name
 
 
-def _read(f: BinaryIO) -> frozenset[str]:
-    found = _sections(f)
-    if found is None:
+def _dynamic(elf: _Elf) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """DT_NEEDED and DT_RPATH/DT_RUNPATH of the first dynamic section."""
+    sh = elf.first(_SHT_DYNAMIC)
+    if sh is None:
+        return (), ()
+    entry = struct.Struct(elf.order + _DYN[elf.klass])
+    _exact(elf.f, elf.size, 0, sh[_SH_OFFSET] + sh[_SH_SIZE])  # the section lies in the file
+    count = sh[_SH_SIZE] // entry.size
+    table = _exact(elf.f, elf.size, min(count, MAX_DYNAMIC) * entry.size, sh[_SH_OFFSET])
+    name_at = _Names(elf, elf.header(sh[_SH_LINK]), MAX_NAMES)
+    needed: list[str] = []
+    runpath: list[str] = []
+    done: set[tuple[int, int]] = set()  # an entry repeated adds nothing
+    for tag, value in entry.iter_unpack(table):
+        if tag == 0:  # DT_NULL ends the table
+            return tuple(needed), tuple(runpath)
+        if (tag, value) in done or tag not in (_DT_NEEDED, _DT_RPATH, _DT_RUNPATH):
+            continue
+        done.add((tag, value))
+        if tag == _DT_NEEDED:
+            needed.append(name_at(value))
+        else:
+            runpath.extend(p for p in name_at(value).split(":") if p)
+    if count > MAX_DYNAMIC:
+        raise _Refused(f"no DT_NULL in {MAX_DYNAMIC} dynamic entries, the most the index reads")
+    return tuple(needed), tuple(runpath)
+
+
+def _named(elf: _Elf, wanted: tuple[str, ...]) -> dict[str, bytes]:
+    """The bytes of the first section of each name in ``wanted``."""
+    if elf.shstrndx >= elf.shnum:
+        return {}
+    names = _Names(elf, elf.header(elf.shstrndx), MAX_NAMES)
+    found: dict[str, bytes] = {}
+    longest = max(map(len, wanted))
+    for sh in elf.headers():
+        if sh[_SH_NAME] >= names.end - names.start:
+            continue
+        # A name longer than every wanted one is not read whole (nor counted twice).
+        probe = _exact(
+            elf.f,
+            elf.size,
+            min(longest + 1, names.end - names.start - sh[_SH_NAME]),
+            names.start + sh[_SH_NAME],
+        )
+        name = probe.split(b"\0", 1)[0].decode("utf-8", "replace")
+        if name in wanted and name not in found:
+            found[name] = elf.read(sh)
+    return found
+
+
+def _exports(elf: _Elf) -> frozenset[str]:
+    symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[elf.klass]
+    symbol = struct.Struct(elf.order + symbol_format)
+    sh = elf.first(_SHT_DYNSYM)
+    if sh is None:
         return frozenset()
-    klass, order, sections, _ = found
-    symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[klass]
-    symbol = struct.Struct(order + symbol_format)
+    strings = elf.read(elf.header(sh[_SH_LINK]))
+    symbols = elf.read(sh)
+    # Names decoded add up to at most four times their table: a linker's names overlap
+    # little, a hostile file points thousands of symbols into one long name.
+    budget = 4 * len(strings) + _MAX_NAME
+    seen: dict[int, str] = {}
     names: set[str] = set()
-    dynsym = _with_strings(f, sections, _SHT_DYNSYM)
-    if dynsym is None:
-        return frozenset()
-    strings, symbols = dynsym
-    name_of = _Names(strings)
     for offset in range(symbol.size, len(symbols) - symbol.size + 1, symbol.size):
         entry = symbol.unpack_from(symbols, offset)  # entry 0 is the null symbol
         if (
@@ -194,15 +292,23 @@ def _read(f: BinaryIO) -> frozenset[str]:
             or entry[other_at] & 3 not in _VISIBLE
         ):
             continue
-        names.add(name_of(entry[name_at]))
+        start = entry[name_at]
+        name = seen.get(start)
+        if name is None:
+            end = strings.index(b"\0", start, start + _MAX_NAME)
+            budget -= end - start + 1
+            if budget < 0:
+                raise _Refused("symbol names overlap past any linker's")
+            name = seen[start] = strings[start:end].decode("utf-8", "replace")
+        names.add(name)
     return frozenset(names)
 
 
-def _exact(f: BinaryIO, size: int, at: int | None = None) -> bytes:
-    """``size`` bytes from ``at`` (else from where ``f`` is); ValueError unless all of them
-    lie inside the file, so no number in a hostile file makes it read more than it has."""
-    start = f.tell() if at is None else at
-    if start < 0 or size < 0 or start + size > os.fstat(f.fileno()).st_size:
-        raise ValueError("truncated ELF file")
-    f.seek(start)
+def _exact(f: BinaryIO, file_size: int, size: int, at: int) -> bytes:
+    """``size`` bytes from ``at``; :class:`_Refused` unless all of them lie inside the
+    file (of ``file_size`` bytes), so no number in a hostile file makes it read more than
+    it has."""
+    if at < 0 or size < 0 or at + size > file_size:
+        raise _Refused("truncated ELF file: a section or table runs past its end")
+    f.seek(at)
     return f.read(size)

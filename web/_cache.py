@@ -1,4 +1,5 @@
-"""Rendered /simple/ pages kept in memory, kept honest by the catalog's change log.
+"""Rendered /simple/ pages (and the files generated beside them: a release's
+variants.json) kept in memory, kept honest by the catalog's change log.
 
 Every change that the index shows (a new project, an upload, a verdict, a yank) bumps the
 project's serial, and a database trigger (migration 0007) adds a row naming the project to
@@ -81,6 +82,7 @@ class PageCache:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._pages: dict[str, tuple[object, bytes, bytes]] = {}
+        self._files: dict[str, dict[str, bytes]] = {}  # project -> file name -> its bytes
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
@@ -107,6 +109,7 @@ class PageCache:
             oldest, newest = read_last()
             if self._generation is None or oldest > self._generation + 1:
                 self._pages.clear()  # rendered before the first look, or changes lost
+                self._files.clear()
                 self._gaps.clear()
                 self._generation = newest
             elif newest != self._generation or self._gaps:
@@ -115,6 +118,7 @@ class PageCache:
                 got = {change_id for change_id, _ in changes}
                 for _, project in changes:
                     self._pages.pop(project, None)
+                    self._files.pop(project, None)
                 if changes:
                     self._pages.pop(INDEX, None)
                 now = time.monotonic()
@@ -136,6 +140,24 @@ class PageCache:
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], hit[2])
 
+    def get_file(self, project: str, filename: str) -> bytes | None:
+        """A file generated for ``project`` (a release's variants.json) kept by
+        :meth:`keep_file`; None when it is not kept."""
+        return self._files.get(project, {}).get(filename)
+
+    def keep_file(
+        self, project: str, filename: str, body: bytes, *, seen: object, most: int = 0
+    ) -> bytes:
+        """Keep a file generated from ``project``'s rows, dropped with its pages; as
+        :meth:`keep` does, only when no check moved the generation since ``seen``, and
+        (``most``) while the project has fewer files kept."""
+        files = self._files.get(project, {})
+        if most and len(files) >= most and filename not in files:
+            return body
+        if seen == self._generation and seen is not None:
+            self._files.setdefault(project, {})[filename] = body
+        return body
+
     @property
     def generation(self) -> object:
         """Read before rendering a page, handed back to ``keep``."""
@@ -152,6 +174,7 @@ class PageCache:
         return html, js
 
     def forget(self, key: str) -> None:
-        """Drop a project's page (and the index, which lists it)."""
+        """Drop a project's page and files (and the index, which lists it)."""
         self._pages.pop(key, None)
+        self._files.pop(key, None)
         self._pages.pop(INDEX, None)

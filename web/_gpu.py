@@ -4,9 +4,10 @@ read without a GPU and without running them.
 For every shared library in the wheel (``*.so``, ``*.so.N``):
 
 - the CUDA runtime it needs: its ``DT_NEEDED`` entries (``libcudart.so.13``), read with
-  the ELF reader of ``opmarket.registry``, and whether the wheel provides it, by bundling
-  that file or by declaring a dependency on NVIDIA's runtime wheel of that major
-  (``nvidia-cuda-runtime>=13,<14``, or ``nvidia-cuda-runtime-cu13``);
+  the ELF reader of ``opmarket.registry`` (in bounded memory; a library past its limits on
+  sections and dynamic entries, which no linker's reaches, fails the step), and whether
+  the wheel provides it, by bundling that file or by declaring a dependency on NVIDIA's
+  runtime wheel of that major (``nvidia-cuda-runtime>=13,<14``, or ``nvidia-cuda-runtime-cu13``);
 - the device code it carries: SASS (``sm_80``: machine code for one GPU architecture) and
   PTX (``compute_75``: an intermediate form the driver compiles for newer GPUs), listed by
   NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web._gpu_tools`);
@@ -44,7 +45,7 @@ from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from opmarket.registry._elf import needed_libraries
+from opmarket.registry._elf import read_library
 from opmarket.web._gpu_tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
@@ -291,9 +292,13 @@ def _check_libraries(
         with zf.open(member) as src, open(local, "wb") as out:
             while chunk := src.read(1024 * 1024):
                 out.write(chunk)
-        needs = needed_libraries(local)
+        elf = read_library(local)
+        needs = elf.needed
         lib: dict[str, Any] = {"path": member.filename, "needs": [], "sass": [], "ptx": []}
         notes = []
+        if elf.problem:  # past the reader's limits (no linker's library is): not read
+            check.status = "failed"
+            notes.append(f"its ELF headers cannot be read: {elf.problem}")
         for soname in needs:
             match = _CUDART.match(soname)
             if match is None:

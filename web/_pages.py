@@ -10,12 +10,15 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from packaging.utils import canonicalize_name
+from starlette.concurrency import run_in_threadpool
 
+from opmarket.web._cache import read_changes
 from opmarket.web._catalog import SearchError, get_op, get_package, search_packages
 from opmarket.web._hosted import HOSTED
 from opmarket.web._models import FileStatus
 from opmarket.web._showcase import readme_html
-from opmarket.web._state import SessionDep
+from opmarket.web._state import AppState, SessionDep
 
 __all__ = ["router"]
 
@@ -110,13 +113,37 @@ def home(
     )
 
 
+#: How many renderings of one project's page (one per base URL the clients use) are kept.
+PAGES_PER_PROJECT = 4
+
+
 @router.get("/project/{name}/")
-def package(name: str, session: SessionDep, request: Request) -> HTMLResponse:
-    found = get_package(session, name)
+async def package(name: str, request: Request) -> HTMLResponse:
+    """A project's page, rendered once per change of the project (kept with its simple
+    pages, see :mod:`opmarket.web._cache`) for each of a few base URLs."""
+    state: AppState = request.app.state.opmarket
+    normalized = str(canonicalize_name(name))
+    key = f"project page {request.base_url}"
+    if state.pages.due():
+        await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+    page = state.pages.get_file(normalized, key)
+    if page is not None:
+        return HTMLResponse(page)
+    return await run_in_threadpool(_package, state, request, name, key)
+
+
+def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResponse:
+    seen = state.pages.generation
+    with state.db.session() as session:
+        found = get_package(session, name)
     if found is None:
         return _render(request, "missing.html", 404, what=f"package {name}")
-    readme = readme_html(request.app.state.opmarket.storage, found.readme_sha256)
-    return _render(request, "package.html", p=found, readme=Markup(readme))
+    readme = readme_html(state.storage, found.readme_sha256)
+    page = _render(request, "package.html", p=found, readme=Markup(readme))
+    state.pages.keep_file(
+        found.normalized, key, bytes(page.body), seen=seen, most=PAGES_PER_PROJECT
+    )
+    return page
 
 
 @router.get("/op/{name}/")

@@ -344,9 +344,9 @@ def validate_wheel(
     assert report is not None
     for name, status, log in report.steps:
         verdict.steps.append(Step(name, status, log))
-    verdict.opset, verdict.ops, verdict.kernels = report.opset, report.ops, report.kernels
-    if report.opset:
-        _manifest(verdict, path, report.registered_kernels)
+    verdict.opset = report.opset  # its ops and kernels: only as the manifest allows (_shown)
+    if report.opset or not verdict.failures:  # a load that failed reports no op-set
+        _manifest(verdict, path, report.registered_kernels, (report.kernels, gpu))
     output = (_tail(outcome.stderr) + "\n" + _tail(outcome.stdout)).strip()
     if output:
         verdict.steps.append(Step("plugin output", "skipped", [output]))
@@ -394,12 +394,19 @@ def _ended_badly(result: HarnessResult) -> str:
     return ""
 
 
-def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) -> None:
-    """Compare the reported op-set with the manifest read here from the archive; add the
-    kernels the manifest declares for devices this worker has not (not run)."""
+def _manifest(
+    verdict: Verdict,
+    wheel: Path,
+    registered: list[tuple[str, str]],
+    ran: tuple[list[dict[str, str]], bool],
+) -> None:
+    """Compare the reported op-set with the manifest read here from the archive; list the
+    manifest's ops, the rows of ``ran`` (reported rows, whether a GPU was there) it allows
+    and its kernels for devices this worker has not (not run): see :mod:`._shown`."""
     from opmarket.compat import opset_from_wheel
     from opmarket.registry._manifest import MANIFEST, MANIFEST_FIX, op_difference
     from opmarket.sdk import OpmarketError, opset_from_json
+    from opmarket.web._shown import MAX_KERNEL_ROWS, MAX_OPS, not_run, shown_kernels, shown_ops
 
     try:
         have = {o.name: o for o in opset_from_json(verdict.opset).ops}
@@ -427,38 +434,24 @@ def _manifest(verdict: Verdict, wheel: Path, registered: list[tuple[str, str]]) 
     ]
     if problems:
         problems.append(f"{MANIFEST} is stale or missing: {MANIFEST_FIX}")
+    verdict.ops = shown_ops(manifest)
+    verdict.kernels, left_out = shown_kernels(manifest, ran[0], ("CPU", "GPU")[: 1 + ran[1]])
+    if len(verdict.ops) > MAX_OPS or len(verdict.kernels) > MAX_KERNEL_ROWS:
+        problems.append(
+            f"{len(verdict.ops)} ops and {len(verdict.kernels)} kernel results; the index "
+            f"lists at most {MAX_OPS} ops and {MAX_KERNEL_ROWS} kernel results per file"
+        )
+        verdict.ops, verdict.kernels = verdict.ops[:MAX_OPS], verdict.kernels[:MAX_KERNEL_ROWS]
     verdict.steps.append(
         Step(
             "manifest",
             "failed" if problems else "passed",
-            problems or ["opmarket.opset.json matches what registers"],
+            (problems or ["opmarket.opset.json matches what registers"])
+            + [f"{left_out} kernel result(s) for kernels it does not declare: not listed"]
+            * bool(left_out),
         )
     )
-    ran = {(k["op"], k["device"]) for k in verdict.kernels}
-    declared = [(op, device, "") for op, device in registered]
-    declared += [
-        (
-            k.op,
-            k.device,
-            ", ".join(f"{a}={'|'.join(t.spec_name for t in ts)}" for a, ts in k.constraints),
-        )
-        for k in manifest.kernels  # its own ops' (which registered: checked above), and
-        # a companion's kernels for ops its base plugin declares
-    ]
-    seen: set[tuple[str, str]] = set()
-    for op, device, dtypes in declared:
-        if (op, device) in ran or (op, device) in seen:
-            continue
-        seen.add((op, device))
-        verdict.kernels.append(
-            {
-                "op": op,
-                "device": device,
-                "dtypes": dtypes,
-                "status": f"{device.lower()}: not run",
-                "message": "no worker with that device validated it",
-            }
-        )
+    verdict.kernels += not_run(verdict.kernels, registered, manifest)
 
 
 def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:

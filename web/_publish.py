@@ -218,7 +218,10 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
             raise _name_reused(filename)
         if existing.status != FileStatus.REJECTED:  # validated, or its validation queued
             return Accepted(filename, existing.sha256, normalized, existing.status, False)
-        return None  # rejected: the same bytes again ask for another validation
+        # Rejected: the same bytes again ask for another validation, and meet the release's
+        # variant wheels of now (others may have been published since it was rejected).
+        check_release_variants(session, info)
+        return None
     # Not this file name: a racing identical upload may have committed since the read above.
     other = File.filename != filename
     same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256, other))

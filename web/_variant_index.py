@@ -4,8 +4,12 @@ linked from those pages with its sha256 as the PEP asks, and the upload check th
 release's variant metadata consistent.
 
 The file is generated from the release's validated variant wheels (PEP 825 allows either
-that or an upload by the author); it grows as more variant wheels of the release are
-validated, so an installer that locked its hash sees a change then. Installers that know no
+that or an upload by the author), merged in the order they were published, once per change
+of the project (kept with its simple pages, see :mod:`opmarket.web._cache`); it grows as
+more variant wheels of the release are validated, so an installer that locked its hash
+sees a change then, but a label never changes its meaning: every upload of a variant
+wheel, a rejected one's again included, is checked against the release's others, and
+the caps of :mod:`opmarket.web._variants` bound its size. Installers that know no
 variants skip both the file (not a distribution) and the variant wheels (their six-part
 names are not valid wheel names to them).
 """
@@ -13,8 +17,10 @@ names are not valid wheel names to them).
 from __future__ import annotations
 
 import html
+import re
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -23,6 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from opmarket.web._cache import read_changes
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
 from opmarket.web._state import AppState
@@ -41,9 +48,10 @@ router = APIRouter(tags=["simple"])
 
 def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
     """The variants.json of each release among ``rows`` (validated files and their
-    versions) that has variant wheels, by version."""
+    versions) that has variant wheels, by version; each merged in the order they were
+    published (validated), so a later wheel never changes what a label meant."""
     by_version: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for f, version in rows:
+    for f, version in sorted(rows, key=lambda row: (row[0].validated or datetime.min, row[0].id)):
         if f.variant is not None:
             by_version[version].append((f.filename, f.variant))
     found = {}
@@ -77,7 +85,8 @@ def variant_links(
 
 def check_release_variants(session: Session, info: WheelInfo) -> None:
     """HTTPError 400 when the variant wheel ``info`` contradicts the variant metadata of
-    its release's other variant wheels (not rejected ones)."""
+    its release's other variant wheels (not rejected ones), in upload order, or would
+    pass the caps of :func:`~opmarket.web._variants.check_consistent`."""
     if info.variant is None:
         return
     rows = session.execute(
@@ -90,6 +99,7 @@ def check_release_variants(session: Session, info: WheelInfo) -> None:
             File.status != FileStatus.REJECTED,
             File.filename != info.filename,
         )
+        .order_by(File.validated.asc().nulls_last(), File.id)
     ).all()
     from packaging.version import Version
 
@@ -113,27 +123,36 @@ async def variants_json(project: str, filename: str, request: Request) -> Respon
     normalized = str(canonicalize_name(project))
     if not filename.endswith("-variants.json"):
         raise HTTPError(404, "not-found", f"no file {filename!r} under /simple/{normalized}/")
-    made = await run_in_threadpool(_find, state, normalized, filename)
-    return Response(made.content, media_type="application/json")
+    if state.pages.due():
+        await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+    content = state.pages.get_file(normalized, filename)
+    if content is None:
+        content = await run_in_threadpool(_build, state, normalized, filename)
+    return Response(content, media_type="application/json")
 
 
-def _find(state: AppState, normalized: str, filename: str) -> VariantsFile:
+def _build(state: AppState, normalized: str, filename: str) -> bytes:
+    """The variants.json named ``filename``, from the validated variant wheels of its one
+    release, kept until the project changes."""
+    seen = state.pages.generation
+    prefix = re.sub(r"[-_.]+", "_", normalized) + "-"
+    version = filename.removeprefix(prefix).removesuffix("-variants.json")
+    if not filename.startswith(prefix):
+        raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
     with state.db.session() as session:
-        rows = (
-            session.execute(
-                select(File, Release.version)
-                .join(Release)
-                .join(Project)
-                .where(
-                    Project.normalized == normalized,
-                    File.status == FileStatus.VALIDATED,
-                    File.variant.is_not(None),
-                )
+        rows = session.execute(
+            select(File.filename, File.variant)
+            .join(Release)
+            .join(Project)
+            .where(
+                Project.normalized == normalized,
+                Release.version == version,
+                File.status == FileStatus.VALIDATED,
+                File.variant.is_not(None),
             )
-            .tuples()
-            .all()
-        )
-        for made in release_variants(normalized, rows).values():
-            if made.filename == filename:
-                return made
-    raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
+            .order_by(File.validated, File.id)
+        ).all()
+    made = variants_file(normalized, version, [(r.filename, r.variant) for r in rows])
+    if made is None or made.filename != filename:
+        raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
+    return state.pages.keep_file(normalized, filename, made.content, seen=seen)

@@ -32,6 +32,10 @@ from opmarket.sdk import OpmarketError
 
 __all__ = [
     "LABEL",
+    "MAX_METADATA",
+    "MAX_PROPERTIES",
+    "MAX_VARIANTS_JSON",
+    "MAX_VARIANT_WHEELS",
     "METADATA_FILE",
     "VariantError",
     "VariantsFile",
@@ -47,7 +51,16 @@ __all__ = [
 LABEL = re.compile(r"^[0-9a-z_.]{1,16}$", re.ASCII)
 #: Where a variant wheel keeps its variant metadata, in its ``.dist-info`` folder.
 METADATA_FILE = "variant.json"
-_MAX_METADATA = 1024 * 1024
+#: The largest variant.json the index reads: one label's properties and providers take a
+#: few hundred bytes; each upload merges its release's variant.json files.
+MAX_METADATA = 64 * 1024
+#: The most properties (namespace :: feature :: value) one variant.json may list.
+MAX_PROPERTIES = 256
+#: The most variant wheels (not rejected) one release may have: labels times platforms
+#: times Python versions.
+MAX_VARIANT_WHEELS = 256
+#: The largest ``{name}-{version}-variants.json`` a release's variant wheels may add up to.
+MAX_VARIANTS_JSON = 1024 * 1024
 
 
 class VariantError(OpmarketError, ValueError):
@@ -98,8 +111,8 @@ def read_variant_metadata(zf: zipfile.ZipFile, dist_info: str, label: str) -> di
             f"the file name has the variant label {label!r} but {member} is missing "
             "(PEP 825: a variant wheel carries its variant metadata)"
         ) from None
-    if info.file_size > _MAX_METADATA:
-        raise VariantError(f"{member} is larger than {_MAX_METADATA} bytes")
+    if info.file_size > MAX_METADATA:
+        raise VariantError(f"{member} is larger than {MAX_METADATA} bytes")
     raw = zf.read(info)
     try:
         data = json.loads(raw)
@@ -113,7 +126,26 @@ def read_variant_metadata(zf: zipfile.ZipFile, dist_info: str, label: str) -> di
         VariantDistInfo(raw, expected_label=label)
     except (ValidationError, TypeError, ValueError, KeyError, RecursionError) as exc:
         raise VariantError(f"{member} is not valid variant metadata: {exc}") from None
+    count = _properties(data)
+    if count > MAX_PROPERTIES:
+        raise VariantError(
+            f"{member} lists {count} variant properties; the index takes at most "
+            f"{MAX_PROPERTIES} per variant wheel"
+        )
     return data
+
+
+def _properties(data: dict[str, Any]) -> int:
+    """How many properties (a feature without values counts as one) ``data`` lists."""
+    labels = data.get("variants")
+    return sum(
+        max(1, len(values)) if isinstance(values, list) else 1
+        for namespaces in (labels.values() if isinstance(labels, dict) else ())
+        if isinstance(namespaces, dict)
+        for features in namespaces.values()
+        if isinstance(features, dict)
+        for values in features.values()
+    )
 
 
 def variant_note(filename: str, data: dict[str, Any]) -> list[str]:
@@ -171,16 +203,30 @@ def check_consistent(
 ) -> None:
     """VariantError when the variant wheel ``filename`` (its variant.json ``data``)
     contradicts the variant wheels its release has (PEP 825: one label, one set of
-    properties; the namespace priorities of one release agree)."""
+    properties; the namespace priorities of one release agree), in the order they came,
+    or would be one past :data:`MAX_VARIANT_WHEELS` or make the release's variants.json
+    larger than :data:`MAX_VARIANTS_JSON`."""
     from variantlib.errors import ValidationError
 
+    released = list(released)
+    if len(released) >= MAX_VARIANT_WHEELS:
+        raise VariantError(
+            f"{filename}: the release has {len(released)} variant wheels already, the most "
+            "the index takes"
+        )
     try:
-        _merged([*sorted(released, key=lambda item: item[0]), (filename, data)])
+        merged = _merged([*released, (filename, data)])
     except (ValidationError, TypeError, ValueError) as exc:
         raise VariantError(
             f"{filename}: its variant metadata contradicts that of the release's other "
             f"variant wheels: {exc}"
         ) from None
+    size = len(merged.to_str().encode()) + 1
+    if size > MAX_VARIANTS_JSON:
+        raise VariantError(
+            f"{filename}: with it the release's variants.json would be {size} bytes; the "
+            f"index serves at most {MAX_VARIANTS_JSON}"
+        )
 
 
 def variants_file(
@@ -189,12 +235,14 @@ def variants_file(
     """The index-level metadata of one release from its variant wheels' (file name,
     variant.json) pairs, merged as PEP 825 says (variantlib's merge: disjoint labels
     together, one label one set of properties, namespace priorities extended, never
-    contradicted). A wheel whose metadata contradicts those before it (in file name order)
-    is left out, so an installer treats it as incompatible; uploads are checked with
-    :func:`check_consistent` so that this does not happen. None when there are none."""
+    contradicted). A wheel whose metadata contradicts those before it (in the order given:
+    the index gives them in the order they were uploaded, so a label keeps the meaning it
+    was published with) is left out, so an installer treats it as incompatible; uploads
+    are checked with :func:`check_consistent` so that this does not happen. None when
+    there are none."""
     from variantlib.errors import ValidationError
 
-    items = sorted(metadata, key=lambda item: item[0])
+    items = list(metadata)
     try:  # uploads are checked to agree: merging them all at once is the usual case
         merged: Any = _merged(items)
     except (ValidationError, TypeError, ValueError):
