@@ -90,8 +90,15 @@ def check(
     Sources are paths, installed distribution names or ``name==version`` (see load_source).
     Raises DocumentError/InvalidVersionError for input that cannot be read.
     """
-    old_source = load_source(old, index_url=index_url) if old is not None else None
-    new_source = load_source(new, index_url=index_url)
+    fetcher = None
+    if index_url is not None:  # one deadline for all the command asks of the index
+        from opmarket.compat._index import new_fetcher  # lazy: an HTTP client
+
+        fetcher = new_fetcher()
+    old_source = None
+    if old is not None:
+        old_source = load_source(old, index_url=index_url, fetcher=fetcher)
+    new_source = load_source(new, index_url=index_url, fetcher=fetcher)
     return check_sources(
         old_source,
         new_source,

@@ -60,7 +60,8 @@ FAIL_ON = ("breaking", "version", "never")  # compat._report.FAIL_ON, the same w
     "--index-url",
     metavar="URL",
     callback=check_index_url,
-    help="Package index (simple API) to fetch NAME==VERSION sources from.",
+    help="Package index (simple API) to fetch NAME==VERSION sources from; all it is asked "
+    "must answer within $OPMARKET_INDEX_TIMEOUT seconds (default 60).",
 )
 @click.option(
     "-o",

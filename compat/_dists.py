@@ -22,6 +22,22 @@ __all__ = ["ENTRY_POINT_GROUP", "MANIFEST", "opset_from_dist", "opset_from_wheel
 
 T = TypeVar("T")
 
+#: The most bytes read of one member of a wheel that opmarket reads (its METADATA, entry
+#: points, a manifest): real ones are kilobytes. zipfile inflates no more than a member's
+#: declared size, so checking that size bounds the memory a zip bomb can take.
+MEMBER_LIMIT = 64 * 1024 * 1024
+
+
+def _check_sizes(zf: zipfile.ZipFile, label: str) -> None:
+    for info in zf.infolist():
+        read = ".dist-info/" in info.filename or info.filename.endswith(MANIFEST)
+        if read and info.file_size > MEMBER_LIMIT:
+            raise DocumentError(
+                f"{label}!{info.filename}",
+                f"{info.file_size} bytes uncompressed, more than the {MEMBER_LIMIT // 2**20} "
+                "MiB opmarket reads of a wheel's metadata or manifest",
+            )
+
 
 def _member_text(zf: zipfile.ZipFile, member: str, label: str) -> str:
     try:
@@ -56,6 +72,7 @@ def opset_from_wheel(path: str | Path) -> OpSet:
         raise DocumentError(label, f"not a wheel file name: {exc}") from None
     try:
         with zipfile.ZipFile(path) as zf:
+            _check_sizes(zf, label)
             names = set(zf.namelist())
             dist = wheel_distribution(zf)
             if dist is None:

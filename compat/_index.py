@@ -1,20 +1,18 @@
 """Op-sets from a package index: ``name==version`` fetched through the simple repository API
-(PEP 691 JSON, or PEP 503 HTML), checked against the index's sha256, then read as a wheel."""
+(PEP 691 JSON, or PEP 503 HTML), checked against the index's sha256, then read as a wheel.
+What may be read, how much and for how long is opmarket._fetch's rule, as for every client."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from opmarket._fetch import Fetcher, FetchError, join_link, printable
 from opmarket.compat._dists import opset_from_wheel
 from opmarket.compat._sources import PINNED
 from opmarket.sdk import DocumentError, OpSet
@@ -38,55 +36,55 @@ class _Links(HTMLParser):
             self._href = None
 
 
-def _index_files(index_url: str, project: str, label: str) -> list[tuple[str, str, str]]:
+def _index_files(
+    fetcher: Fetcher, index_url: str, project: str, label: str
+) -> list[tuple[str, str, str]]:
     """(filename, absolute url, sha256 or "") for every file of ``project`` on the index."""
     url = index_url.rstrip("/") + f"/{project}/"
-    request = urllib.request.Request(
-        url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
-    )
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            body = response.read()
-            ctype = response.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as exc:
-        exc.close()  # its response: left open, it is a ResourceWarning when collected
+        page = fetcher.get(url, accept="application/vnd.pypi.simple.v1+json, text/html;q=0.1")
+        if "json" in page.content_type:
+            return _json_files(page.url, page.body, label)
+        parser = _Links()
+        parser.feed(page.body.decode("utf-8", errors="replace"))
+        out: list[tuple[str, str, str]] = []
+        for filename, href in parser.links:
+            base, _, fragment = join_link(page.url, href).partition("#")
+            digest = fragment[len("sha256=") :] if fragment.startswith("sha256=") else ""
+            out.append((filename or base.rsplit("/", 1)[-1], base, digest))
+        return out
+    except FetchError as exc:
         base = index_url.rstrip("/")
         hint = ""
-        if exc.code == 404 and not base.endswith("/simple"):  # the index's site, not its API
+        if exc.status == 404 and not base.endswith("/simple"):  # the index's site, not its API
             hint = f" (is --index-url the simple API? it mostly ends in /simple/: {base}/simple/)"
-        raise DocumentError(label, f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise DocumentError(label, f"{url}: cannot connect ({exc})") from None
-    out: list[tuple[str, str, str]] = []
-    if "json" in ctype:
-        try:
-            data = json.loads(body)
-            for f in data.get("files", []):
-                out.append(
-                    (
-                        str(f["filename"]),
-                        urllib.parse.urljoin(url, str(f["url"])),
-                        str((f.get("hashes") or {}).get("sha256", "")),
-                    )
-                )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            # Not the simple API's JSON (PEP 691): a proxy's error page, a truncated body.
-            raise DocumentError(
-                label, f"{url}: unreadable index response ({type(exc).__name__}: {exc})"
-            ) from None
-        return out
-    parser = _Links()
-    parser.feed(body.decode("utf-8", errors="replace"))
-    for filename, href in parser.links:
-        full = urllib.parse.urljoin(url, href)
-        base, _, fragment = full.partition("#")
-        digest = fragment[len("sha256=") :] if fragment.startswith("sha256=") else ""
-        out.append((filename or base.rsplit("/", 1)[-1], base, digest))
+        raise DocumentError(label, f"{exc}{hint}") from None
+
+
+def _json_files(page: str, body: bytes, label: str) -> list[tuple[str, str, str]]:
+    try:
+        data = json.loads(body)
+        out = []
+        for f in data["files"]:
+            hashes = f.get("hashes") or {}
+            digest = hashes.get("sha256", "") if isinstance(hashes, dict) else ""
+            if not (isinstance(f["filename"], str) and isinstance(digest, str)):
+                raise TypeError("a filename or sha256 that is not a string")
+            out.append((f["filename"], join_link(page, str(f["url"])), digest))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # Not the simple API's JSON (PEP 691): a proxy's error page, a truncated body.
+        raise DocumentError(
+            label, f"{page}: unreadable index response ({type(exc).__name__}: {exc})"
+        ) from None
     return out
 
 
-def opset_from_index(requirement: str, index_url: str) -> OpSet:
-    """Fetch the wheel of ``name==version`` from a simple-API index and read its op-set."""
+def opset_from_index(requirement: str, index_url: str, *, fetcher: Fetcher | None = None) -> OpSet:
+    """Fetch the wheel of ``name==version`` from a simple-API index and read its op-set.
+
+    ``fetcher`` carries the deadline of every request of one command (default: a new one);
+    the wheel is written to a temporary file as it arrives, up to the cap on files.
+    """
     m = PINNED.match(requirement)
     if m is None:
         raise DocumentError(requirement, "expected NAME==VERSION")
@@ -95,8 +93,10 @@ def opset_from_index(requirement: str, index_url: str) -> OpSet:
         wanted = Version(m.group(2))
     except InvalidVersion:
         raise DocumentError(requirement, f"{m.group(2)!r} is not a valid version") from None
+    if fetcher is None:
+        fetcher = new_fetcher()
     candidates = []
-    for filename, url, digest in _index_files(index_url, project, requirement):
+    for filename, url, digest in _index_files(fetcher, index_url, project, requirement):
         try:
             name, version, *_ = parse_wheel_filename(filename)
         except InvalidWheelFilename:
@@ -106,14 +106,24 @@ def opset_from_index(requirement: str, index_url: str) -> OpSet:
     if not candidates:
         raise DocumentError(requirement, f"no wheel of {project} {wanted} on {index_url}")
     filename, url, digest = sorted(candidates, key=lambda c: "none-any" not in c[0])[0]
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response:
-            data = response.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise DocumentError(requirement, f"{url}: download failed ({exc})") from None
-    if digest and hashlib.sha256(data).hexdigest() != digest:
-        raise DocumentError(requirement, f"{filename}: sha256 does not match the index")
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp, filename)
-        target.write_bytes(data)
+        try:
+            with target.open("wb") as out:
+                got = fetcher.download(url, out)
+        except FetchError as exc:
+            raise DocumentError(requirement, f"download failed: {exc}") from None
+        if digest and got != digest:
+            raise DocumentError(
+                requirement, f"{printable(filename)}: sha256 does not match the index"
+            )
         return opset_from_wheel(target)
+
+
+def new_fetcher() -> Fetcher:
+    """A Fetcher for one command (its deadline starts now); DocumentError naming
+    ``$OPMARKET_INDEX_TIMEOUT`` when that is not a number of seconds."""
+    try:
+        return Fetcher()
+    except FetchError as exc:
+        raise DocumentError(exc.url, exc.reason) from None

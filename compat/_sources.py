@@ -14,8 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
+
+if TYPE_CHECKING:
+    from opmarket._fetch import Fetcher
 
 from opmarket.sdk import (
     DocumentError,
@@ -105,8 +109,11 @@ def _from_dir(path: Path, label: str) -> Source:
     return Source(label, opset, kernels_known=bool(kernels), problems=tuple(problems))
 
 
-def load_source(spec: str, *, index_url: str | None = None) -> Source:
-    """An op-set from a path, an installed distribution's name, or ``name==version``.
+def load_source(
+    spec: str, *, index_url: str | None = None, fetcher: Fetcher | None = None
+) -> Source:
+    """An op-set from a path, an installed distribution's name, or ``name==version``
+    (from ``index_url``, through ``fetcher`` when given: one deadline for a command).
 
     Raises DocumentError (or InvalidOpDefError) with the source and what is wrong.
     """
@@ -128,7 +135,8 @@ def load_source(spec: str, *, index_url: str | None = None) -> Source:
                 return Source(spec, opset, kernels_known=True)
             from opmarket.compat._index import opset_from_index  # lazy: an HTTP client
 
-            return Source(spec, opset_from_index(spec, index_url), kernels_known=True)
+            opset = opset_from_index(spec, index_url, fetcher=fetcher)
+            return Source(spec, opset, kernels_known=True)
         if path.suffix or "/" in spec:
             raise DocumentError(spec, "no such file")
         return Source(spec, _dists().opset_from_dist(spec), kernels_known=True)

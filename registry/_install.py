@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import email.parser
 import html.parser
-import io
 import json
 import os
 import re
 import subprocess
 import sys
-import urllib.error
+import tempfile
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from opmarket._fetch import Fetcher, FetchError, join_link, printable
 from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
 from opmarket.registry._machine import Machine
 
@@ -39,7 +38,8 @@ DEFAULT_INDEX = "https://pypi.org/simple/"
 _JSON = "application/vnd.pypi.simple.v1+json"
 _EXTRA = re.compile(r"^cuda(\d+)$")
 _NAME = re.compile(r"[A-Z0-9]([A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE)  # PEP 508's name
-_TIMEOUT = 60
+_NEEDED = ("filename", "url")  # what a PEP 691 file entry must have, as strings
+_METADATA_LIMIT = 16 * 1024 * 1024  # a METADATA read from a wheel; real ones are kilobytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +105,10 @@ class _Links(html.parser.HTMLParser):
             self.links.append(dict(attrs))
 
 
-def _get(url: str, accept: str) -> tuple[bytes, str]:
-    request = urllib.request.Request(url, headers={"Accept": accept})
-    with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
-        return response.read(), response.headers.get("Content-Type", "")
-
-
-def project_files(index_url: str, name: str) -> list[IndexFile]:
+def project_files(index_url: str, name: str, fetcher: Fetcher | None = None) -> list[IndexFile]:
     """The files the index lists for project ``name`` (PEP 691 JSON when it answers with
     it, else the PEP 503 page); UsageError when ``name`` is not a project name or the page
-    cannot be read."""
+    cannot be read or used (too large, too slow, a link refused: opmarket._fetch's rules)."""
     if not _NAME.fullmatch(name):
         raise UsageError(
             f"{name!r} is not a project name (letters, digits and . _ -, starting and ending "
@@ -122,40 +116,47 @@ def project_files(index_url: str, name: str) -> list[IndexFile]:
         )
     page = urllib.parse.urljoin(index_url.rstrip("/") + "/", canonicalize_name(name) + "/")
     try:
-        body, kind = _get(page, f"{_JSON}, text/html;q=0.1")
-    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
-        raise UsageError(f"{page}: cannot read the project page: {exc}") from None
+        fetched = (fetcher or Fetcher()).get(page, accept=f"{_JSON}, text/html;q=0.1")
+        if fetched.content_type == _JSON:
+            return _json_files(fetched.url, fetched.body)
+        return _html_files(fetched.url, fetched.body)
+    except FetchError as exc:
+        raise UsageError(f"cannot read the project page: {exc}") from None
+
+
+def _json_files(page: str, body: bytes) -> list[IndexFile]:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: [[[[...]]]] nested deep
+        raise UsageError(
+            f"{printable(page)}: not a PEP 691 project page: {type(exc).__name__}"
+        ) from None
+    entries = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise UsageError(f"{printable(page)}: not a PEP 691 project page: no list of 'files'")
     files: list[IndexFile] = []
-    if kind.split(";")[0].strip() == _JSON:
-        try:
-            for f in json.loads(body).get("files", []):
-                meta = f.get("core-metadata", f.get("dist-info-metadata", False))
-                files.append(
-                    IndexFile(
-                        f["filename"],
-                        urllib.parse.urljoin(page, f["url"]),
-                        bool(meta),
-                        bool(f.get("yanked")),
-                    )
-                )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UsageError(f"{page}: not a PEP 691 project page: {exc!r}") from None
-        return files
+    for i, f in enumerate(entries):
+        if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in _NEEDED):
+            raise UsageError(
+                f"{printable(page)}: not a PEP 691 project page: files[{i}] is not an object with "
+                "'filename' and 'url' strings"
+            )
+        meta = f.get("core-metadata", f.get("dist-info-metadata", False))
+        files.append(
+            IndexFile(f["filename"], join_link(page, f["url"]), bool(meta), bool(f.get("yanked")))
+        )
+    return files
+
+
+def _html_files(page: str, body: bytes) -> list[IndexFile]:
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
+    files: list[IndexFile] = []
     for link in parser.links:
-        href = link.get("href") or ""
-        url = urllib.parse.urljoin(page, href)
+        url = urllib.parse.urldefrag(join_link(page, link.get("href") or ""))[0]
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
         meta = link.get("data-core-metadata") or link.get("data-dist-info-metadata")
-        files.append(
-            IndexFile(
-                filename,
-                urllib.parse.urldefrag(url)[0],
-                meta not in (None, "false"),
-                "data-yanked" in link,
-            )
-        )
+        files.append(IndexFile(filename, url, meta not in (None, "false"), "data-yanked" in link))
     return files
 
 
@@ -180,17 +181,27 @@ def newest_wheel(files: Sequence[IndexFile]) -> IndexFile | None:
     return best[2] if best else None
 
 
-def wheel_extras(wheel: IndexFile) -> list[str]:
-    """The extras the wheel's METADATA provides (PEP 658 file, else the wheel read whole)."""
+def wheel_extras(wheel: IndexFile, fetcher: Fetcher | None = None) -> list[str]:
+    """The extras the wheel's METADATA provides (PEP 658 file, else the wheel, downloaded to
+    a temporary file up to opmarket._fetch's cap on files)."""
+    fetcher = fetcher or Fetcher()
     try:
         if wheel.metadata:
-            text = _get(wheel.url + ".metadata", "*/*")[0].decode("utf-8", "replace")
+            text = fetcher.get(wheel.url + ".metadata").body.decode("utf-8", "replace")
         else:
-            with zipfile.ZipFile(io.BytesIO(_get(wheel.url, "*/*")[0])) as archive:
-                name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-                text = archive.read(name).decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, zipfile.BadZipFile, StopIteration) as exc:
-        raise UsageError(f"{wheel.url}: cannot read its METADATA: {exc}") from None
+            with tempfile.TemporaryFile() as f:
+                fetcher.download(wheel.url, f)
+                with zipfile.ZipFile(f) as archive:
+                    name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+                    with archive.open(name) as member:
+                        text = member.read(_METADATA_LIMIT).decode("utf-8", "replace")
+    except FetchError as exc:
+        raise UsageError(f"cannot read the wheel's METADATA: {exc}") from None
+    except (zipfile.BadZipFile, StopIteration, OSError, ValueError) as exc:
+        what = "no METADATA" if isinstance(exc, StopIteration) else exc
+        raise UsageError(
+            f"{printable(wheel.url)}: cannot read its METADATA: {printable(str(what))}"
+        ) from None
     metadata = email.parser.Parser().parsestr(text, headersonly=True)
     return [e.strip() for e in metadata.get_all("Provides-Extra") or []]
 
@@ -204,7 +215,8 @@ def wheel_extras(wheel: IndexFile) -> list[str]:
     "--index-url",
     metavar="URL",
     callback=check_index_url,
-    help="The simple index to install from (default: $PIP_INDEX_URL, else PyPI).",
+    help="The simple index to install from (default: $PIP_INDEX_URL, else PyPI); all it is "
+    "asked must answer within $OPMARKET_INDEX_TIMEOUT seconds (default 60).",
 )
 @click.option("--dry-run", is_flag=True, help="Choose and show pip's plan; install nothing.")
 def install(name: str, index_url: str | None, dry_run: bool) -> None:
@@ -224,13 +236,17 @@ def install(name: str, index_url: str | None, dry_run: bool) -> None:
     index = index_url or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
     if index_url is None:
         check_index_url(None, "$PIP_INDEX_URL", index)
-    wheel = newest_wheel(project_files(index, name))
+    try:
+        fetcher = Fetcher()  # one deadline for every request to the index below
+    except FetchError as exc:
+        raise UsageError(str(exc)) from None
+    wheel = newest_wheel(project_files(index, name, fetcher))
     if wheel is None:
         raise UsageError(f"{name!r}: no wheel for this Python and platform on {index}")
     version = parse_wheel_filename(wheel.filename)[1]
-    choice = choose_extra(machine_facts(), wheel_extras(wheel))
+    choice = choose_extra(machine_facts(), wheel_extras(wheel, fetcher))
     requirement = f"{name}[{choice.extra}]=={version}" if choice.extra else f"{name}=={version}"
-    click.echo(f"{name} {version}: {wheel.filename}")
+    click.echo(f"{name} {version}: {printable(wheel.filename)}")
     for reason in choice.reasons:
         click.echo(f"  {reason}")
     cmd = [sys.executable, "-m", "pip", "install", "--index-url", index, requirement]

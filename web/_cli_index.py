@@ -6,23 +6,24 @@ from __future__ import annotations
 import json
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
+from opmarket._fetch import Fetcher, FetchError, printable
 from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
 
 __all__ = ["EXIT_PENDING", "host", "status"]
 
 #: ``opmarket status`` without ``--wait`` on a file still being validated.
 EXIT_PENDING = 3
+_FIELDS = ("filename", "version", "status", "log")  # of a file in /api/packages/NAME
 
 
 @click.command()
@@ -63,18 +64,42 @@ def _base(index_url: str) -> str:
     return url.removesuffix("/simple")
 
 
-def _files(base: str, project: str) -> list[dict[str, Any]] | None:
-    quoted = urllib.parse.quote(project)
+@dataclass(frozen=True, slots=True)
+class _File:
+    """One file of the package API's answer, as status prints it."""
+
+    filename: str
+    version: str
+    status: str
+    log: str
+
+
+def _files(base: str, project: str) -> list[_File] | None:
+    """The files of ``project`` the index's JSON API lists (None: no such project); a
+    UsageError for an answer that is not that API's, too large or too slow."""
+    url = f"{base}/api/packages/{urllib.parse.quote(project)}"
     try:
-        with urllib.request.urlopen(f"{base}/api/packages/{quoted}", timeout=30) as r:
-            files = json.load(r)["files"]
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        body = Fetcher().get(url, accept="application/json").body
+    except FetchError as exc:
+        if exc.status == 404:
             return None
-        raise UsageError(f"{base}: HTTP {exc.code} for package {project!r}") from None
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"{base}: cannot ask the index: {exc}") from None
-    return list(files)
+        raise UsageError(f"cannot ask the index: {exc}") from None
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: [[[[...]]]] nested deep
+        raise UsageError(f"{url}: not the package API's JSON: {type(exc).__name__}") from None
+    entries = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise UsageError(f"{url}: not the package API's JSON: no list of 'files'")
+    files: list[_File] = []
+    for i, f in enumerate(entries):
+        if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in _FIELDS):
+            raise UsageError(
+                f"{url}: not the package API's JSON: files[{i}] is not an object with "
+                "'filename', 'version', 'status' and 'log' strings"
+            )
+        files.append(_File(f["filename"], f["version"], f["status"], f["log"]))
+    return files
 
 
 @click.command()
@@ -83,7 +108,8 @@ def _files(base: str, project: str) -> list[dict[str, Any]] | None:
     "--index-url",
     required=True,
     callback=check_index_url,
-    help="The index, e.g. http://host:8000/simple/.",
+    help="The index, e.g. http://host:8000/simple/; each ask must answer within "
+    "$OPMARKET_INDEX_TIMEOUT seconds (default 60).",
 )
 @click.option("--wait", is_flag=True, help="Wait until every file of the release is decided.")
 @click.option("--timeout", type=float, default=3600.0, help="Longest --wait, in seconds.")
@@ -106,20 +132,21 @@ def status(requirement: str, index_url: str, wait: bool, timeout: float) -> None
     project = str(canonicalize_name(name.strip()))
     base = _base(index_url)
     deadline = time.monotonic() + timeout
-    while True:
-        files = [f for f in _files(base, project) or [] if _same(f.get("version", ""), wanted)]
+    while True:  # each ask of the index has its own deadline ($OPMARKET_INDEX_TIMEOUT)
+        files = [f for f in _files(base, project) or [] if _same(f.version, wanted)]
         if not files:
             raise UsageError(f"no release {wanted} of {project!r} on {base}")
-        pending = [f for f in files if f.get("status") == "pending"]
+        pending = [f for f in files if f.status == "pending"]
         if not pending or not wait or time.monotonic() > deadline:
             break
         time.sleep(1.0)
+    # What the index says is shown, never obeyed: escapes in names and logs stay text.
     for f in files:
-        click.echo(f"{f['filename']}: {f['status']}")
-        if f["status"] == "rejected":
-            for line in str(f.get("log", "")).splitlines()[1:]:
-                click.echo(f"  {line}")
-    if any(f["status"] == "rejected" for f in files):
+        click.echo(f"{printable(f.filename)}: {printable(f.status)}")
+        if f.status == "rejected":
+            for line in f.log.splitlines()[1:]:
+                click.echo(f"  {printable(line)}")
+    if any(f.status == "rejected" for f in files):
         sys.exit(EXIT_PROBLEM)
     if pending:
         sys.exit(EXIT_PENDING)

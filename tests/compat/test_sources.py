@@ -188,6 +188,34 @@ def test_an_index_answering_malformed_json_is_unreadable_input(body: bytes) -> N
         server.server_close()
 
 
+def test_a_file_index_the_user_names_is_read_as_pip_reads_it(
+    tmp_path: Path, wheel: Callable[[OpSet], Path], release: Release
+) -> None:
+    built = wheel(release("1.0.0"))
+    page = tmp_path / "simple" / "opm-zero"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="{built.as_uri()}">{built.name}</a>')
+    source = load_source("opm-zero==1.0.0", index_url=(tmp_path / "simple").as_uri() + "/")
+    assert source.version == "1.0.0" and "Opm>ZeroOut" in source.opset
+
+
+def test_a_manifest_that_inflates_past_the_cap_is_refused(
+    tmp_path: Path, wheel: Callable[[OpSet], Path], release: Release
+) -> None:
+    # 65 MiB of JSON whitespace compress to a few kilobytes: a zip bomb, read whole before.
+    built = wheel(release("1.0.0"))
+    bomb = tmp_path / built.name
+    with zipfile.ZipFile(built) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("opmarket.opset.json"):
+                data += b" " * (65 * 1024 * 1024)
+            out.writestr(info.filename, data)
+    assert bomb.stat().st_size < 1024 * 1024
+    with pytest.raises(DocumentError, match=r"opmarket\.opset\.json: \d+ bytes uncompressed"):
+        load_source(str(bomb))
+
+
 def test_unreachable_index() -> None:
     with pytest.raises(DocumentError, match="cannot connect"):
         load_source("opm-zero==1.0.0", index_url="http://127.0.0.1:9/simple/")

@@ -222,3 +222,16 @@ def test_a_project_page_that_is_not_pep_691_is_a_clear_error(tmp_path: Path) -> 
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def test_a_file_index_the_user_names_is_read_as_pip_reads_it(tmp_path: Path) -> None:
+    # A folder is read as its index.html, and its links may point to local files.
+    files = tmp_path / "files"
+    files.mkdir()
+    wheel = write_wheel(files, "1.0.0")
+    page = tmp_path / "simple" / "opm-gpu-demo"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="../../files/{wheel.name}">{wheel.name}</a>')
+    found = project_files((tmp_path / "simple").as_uri() + "/", "opm-gpu-demo")
+    assert [(f.filename, f.url) for f in found] == [(wheel.name, wheel.as_uri())]
+    assert wheel_extras(found[0]) == ["cuda13"]  # the wheel itself, read from the file

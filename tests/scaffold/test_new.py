@@ -94,6 +94,23 @@ def test_the_command_writes_the_project_and_refuses_a_folder_in_use(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["acme-clip"]
 
 
+def test_a_name_too_long_for_a_file_name_is_a_usage_error(tmp_path: Path) -> None:
+    # A valid project name of 300 characters: its folder, package and wheel are named after
+    # it, and no file system takes a name over 255 bytes.
+    done = opmarket("new", "acme-" + "x" * 295, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("opmarket: error: NAME: 'acme-xxx")
+    assert "is 300 characters long; at most 100" in done.stderr
+    assert done.stderr.count("\n") == 1
+    # A folder the file system cannot name (-o): a usage error too, and nothing is made.
+    done = opmarket("new", "acme-clip", "-o", str(tmp_path / ("y" * 300)))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"opmarket: error: -o: '{tmp_path}/yyy")
+    assert "cannot write the project: File name too long" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_template_renders_to_valid_files(tmp_path: Path, kernel: str) -> None:
     root = generate("acme-clip", kernel, tmp_path / kernel)

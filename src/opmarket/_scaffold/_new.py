@@ -63,6 +63,10 @@ _PURE_BUILD = """\
           PIP_EXTRA_INDEX_URL: ${{ vars.OPMARKET_INDEX }}/simple/
 """
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*$")
+# The project's folder, package and files are named after NAME, and so are its wheels
+# (NAME-VERSION-TAGS.whl, the tags alone up to about 80 characters): with NAME at most this
+# long, every one fits the 255 bytes a file name may have.
+MAX_NAME = 100
 _PLACEHOLDER = re.compile(r"%\{(\w+)\}")
 
 
@@ -90,6 +94,11 @@ def project_for(name: str, kernel: str = "python") -> Project:
         raise UsageError(
             f"NAME: {name!r} is not a project name: letters, digits and single '-', '_' or "
             "'.' between them, starting with a letter (e.g. acme-clip)"
+        )
+    if len(name) > MAX_NAME:
+        raise UsageError(
+            f"NAME: {name[:20]!r}... is {len(name)} characters long; at most {MAX_NAME}: the "
+            "project's folder, package and wheels are named after it"
         )
     if kernel not in KERNELS:
         raise UsageError(f"--kernel: {kernel!r}; choose one of {', '.join(KERNELS)}")
@@ -294,6 +303,16 @@ def generate(
     """
     project = project_for(name, kernel)
     target = Path(directory if directory is not None else project.dist).absolute()
+    try:
+        return _write(project, target)
+    except OSError as exc:  # a name too long, no permission, a full disk
+        where = "-o: " if directory is not None else ""
+        raise UsageError(
+            f"{where}{str(target)!r}: cannot write the project: {exc.strerror or exc}"
+        ) from None
+
+
+def _write(project: Project, target: Path) -> Path:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"-o: {str(target)!r} exists and is not empty")
     target.parent.mkdir(parents=True, exist_ok=True)
