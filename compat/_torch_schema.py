@@ -85,38 +85,63 @@ class Schema:
 
 # ---------------------------------------------------------------- lexer and parser
 
+# One token a match: strings (quotes kept, so a string never equals punctuation or a name),
+# numbers, names, punctuation; anything else is one character the parser refuses.
 _TOKEN = re.compile(
-    r"""(?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
-    | (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?j?)
-    | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<p>->|\.\.\.|::|[()\[\],*?!|=.:-])
-    | (?P<bad>\S)""",
+    r"""\"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'
+    | (?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?j?
+    | [A-Za-z_][A-Za-z0-9_]*
+    | ->|\.\.\.|::|\S""",
     re.VERBOSE,
 )
+_PUNCT = frozenset("()[],*?!|=.:-") | {"->", "...", "::"}
+_KIND = {c: "id" for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"}
+_KIND.update({c: "num" for c in "0123456789"})
+_KIND.update({'"': "str", "'": "str"})
+_FIRST = {**_KIND, **{c: "p" for c in "()[],*?!|=:-"}}  # "." may start a number: see _kind
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 _IDENT_CONSTANTS = {"float": 6, "complex": 9, "long": 4, "strided": 0, "Mean": 1}
 _IDENT_CONSTANTS["contiguous_format"] = 0
 
 
+def _kind(token: str) -> str:
+    kind = _KIND.get(token[0])
+    if kind is not None:
+        return kind
+    if token in _PUNCT:
+        return "p"
+    return "num" if token[0] == "." else "bad"  # ".5"
+
+
+def _joined(tokens: list[str]) -> str:
+    """Tokens as a schema prints them: ``Tensor(a!) self``, ``int[2] stride=1``."""
+    if len(tokens) == 2:  # the common ``Tensor self``
+        return f"{tokens[0]} {tokens[1]}"
+    out: list[str] = []
+    prev = ""
+    for tok in tokens:
+        if prev and (
+            (tok[0] in _KIND and (prev[-1] in _KIND or prev in (")", "]", "?", "!")))
+            or prev in (",", "->")
+            or tok == "->"
+        ):
+            out.append(" ")
+        out.append(tok)
+        prev = tok
+    return "".join(out)
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        vals: list[str] = []
-        kinds: list[str | None] = []
-        spans: list[tuple[int, int]] = []
-        for m in _TOKEN.finditer(text):
-            kind = m.lastgroup
-            if kind == "bad":
-                raise ValueError(f"unexpected character {m.group()!r} at column {m.start() + 1}")
-            vals.append(m.group())
-            kinds.append(kind)
-            spans.append(m.span())
-        end = len(text)
+        vals: list[str] = _TOKEN.findall(text)
+        kinds = [_FIRST.get(v[0]) or _kind(v) for v in vals]
+        self.vals, self.kinds = vals, kinds
+        if "bad" in kinds:
+            self.i = kinds.index("bad")
+            self.fail(f"unexpected character {vals[self.i]!r}", found=False)
         vals.append("")
         kinds.append("eof")
-        spans.append((end, end))
-        # a string token keeps its quotes, so it never equals punctuation or a name
-        self.vals, self.kinds, self.spans = vals, kinds, spans
         self.i = 0
         self.next_id = 0
 
@@ -141,10 +166,11 @@ class _Parser:
         self.i += 1
         return self.vals[self.i - 1]
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str, *, found: bool = True) -> None:
+        starts = [m.start() for m in _TOKEN.finditer(self.text)] + [len(self.text)]
+        where = f"{what} at column {starts[self.i] + 1}"
         t = self.vals[self.i]
-        found = repr(t) if t else "the end"
-        raise ValueError(f"{what} at column {self.spans[self.i][0] + 1}, found {found}")
+        raise ValueError(where + (f", found {t!r}" if t else ", found the end") * found)
 
     # -- schema
     def schema(self) -> Schema:
@@ -179,8 +205,7 @@ class _Parser:
     def returns(self) -> tuple[tuple[Argument, ...], bool]:
         if self.eat("..."):
             return (), True
-        if self.at("(") and not self._single_tuple_return():
-            self.i += 1
+        if self.eat("("):  # always the list of returns, as PyTorch reads it
             rets: list[Argument] = []
             varret = False
             if not self.eat(")"):
@@ -195,11 +220,8 @@ class _Parser:
             return tuple(rets), varret
         return (self.argument(kwarg_only=False, is_return=True),), False
 
-    def _single_tuple_return(self) -> bool:
-        return False  # '(' after '->' always opens the return list, as in PyTorch
-
     def argument(self, *, kwarg_only: bool, is_return: bool) -> Argument:
-        start = self.spans[self.i][0]
+        start = self.i
         typ, alias = self.type_with_alias()
         n: int | None = None
         if self.vals[self.i] == "[" and self.kinds[self.i + 1] == "num":
@@ -221,7 +243,7 @@ class _Parser:
             if self.eat("="):
                 has_default = True
                 default = self.default(typ, n)
-        text = self.text[start : self.spans[self.i - 1][1]]
+        text = _joined(self.vals[start : self.i])
         return Argument(name, typ, text, n, has_default, default, kwarg_only, alias)
 
     # -- types
