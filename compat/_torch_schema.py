@@ -131,6 +131,11 @@ def _joined(tokens: list[str]) -> str:
     return "".join(out)
 
 
+_OPEN = frozenset("([")
+_CLOSE = frozenset(")]")
+_ARGUMENTS: dict[tuple[object, ...], Argument] = {}  # see _Parser.cached_argument
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -196,11 +201,41 @@ class _Parser:
                 elif self.eat("..."):
                     vararg = True
                 else:
-                    args.append(self.argument(kwarg_only=kwarg_only, is_return=False))
+                    args.append(self.cached_argument(kwarg_only))
                 if self.eat(")"):
                     break
                 self.expect(",")
         return tuple(args), vararg
+
+    def cached_argument(self, kwarg_only: bool) -> Argument:
+        # A registry repeats its arguments ("Tensor self", "int dim", "bool keepdim=False")
+        # thousands of times: each distinct one is parsed once.
+        vals = self.vals
+        depth = 0
+        j = self.i
+        while True:
+            v = vals[j]
+            if v in _OPEN:
+                depth += 1
+            elif v in _CLOSE:
+                if not depth:
+                    break
+                depth -= 1
+            elif (v == "," and not depth) or not v:
+                break
+            j += 1
+        key = (*vals[self.i : j], kwarg_only)
+        arg = _ARGUMENTS.get(key)
+        if arg is not None:
+            self.i = j
+            return arg
+        counter = self.next_id
+        arg = self.argument(kwarg_only=kwarg_only, is_return=False)
+        if self.i == j and self.next_id == counter:  # no "Tensor!": it numbers its alias set
+            if len(_ARGUMENTS) > 100_000:
+                _ARGUMENTS.clear()
+            _ARGUMENTS[key] = arg
+        return arg
 
     def returns(self) -> tuple[tuple[Argument, ...], bool]:
         if self.eat("..."):

@@ -146,3 +146,13 @@ def test_subtyping_is_pytorchs(a: str, b: str, sub: bool) -> None:
         return parse_schema(f"f({text} x) -> ()").arguments[0].type
 
     assert is_subtype(typ(a), typ(b)) is sub  # type: ignore[arg-type]
+
+
+def test_repeated_arguments_are_read_once_but_alias_shorthands_are_numbered_per_schema() -> None:
+    first = parse_schema("f(Tensor x, Tensor! a, Tensor! b) -> ()")
+    again = parse_schema("g(Tensor! b) -> ()")
+    assert first.arguments[0] is parse_schema("h(Tensor x) -> ()").arguments[0]
+    assert [a.alias.before for a in first.arguments[1:]] == [{"$0"}, {"$1"}]  # type: ignore[union-attr]
+    assert again.arguments[0].alias.before == {"$0"}  # type: ignore[union-attr]
+    assert parse_schema("f(Tensor x, *, int n=1) -> ()").arguments[1].kwarg_only
+    assert not parse_schema("f(Tensor x, int n=1) -> ()").arguments[1].kwarg_only
