@@ -30,7 +30,7 @@ from opmarket.sdk import (
 )
 
 if TYPE_CHECKING:
-    from opmarket.compat._torch_schema import SchemaLine
+    from opmarket.compat._torch_list import SchemaLine
 
 __all__ = ["PINNED", "Source", "latest_versions", "load_source", "merge_opsets"]
 
@@ -111,7 +111,7 @@ def _from_file(path: Path, label: str) -> Source:
 
 def _schema_list(path: Path, label: str) -> tuple[SchemaLine, ...] | None:
     """The lines of a PyTorch schema list, or None when the file is not one."""
-    from opmarket.compat import _torch_schema as ts  # lazy: only for schema lists
+    from opmarket.compat import _torch_list as ts  # lazy: only for schema lists
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from opmarket.compat._report import Finding
 from opmarket.compat._rule import Rule, Scope, Severity
+from opmarket.compat._torch_list import SchemaLine
 from opmarket.compat._torch_rules import TORCH_RULES, SchemaChange
-from opmarket.compat._torch_schema import Schema, SchemaLine
+from opmarket.compat._torch_schema import Schema
 from opmarket.sdk import OpSet
 
 __all__ = ["compare_opset_schemas", "compare_schemas", "opset_schema_lines"]

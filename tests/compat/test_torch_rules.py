@@ -9,7 +9,8 @@ import pytest
 
 from opmarket.compat import RULES, Rule, Scope, Severity
 from opmarket.compat._torch_check import compare_schemas
-from opmarket.compat._torch_schema import SchemaLine, parse_schema
+from opmarket.compat._torch_list import SchemaLine
+from opmarket.compat._torch_schema import parse_schema
 from opmarket.compat._torch_types import is_subtype
 
 TORCH = [r for r in RULES if r.rules == "pytorch"]

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from opmarket.compat._torch_check import compare_schemas
-from opmarket.compat._torch_schema import Argument, SchemaLine, parse_schema
+from opmarket.compat._torch_list import SchemaLine
+from opmarket.compat._torch_schema import Argument, parse_schema
 
 _ARG = re.compile(r"^(?P<type>.*\S)\s+(?P<name>[A-Za-z_]\w*)(?:=(?P<default>.*))?$")
 
