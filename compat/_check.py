@@ -10,7 +10,7 @@ from opmarket.compat._report import Finding, Report
 from opmarket.compat._rules import RULES_BY_ID, Severity
 from opmarket.compat._sources import Source, load_source
 from opmarket.compat._version import check_bump, required_bump
-from opmarket.sdk import Problem
+from opmarket.sdk import DocumentError, Problem
 
 __all__ = ["check", "check_sources"]
 
@@ -36,8 +36,18 @@ def check_sources(
     graphs: str | Path | None = None,
     old_version: str | None = None,
     new_version: str | None = None,
+    direction: str = "backward",
 ) -> Report:
-    """Compare loaded sources: ``old`` (or every release of ``history``) against ``new``."""
+    """Compare loaded sources: ``old`` (or every release of ``history``) against ``new``.
+
+    PyTorch schema lists are compared with PyTorch's schema rules only, in ``direction``
+    (``backward`` or ``forward``); op-sets with TensorFlow's rules (backward) and, for the
+    schemas the torch bridge registers, PyTorch's rules in ``direction``.
+    """
+    from opmarket.compat._torch_check import compare_opset_schemas
+
+    if new.schemas is not None or (old is not None and old.schemas is not None):
+        return _schema_report(old, new, history=history, graphs=graphs, direction=direction)
     if history is not None:
         from opmarket.compat._history import read_history  # lazy: only with --history
 
@@ -59,6 +69,9 @@ def check_sources(
         old_version = old_version or old.version or None
         findings = _document_findings(old.problems) + findings
     findings = _document_findings(new.problems) + findings
+    plugins = new.torch and (old.torch if old is not None else Path(str(history)).suffix == ".json")
+    if latest is not None and plugins:
+        findings += compare_opset_schemas(latest, new.opset, direction, old_label, new.label)
     report = Report(old_label, new.label, findings, ops_compared=len(new.opset))
     if graphs is not None and latest is not None:
         from opmarket.compat._graphs import replay_graphs  # lazy: the graph run time
@@ -75,6 +88,30 @@ def check_sources(
     return report
 
 
+def _schema_report(
+    old: Source | None,
+    new: Source,
+    *,
+    history: str | Path | None,
+    graphs: str | Path | None,
+    direction: str,
+) -> Report:
+    from opmarket.compat._torch_check import compare_schemas
+
+    if history is not None or graphs is not None:
+        what = "--history" if history is not None else "--graphs"
+        raise DocumentError(new.label, f"{what} does not apply to PyTorch schema lists")
+    assert old is not None
+    for a, b in ((old, new), (new, old)):
+        if a.schemas is None:
+            raise DocumentError(
+                a.label, f"is an op-set, {b.label} a PyTorch schema list: compare like with like"
+            )
+    assert old.schemas is not None and new.schemas is not None
+    findings = compare_schemas(old.schemas, new.schemas, direction)
+    return Report(old.label, new.label, findings, ops_compared=len(new.schemas))
+
+
 def check(
     old: str | None,
     new: str,
@@ -84,6 +121,7 @@ def check(
     old_version: str | None = None,
     new_version: str | None = None,
     index_url: str | None = None,
+    direction: str = "backward",
 ) -> Report:
     """Check release ``new`` against ``old`` (or against every release in ``history``).
 
@@ -106,4 +144,5 @@ def check(
         graphs=graphs,
         old_version=old_version,
         new_version=new_version,
+        direction=direction,
     )

@@ -20,6 +20,7 @@ __all__ = ["main", "snapshot"]
 # `compat-check --help` imports nothing of the engine. Each command imports what it runs.
 FORMATS = ("text", "json", "markdown")
 FAIL_ON = ("breaking", "version", "never")  # compat._report.FAIL_ON, the same way
+DIRECTIONS = ("backward", "forward")  # compat._rule.DIRECTIONS, the same way
 
 
 @click.command(
@@ -54,6 +55,15 @@ FAIL_ON = ("breaking", "version", "never")  # compat._report.FAIL_ON, the same w
     help="What exits 1: any breaking change or a version bump too small; only a version "
     "bump too small for what changed (a break released as a major bump passes); nothing.",
 )
+@click.option(
+    "--direction",
+    type=click.Choice(DIRECTIONS),
+    default="backward",
+    show_default=True,
+    help="PyTorch's schema rules: backward (NEW runs what was made against OLD) or forward "
+    "(OLD runs what is made against NEW), as PyTorch's own check. TensorFlow's rules are "
+    "always backward.",
+)
 @click.option("--old-version", metavar="VERSION", help="The old release's version.")
 @click.option("--new-version", metavar="VERSION", help="The new release's version.")
 @click.option(
@@ -75,6 +85,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     fmt: str,
     graphs: Path | None,
     fail_on: str,
+    direction: str,
     old_version: str | None,
     new_version: str | None,
     index_url: str | None,
@@ -83,15 +94,17 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
     """Tell whether release NEW breaks graphs or code written against release OLD.
 
     OLD and NEW are op-set files (canonical JSON, spec-form JSON, TensorFlow text format),
-    wheels, installed distributions, or NAME==VERSION from --index-url. Breaking means
-    what TensorFlow's GraphDef compatibility check rejects, plus lost kernels and graphs
-    that no longer validate.
+    wheels, installed distributions, or NAME==VERSION from --index-url; or two PyTorch
+    schema lists (one schema a line). Breaking means what TensorFlow's GraphDef
+    compatibility check rejects, plus lost kernels and graphs that no longer validate, and
+    what PyTorch's schema check rejects for the schemas the torch bridge registers.
 
     \b
     Examples:
       compat-check old.json new.json
       compat-check dist/plugin-1.0.0-py3-none-any.whl dist/plugin-1.1.0-py3-none-any.whl
       compat-check --history opmarket-history.json new.json --format markdown
+      compat-check torch-2.12-schemas.txt torch-2.13-schemas.txt --direction forward
       compat-check opmarket-zero-out==1.0.0 dist/*.whl --index-url http://host/simple/
     """
     from opmarket.compat._check import check
@@ -113,6 +126,7 @@ def main(  # noqa: PLR0917  (click passes every option as an argument)
             old_version=old_version,
             new_version=new_version,
             index_url=index_url,
+            direction=direction,
         )
     except (DocumentError, InvalidOpDefError, InvalidVersionError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None

@@ -6,6 +6,8 @@ when the committed file differs.
 
 from __future__ import annotations
 
+from typing import Any
+
 from opmarket.compat._rules import RULES, Rule, Scope, Severity
 
 __all__ = ["rules_reference"]
@@ -16,6 +18,7 @@ _SCOPE = {
     Scope.KERNELS: "an op's kernels, when both releases list kernels",
     Scope.GRAPH: "saved graphs (`--graphs`)",
     Scope.DOCUMENT: "the op-set files",
+    Scope.SCHEMA: "an operator schema in both releases",
 }
 
 
@@ -27,11 +30,15 @@ def _code(text: str) -> str:
     )
 
 
-def _rule(rule: Rule) -> list[str]:
+def _rule(rule: Rule[Any]) -> list[str]:
+    scope = _SCOPE[rule.scope]
+    if rule.rules == "pytorch":
+        scope = scope.replace("an op ", "an operator overload ", 1)
+        scope += f", {' and '.join(rule.directions)}"
     lines = [
-        f"### `{rule.id}`",
+        f"#### `{rule.id}`",
         "",
-        f"**{rule.severity}**, checks {_SCOPE[rule.scope]}. {rule.summary}",
+        f"**{rule.severity}**, checks {scope}. {rule.summary}",
         "",
         f"Fix: {rule.hint}",
         "",
@@ -47,13 +54,22 @@ def _rule(rule: Rule) -> list[str]:
 
 def rules_reference() -> str:
     """The rules reference page, in Markdown."""
+    tf = [r for r in RULES if r.rules == "tensorflow"]
+    torch = [r for r in RULES if r.rules == "pytorch"]
     lines = [
         "# compat-check rules",
         "",
         "<!-- Generated from opmarket/compat/_rules.py by "
         "`python -m opmarket.compat._docs`; do not edit. -->",
         "",
-        f"{len(RULES)} rules. `breaking` fails the check (exit 1); the op-definition rules "
+        f"{len(RULES)} rules in two rule sets: [TensorFlow's](#tensorflow-rules) "
+        f"({len(tf)}), for op definitions, and [PyTorch's](#pytorch-schema-rules) "
+        f"({len(torch)}), for operator schemas. Each finding names its rule set "
+        '(`"rules"` in JSON).',
+        "",
+        "## TensorFlow rules",
+        "",
+        f"{len(tf)} rules. `breaking` fails the check (exit 1); the op-definition rules "
         "among them fire exactly where TensorFlow 2.21's OpDefCompatible and "
         "OpDefAttrDefaultsUnchanged reject a change. `warning` is what TensorFlow allows but "
         "users feel; `info` reports additions (they need a minor version bump).",
@@ -67,16 +83,49 @@ def rules_reference() -> str:
         "| --- | --- | --- |",
     ]
     for severity in Severity:
-        for rule in RULES:
+        for rule in tf:
             if rule.severity is severity:
                 lines.append(f"| [`{rule.id}`](#{rule.id}) | {severity} | {rule.summary} |")
     lines.append("")
     for severity in Severity:
-        lines += [f"## {severity}", ""]
-        for rule in RULES:
+        lines += [f"### {severity}", ""]
+        for rule in tf:
             if rule.severity is severity:
                 lines += _rule(rule)
+    lines += _torch_part(torch)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _torch_part(rules: list[Rule[Any]]) -> list[str]:
+    lines = [
+        "## PyTorch schema rules",
+        "",
+        f"{len(rules)} rules, for PyTorch schema lists and for the schemas `opmarket.torch` "
+        "registers for a plugin's ops. The `breaking` ones are PyTorch 2.13's "
+        "`FunctionSchema::isBackwardCompatibleWith` (`--direction backward`, the default) "
+        "and `isForwardCompatibleWith` (`--direction forward`) taken apart: for every pair "
+        "of schemas some rule fires exactly when PyTorch's check rejects the pair. A rule "
+        "is checked in the directions it names. As in PyTorch's own check, every schema of "
+        "the old release needs a schema of the same name and overload in the new one.",
+        "",
+        "Examples are two schemas of an operator `f`; `-` is a release without it.",
+        "",
+        "| rule | severity | directions | summary |",
+        "| --- | --- | --- | --- |",
+    ]
+    for severity in Severity:
+        for rule in rules:
+            if rule.severity is severity:
+                lines.append(
+                    f"| [`{rule.id}`](#{rule.id}) | {severity} | {', '.join(rule.directions)} "
+                    f"| {rule.summary} |"
+                )
+    lines.append("")
+    for severity in Severity:
+        if any(r.severity is severity for r in rules):
+            lines += [f"### {severity} (PyTorch)", ""]
+            lines += [x for r in rules if r.severity is severity for x in _rule(r)]
+    return lines
 
 
 if __name__ == "__main__":

@@ -7,29 +7,29 @@ from collections.abc import Container, Iterable, Iterator, Sequence
 
 from opmarket.compat._change import OpChange
 from opmarket.compat._report import Finding
-from opmarket.compat._rules import RULES, RULES_BY_ID, Rule, Scope, Severity
+from opmarket.compat._rules import RULES_BY_ID, TENSORFLOW_RULES, Rule, Scope, Severity
 from opmarket.sdk import KernelDef, OpDef, OpSet
 
 __all__ = ["compare_history", "compare_ops", "compare_opsets"]
 
-_PRESENCE = tuple(r for r in RULES if r.scope is Scope.PRESENCE)
-_PAIR = tuple(r for r in RULES if r.scope is Scope.PAIR)
-_KERNELS = tuple(r for r in RULES if r.scope is Scope.KERNELS)
+_PRESENCE = tuple(r for r in TENSORFLOW_RULES if r.scope is Scope.PRESENCE)
+_PAIR = tuple(r for r in TENSORFLOW_RULES if r.scope is Scope.PAIR)
+_KERNELS = tuple(r for r in TENSORFLOW_RULES if r.scope is Scope.KERNELS)
 
 
 #: What an older release of a history is checked for (TensorFlow's OpDefCompatible rules).
 _EVERY_RELEASE = frozenset(
     r.id
-    for r in RULES
+    for r in TENSORFLOW_RULES
     if r.severity is Severity.BREAKING and r.scope in (Scope.PAIR, Scope.PRESENCE)
 ) - {"attr-default-changed", "attr-default-removed"}
 
 
 _DEFAULT_RULES = frozenset({"attr-default-changed", "attr-default-removed"})
-_DEFAULTS = tuple(r for r in RULES if r.id in _DEFAULT_RULES)
+_DEFAULTS = tuple(r for r in TENSORFLOW_RULES if r.id in _DEFAULT_RULES)
 
 
-def _run(rules: Sequence[Rule], change: OpChange, out: list[Finding]) -> None:
+def _run(rules: Sequence[Rule[OpChange]], change: OpChange, out: list[Finding]) -> None:
     for rule in rules:
         assert rule.check is not None
         for message in rule.check(change):

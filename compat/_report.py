@@ -31,6 +31,7 @@ class Finding:
     message: str
     release: str = ""  # which recorded release it concerns, in a history check
     graph: str = ""  # the saved graph, for graph replay
+    rules: str = "tensorflow"  # the rule set (compat._rule.RULE_SETS) of the rule
 
     @property
     def hint(self) -> str:
@@ -47,6 +48,7 @@ class Finding:
         out: dict[str, Any] = {
             "op": self.op,
             "rule": self.rule,
+            "rules": self.rules,
             "severity": str(self.severity),
             "message": self.message,
             "hint": self.hint,
@@ -122,7 +124,8 @@ def _where(f: Finding) -> str:
 def _text(report: Report) -> str:
     lines = []
     for f in report.sorted_findings():
-        lines.append(f"{_where(f)}: {f.rule} [{f.severity}] {f.message}")
+        tag = f"{f.severity}, pytorch" if f.rules == "pytorch" else str(f.severity)
+        lines.append(f"{_where(f)}: {f.rule} [{tag}] {f.message}")
         if f.severity is not Severity.INFO and f.hint:
             lines.append(f"    fix: {f.hint}")
     if report.version is not None:
@@ -139,6 +142,10 @@ def _text(report: Report) -> str:
 
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _rule_set(f: Finding) -> str:
+    return " (pytorch)" if f.rules == "pytorch" else ""
 
 
 def _markdown(report: Report) -> str:
@@ -171,7 +178,8 @@ def _markdown(report: Report) -> str:
             sev = f"**{f.severity}**" if f.severity is Severity.BREAKING else str(f.severity)
             hint = f.hint if f.severity is not Severity.INFO else ""
             lines.append(
-                f"| {sev} | `{_md_cell(_where(f))}` | `{f.rule}` | {_md_cell(f.message)} "
+                f"| {sev} | `{_md_cell(_where(f))}` | `{f.rule}`{_rule_set(f)} "
+                f"| {_md_cell(f.message)} "
                 f"| {_md_cell(hint)} |"
             )
     return "\n".join(lines) + "\n"

@@ -9,59 +9,14 @@ tests are generated from this table, examples included.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import Any
 
 from opmarket.compat import _checks as c
 from opmarket.compat._change import OpChange
+from opmarket.compat._rule import Example, Rule, Scope, Severity
+from opmarket.compat._torch_rules import TORCH_RULES
 
-__all__ = ["RULES", "RULES_BY_ID", "Example", "Rule", "Scope", "Severity"]
-
-
-class Severity(enum.StrEnum):
-    """How much a finding matters: ``breaking`` fails the check."""
-
-    BREAKING = "breaking"
-    WARNING = "warning"
-    INFO = "info"
-
-
-class Scope(enum.StrEnum):
-    """What a rule looks at: an op present in one release, an op in both, its kernels, saved
-    graphs, or the op-set files themselves."""
-
-    PRESENCE = "presence"
-    PAIR = "pair"
-    KERNELS = "kernels"
-    GRAPH = "graph"
-    DOCUMENT = "document"
-
-
-@dataclass(frozen=True, slots=True)
-class Example:
-    """Two releases of op ``Example`` in the table's example language (see _examples.py),
-    and whether the rule fires for the change."""
-
-    old: str
-    new: str
-    fires: bool
-
-
-Check = Callable[[OpChange], Iterable[str]]
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One row of the table."""
-
-    id: str
-    severity: Severity
-    scope: Scope
-    summary: str
-    hint: str
-    check: Check | None  # None for graphs and documents, checked outside the op table
-    examples: tuple[Example, ...] = ()
+__all__ = ["RULES", "RULES_BY_ID", "TENSORFLOW_RULES", "Example", "Rule", "Scope", "Severity"]
 
 
 # ---------------------------------------------------------------- the table
@@ -70,7 +25,7 @@ B, W, N = Severity.BREAKING, Severity.WARNING, Severity.INFO
 P = Scope.PAIR
 E = Example
 
-RULES: tuple[Rule, ...] = (
+TENSORFLOW_RULES: tuple[Rule[OpChange], ...] = (
     Rule(
         "op-removed",
         B,
@@ -416,4 +371,7 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+#: The one table: TensorFlow's rules, then PyTorch's schema rules (compat/_torch_rules.py).
+RULES: tuple[Rule[Any], ...] = (*TENSORFLOW_RULES, *TORCH_RULES)
+
+RULES_BY_ID: dict[str, Rule[Any]] = {r.id: r for r in RULES}

@@ -28,6 +28,7 @@ def test_every_rule_is_in_the_user_guide() -> None:
         "--fail-on",
         "--old-version",
         "--index-url",
+        "--direction",
     ):
         assert option in guide
 

@@ -1,4 +1,5 @@
-"""The rule table: every rule's examples behave as the table says, and the table is sound."""
+"""The rule table: every TensorFlow rule's examples behave as the table says, and the table
+is sound (PyTorch's rows: test_torch_rules.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 from opmarket.compat import RULES, RULES_BY_ID, Rule, Scope, Severity, compare_ops
 from opmarket.compat._examples import example_op
 
-CHECKED = [r for r in RULES if r.check is not None]
+TENSORFLOW = [r for r in RULES if r.rules == "tensorflow"]
+CHECKED = [r for r in TENSORFLOW if r.check is not None]
 EXAMPLES = [
     pytest.param(rule, ex, id=f"{rule.id}-{'fires' if ex.fires else 'silent'}-{i}")
     for rule in CHECKED
@@ -48,6 +50,16 @@ def test_ids_are_unique_kebab_case() -> None:
 def test_every_rule_has_summary_and_hint() -> None:
     for rule in RULES:
         assert rule.summary.endswith(".") and rule.hint.endswith("."), rule.id
+
+
+def test_every_rule_belongs_to_a_rule_set_and_its_directions() -> None:
+    from opmarket.compat._rule import DIRECTIONS, RULE_SETS
+
+    for rule in RULES:
+        assert rule.rules in RULE_SETS, rule.id
+        assert rule.directions and set(rule.directions) <= set(DIRECTIONS), rule.id
+    assert {r.directions for r in TENSORFLOW} == {("backward",)}
+    assert [r.rules for r in RULES] == sorted((r.rules for r in RULES), key=RULE_SETS.index)
 
 
 def test_only_graph_and_document_rules_lack_a_check() -> None:
