@@ -9,9 +9,15 @@ in), started with a control group per job (``_cgroup``). What one run gets:
   the supervisor dies (even by ``kill -9``);
 - a file system built from nothing: read-only binds of ``/usr`` (and the ``/lib`` links), the
   interpreter's prefix and every folder its ``sys.path`` and opmarket's modules come from,
-  the job's inputs under ``/input``; ``/sys`` and ``/proc/sys`` read-only, a fresh ``/proc``
-  and a minimal ``/dev``; a private size-limited tmpfs at ``/job`` (its working folder and
-  HOME) and another at ``/tmp``. No home folder, data folder or server state is visible;
+  the job's inputs under ``/input``; a fresh ``/proc`` (``/proc/sys`` read-only, the files
+  that describe the host, such as ``/proc/cmdline``, masked), of ``/sys`` only the CPUs (and
+  the device tree for a job given a GPU), a minimal ``/dev``; a private size-limited tmpfs
+  at ``/job`` (its working folder and HOME) and another at ``/tmp`` (which holds the
+  interpreter's folders, read-only, where they lie under the host's ``/tmp``). No home
+  folder, data folder, other job or server state is visible;
+- a seccomp filter (``_seccomp``): no kernel keyring (it would outlive the job), no new
+  namespaces, no sockets but Unix and IP (no ``AF_VSOCK`` to the hypervisor), no mounts,
+  ``ptrace``, ``bpf`` or ``io_uring``;
 - as root: bwrap makes those mounts with root's rights (so an interpreter under a home that
   others cannot read still works), and the job's first process, ``setpriv``, drops to the
   unprivileged host user (``Limits.user``, default ``nobody``) with no capabilities and
@@ -46,6 +52,7 @@ from pathlib import Path
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._cgroup import JobCgroup, create_job_cgroup
+from opmarket.web._seccomp import seccomp_fd, seccomp_problem
 
 __all__ = [
     "WORK",
@@ -182,7 +189,7 @@ def sandbox_problem(limits: Limits) -> str:
             return f"the sandbox user {limits.user!r} does not exist"
         if shutil.which("setpriv") is None:
             return "setpriv (util-linux) is not installed"
-    return _bwrap_works(limits.bwrap, root)
+    return seccomp_problem() or _bwrap_works(limits.bwrap, root)
 
 
 def _system() -> list[str]:
@@ -211,8 +218,54 @@ def _parents(path: str, made: set[str], bound: Sequence[str]) -> list[str]:
     return args
 
 
+#: Files of /proc that tell a job about the host, not about itself: its boot command line,
+#: kernel symbols and modules, keys, timers and other processes' scheduling.
+_PROC_MASKED = (
+    "cmdline",
+    "config.gz",
+    "kallsyms",
+    "kcore",
+    "key-users",
+    "keys",
+    "latency_stats",
+    "modules",
+    "sched_debug",
+    "timer_list",
+    "vmallocinfo",
+)
+
+
+def _masked_proc() -> list[str]:
+    """/dev/null over each host-revealing file of /proc this kernel has."""
+    return [
+        a
+        for name in _PROC_MASKED
+        if os.path.exists(f"/proc/{name}")
+        for a in ("--ro-bind", "/dev/null", f"/proc/{name}")
+    ]
+
+
+def _sys(devices: Sequence[str]) -> list[str]:
+    """What of /sys a job sees: the CPUs (libraries size their thread pools from them), and,
+    for a job given devices (a GPU's), the device tree its drivers read. Never the host's
+    control groups (other jobs' names and counters), its kernel or firmware settings."""
+    shown = ["/sys/devices/system/cpu"]
+    if devices:
+        shown = ["/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module"]
+    argv = ["--perms", "0755", "--dir", "/sys"]
+    made = {"/sys"}
+    for path in shown:
+        if os.path.isdir(path):
+            argv += [*_parents(path, made, ()), "--ro-bind", path, path]
+    return argv
+
+
 def _bwrap_argv(
-    limits: Limits, interpreter: str, binds: Mapping[str, Path], private: Sequence[Path]
+    limits: Limits,
+    interpreter: str,
+    binds: Mapping[str, Path],
+    private: Sequence[Path],
+    filter_fd: int,
 ) -> list[str]:
     root = os.geteuid() == 0
     disk = str(limits.disk_mb * 1024 * 1024)
@@ -241,7 +294,7 @@ def _bwrap_argv(
         ]
     else:
         argv += ["--unshare-user", "--disable-userns"]
-    argv += _system()
+    argv += ["--seccomp", str(filter_fd), *_system()]
     # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
     # but for /dev/shm, which shared memory and multiprocessing's locks need.
     argv += [
@@ -250,6 +303,7 @@ def _bwrap_argv(
         "--ro-bind",
         "/proc/sys",
         "/proc/sys",
+        *_masked_proc(),
         "--dev",
         "/dev",
         *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
@@ -261,9 +315,7 @@ def _bwrap_argv(
         "/dev/shm",
         "--remount-ro",
         "/dev",
-        "--ro-bind",
-        "/sys",
-        "/sys",
+        *_sys(limits.devices),
         "--size",
         disk,
         "--perms",
@@ -363,6 +415,7 @@ def run_sandboxed(
         raise SandboxUnavailableError(f"no sandbox for untrusted code: {problem}")
     group = create_job_cgroup(limits.memory_mb, limits.max_pids, limits.cpus)
     scratch: Path | None = None
+    filter_fd = -1
     try:
         protections = [
             f"wall-clock timeout {limits.timeout_s:g} s, output cap "
@@ -389,9 +442,15 @@ def run_sandboxed(
             argv = [str(binds[a]) if a in binds else a for a in argv]
             run_env.update(HOME=cwd, TMPDIR=cwd)
         else:
+            filter_fd = seccomp_fd()
             prefix = _bwrap_argv(
-                limits, interpreter, binds, [Path(os.path.realpath(p)) for p in private]
+                limits,
+                interpreter,
+                binds,
+                [Path(os.path.realpath(p)) for p in private],
+                filter_fd,
             )
+            pass_fds = (*pass_fds, filter_fd)
             cwd = "/"
             run_env.update(HOME=WORK, TMPDIR="/tmp")
             who = (
@@ -402,7 +461,8 @@ def run_sandboxed(
             protections.append(
                 f"bubblewrap: runs as {who}; no network, no host sockets; own PIDs; sees only "
                 f"/usr, the interpreter and its inputs, read-only; {WORK} and /tmp are private "
-                f"tmpfs of {limits.disk_mb} MiB"
+                f"tmpfs of {limits.disk_mb} MiB; seccomp: no keyring, no new namespaces, "
+                "no sockets but Unix and IP"
             )
         if group is not None:
             prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--", *prefix]
@@ -418,6 +478,8 @@ def run_sandboxed(
             bwrapped=not problem,
         )
     finally:
+        if filter_fd >= 0:
+            os.close(filter_fd)
         if group is not None:
             group.destroy()
         if scratch is not None:
