@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from opmarket.web._deps import Source, dependency_step
 from opmarket.web._gpu_tools import ToolSandbox
+from opmarket.web._owned import import_problems
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -253,6 +254,10 @@ def validate_wheel(
         info = inspect_wheel(path, filename, wheel_limits)
     except WheelError as exc:
         verdict.steps.append(Step("inspect", "failed", [str(exc)]))
+        return verdict
+    clashes = import_problems(path, info.normalized)
+    if clashes:
+        verdict.steps.append(Step("inspect", "failed", clashes))
         return verdict
     verdict.steps.append(
         Step(
