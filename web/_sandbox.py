@@ -14,7 +14,9 @@ in), started with a control group per job (``_cgroup``). What one run gets:
   the device tree for a job given a GPU), a minimal ``/dev``; a private size-limited tmpfs
   at ``/job`` (its working folder and HOME) and another at ``/tmp`` (which holds the
   interpreter's folders, read-only, where they lie under the host's ``/tmp``). No home
-  folder, data folder, other job or server state is visible;
+  folder, data folder, other job or server state is visible: a data folder inside one of
+  the interpreter's folders (say both in one project folder) is hidden under an empty
+  read-only tmpfs, and a data folder that holds the interpreter is refused;
 - a seccomp filter (``_seccomp``): no kernel keyring (it would outlive the job), no new
   namespaces, no sockets but Unix and IP (no ``AF_VSOCK`` to the hypervisor), no mounts,
   ``ptrace``, ``bpf`` or ``io_uring``;
@@ -260,6 +262,23 @@ def _sys(devices: Sequence[str]) -> list[str]:
     return argv
 
 
+def _hidden(needed: Sequence[str], private: Sequence[Path]) -> list[str]:
+    """The private folders that lie inside a folder the interpreter needs (a data folder
+    beside the code, in a folder that holds both): hidden under an empty tmpfs there. One
+    that holds an interpreter folder cannot be hidden: refused."""
+    hidden: list[str] = []
+    for secret in private:
+        for path in map(Path, needed):
+            if secret == path or secret in path.parents:
+                raise SandboxUnavailableError(
+                    f"the server's data folder {str(secret)!r} holds {str(path)!r}, which "
+                    "the sandbox must show: install opmarket outside the data folder"
+                )
+            if path in secret.parents and secret.exists() and str(secret) not in hidden:
+                hidden.append(str(secret))
+    return hidden
+
+
 def _bwrap_argv(
     limits: Limits,
     interpreter: str,
@@ -325,18 +344,17 @@ def _bwrap_argv(
     ]
     made: set[str] = set()
     needed = list(_interpreter_paths(interpreter))
-    for path in needed:
-        for secret in private:
-            if secret == Path(path) or Path(path) in secret.parents:
-                raise SandboxUnavailableError(
-                    f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
-                    "sandbox must not see: install opmarket outside the server's data folder"
-                )
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if root and not setpriv.startswith("/usr/"):
         needed.append(str(Path(setpriv).parent))
+    hidden = _hidden(needed, private)
     for path in needed:
         argv += [*_parents(path, made, ["/usr"]), "--ro-bind", path, path]
+    for secret in hidden:  # an empty, read-only folder (or file) in its place
+        if os.path.isdir(secret):
+            argv += ["--perms", "0755", "--tmpfs", secret, "--remount-ro", secret]
+        else:
+            argv += ["--ro-bind", "/dev/null", secret]
     argv += ["--perms", "0755", "--dir", "/input"]
     made.add("/input")
     for dest, source in binds.items():
@@ -403,9 +421,10 @@ def run_sandboxed(
 ) -> Outcome:
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
     the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
-    read; ``private`` names host folders it must never see (the server's data): a sandbox
-    whose binds would show one is refused. Raises ``SandboxUnavailableError`` when no sandbox can
-    be made (and ``limits`` does not allow running without one)."""
+    read; ``private`` names host folders it must never see (the server's data): hidden
+    where a bound folder holds one, refused where one holds a bound folder. Raises
+    ``SandboxUnavailableError`` when no sandbox can be made (and ``limits`` does not allow
+    running without one)."""
     binds = dict(binds or {})
     for dest in binds:
         if not dest.startswith("/input/"):
