@@ -18,12 +18,19 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import zipfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-__all__ = ["import_problems", "reserved_problem", "reserved_names", "top_level_names"]
+__all__ = [
+    "import_problems",
+    "others_packages",
+    "reserved_names",
+    "reserved_problem",
+    "top_level_names",
+]
 
 #: Names refused even where the server's environment lacks them: the frameworks opmarket's
 #: bridges run in, what installers and builds need, and the most installed projects.
@@ -143,6 +150,23 @@ def top_level_names(wheel: Path) -> tuple[set[str], list[str]]:
             if top is not None:
                 names.add(top)
     return names, pth
+
+
+def others_packages(
+    wheel: Path, project: str, projects: Callable[[set[str]], set[str]]
+) -> list[str]:
+    """The wheel's import names that are another project's name on this index (its
+    package, by the usual convention: ``opmarket_zero_out`` for ``opmarket-zero-out``);
+    ``projects`` says which of a set of normalized names are projects there."""
+    names, _ = top_level_names(wheel)
+    own = canonicalize_name(project)
+    by_project = {str(canonicalize_name(n)): n for n in names if canonicalize_name(n) != own}
+    taken = projects(set(by_project))
+    return [
+        f"{by_project[name]}: the package of project {name!r} on this index; a plugin would "
+        "replace it for everyone who installs both"
+        for name in sorted(taken)
+    ]
 
 
 def import_problems(wheel: Path, project: str) -> list[str]:

@@ -6,6 +6,7 @@ own (it forged its dependent's verdict)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -47,6 +48,9 @@ class Folder:
                 digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
                 return Candidate(wheel.name, digest, version, meta.encode())
         return None
+
+    def projects(self, names: set[str]) -> set[str]:
+        return names & {str(canonicalize_name(w.name.split("-")[0])) for w in self.wheels}
 
     def fetch(self, candidate: Candidate, folder: Path) -> Path:
         (wheel,) = [w for w in self.wheels if w.name == candidate.filename]
@@ -135,3 +139,18 @@ def test_the_operator_may_allow_a_reserved_name(market: Market, tmp_path: Path) 
     wheel = handmade_wheel(tmp_path, "six", "99.0", {})
     status, body = upload_wheel(market.url, market.tokens["alice"], wheel)
     assert status == 200, body
+
+
+@pytest.mark.slow
+def test_a_plugin_may_not_ship_another_projects_package(tmp_path: Path) -> None:
+    data = tmp_path / "market"
+    data.mkdir()
+    with contextlib.closing(start_market(data, validation_workers=1)) as running:
+        market = next(running)
+        victim = handmade_wheel(tmp_path, "opm-victim", "1.0", {})
+        thief = handmade_wheel(tmp_path, "opm-thief", "1.0", {"opm_victim/__init__.py": b"x"})
+        upload_wheel(market.url, market.tokens["alice"], victim)
+        upload_wheel(market.url, market.tokens["bob"], thief)
+        entry = market.wait_for("opm-thief", thief.name)
+    assert entry["status"] == "rejected"
+    assert "opm_victim: the package of project 'opm-victim' on this index" in entry["log"]
