@@ -267,15 +267,17 @@ def _hidden(needed: Sequence[str], private: Sequence[Path]) -> list[str]:
     beside the code, in a folder that holds both): hidden under an empty tmpfs there. One
     that holds an interpreter folder cannot be hidden: refused."""
     hidden: list[str] = []
-    for secret in private:
-        for path in map(Path, needed):
-            if secret == path or secret in path.parents:
+    for secret in private:  # each a real path
+        for path in needed:
+            real = Path(os.path.realpath(path))  # a bound link shows what it points to
+            if secret == real or secret in real.parents:
                 raise SandboxUnavailableError(
-                    f"the server's data folder {str(secret)!r} holds {str(path)!r}, which "
+                    f"the server's data folder {str(secret)!r} holds {path!r}, which "
                     "the sandbox must show: install opmarket outside the data folder"
                 )
-            if path in secret.parents and secret.exists() and str(secret) not in hidden:
-                hidden.append(str(secret))
+            there = str(Path(path) / secret.relative_to(real)) if real in secret.parents else ""
+            if there and secret.exists() and there not in hidden:
+                hidden.append(there)
     return hidden
 
 

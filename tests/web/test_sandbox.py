@@ -189,18 +189,30 @@ def app(tmp_path: Path) -> Path:
 
 
 @needs_bwrap
-def test_a_data_folder_inside_the_interpreters_folder_is_hidden(app: Path) -> None:
-    python = str(app / "bin" / "python")
+@pytest.mark.parametrize("through_a_link", [False, True])
+def test_a_data_folder_inside_the_interpreters_folder_is_hidden(
+    app: Path, through_a_link: bool
+) -> None:
     data = app / "opmarket-data"
+    if through_a_link:  # the environment reached by a link: its folder is bound twice
+        (app.parent / "link").symlink_to(app)
+        app = app.parent / "link"
+    python = str(app / "bin" / "python")
+    code = (
+        "import os, sys\n"
+        f"print(sys.prefix, os.listdir({str(app / 'opmarket-data')!r}), "
+        f"os.listdir({str(data)!r}) if os.path.exists({str(data)!r}) else 'absent')"
+    )
     out = run_sandboxed(
-        [python, "-I", "-c", f"import os, sys\nprint(sys.prefix, os.listdir({str(data)!r}))"],
+        [python, "-I", "-c", code],
         limits=Limits(timeout_s=60),
         interpreter=python,
         env=ENV,
         private=[data],
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.decode().split() == [str(app), "[]"]  # the environment runs; no data
+    # The environment runs; no data where it lies, nor through the link.
+    assert out.stdout.decode().split() == [str(app), "[]", "[]"]
     assert (data / "opmarket.sqlite3").read_text() == "token digests"  # the host's, intact
 
 
