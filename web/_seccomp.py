@@ -20,7 +20,7 @@ container runtimes build theirs with) and modelled on Flatpak's, allows everythi
   ``personality`` changes, kernel modules and ``kexec``, ``syslog``, ``acct``, swap,
   ``quotactl``, file handles: EPERM.
 
-Validation needs none of these; ``tests/web/test_hostile_seccomp.py`` shows each refused.
+Validation needs none of these; ``tests/web/test_hostile_kernel.py`` shows them refused.
 """
 
 from __future__ import annotations
