@@ -52,6 +52,9 @@ class Source(Protocol):
     def fetch(self, candidate: Candidate, folder: Path) -> Path:
         """Write the candidate's wheel into ``folder``; its path."""
 
+    def projects(self, names: set[str]) -> set[str]:
+        """Which of these normalized names are projects here."""
+
 
 @dataclass(slots=True)
 class Resolution:
@@ -174,6 +177,20 @@ class CatalogSource:
         version, filename, sha256, metadata_key = max(ranked)
         metadata = b"".join(self.state.storage.read(metadata_key))
         return Candidate(filename, sha256, str(version), metadata)
+
+    def projects(self, names: set[str]) -> set[str]:
+        """Which of these normalized names are projects on this index."""
+        from sqlalchemy import select
+
+        from opmarket.web._models import Project
+
+        if not names:
+            return set()
+        with self.state.db.session() as session:
+            found = session.scalars(
+                select(Project.normalized).where(Project.normalized.in_(sorted(names)))
+            ).all()
+        return set(found)
 
     def fetch(self, candidate: Candidate, folder: Path) -> Path:
         """Copy the candidate's blob out of the store as ``folder/filename``."""

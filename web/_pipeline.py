@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from opmarket.web._deps import Source, dependency_step
 from opmarket.web._gpu_tools import ToolSandbox
+from opmarket.web._owned import import_problems, others_packages
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._status import FileStatus
@@ -254,6 +255,12 @@ def validate_wheel(
         info = inspect_wheel(path, filename, wheel_limits)
     except WheelError as exc:
         verdict.steps.append(Step("inspect", "failed", [str(exc)]))
+        return verdict
+    clashes = import_problems(path, info.normalized)
+    if dependencies is not None:  # another project's package, by the name it installs under
+        clashes += others_packages(path, info.normalized, dependencies.projects)
+    if clashes:
+        verdict.steps.append(Step("inspect", "failed", clashes))
         return verdict
     verdict.steps.append(
         Step(

@@ -154,10 +154,29 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
     return out
 
 
+#: What the plugin's process imports to judge the plugin: all of it is imported before the
+#: wheel or its dependencies are importable, so that none of theirs stands in for it.
+_OWN = {
+    "importlib.metadata": (),
+    "numpy": (),
+    "packaging.utils": (),
+    "pluggy": (),
+    "opmarket.sdk": ("OpSet", "opset_to_json"),  # lazy exports: their modules, loaded now
+    "opmarket.registry": ("new_registry", "load_plugins_from", "check_conformance"),
+}
+
+
 def _plugin(argv: list[str]) -> int:
+    import importlib
+
     report_fd, target, dist_name = int(argv[0]), argv[1], argv[2]
-    if "--deps" in argv:  # importable after the wheel itself, never scanned for plugins
-        sys.path.insert(0, argv[argv.index("--deps") + 1])
+    for name, exports in _OWN.items():
+        module = importlib.import_module(name)
+        for export in exports:
+            getattr(module, export)
+    if "--deps" in argv:  # after the environment's own folders: importable, never in its
+        # place (nor scanned for plugins)
+        sys.path.append(argv[argv.index("--deps") + 1])
     try:
         result = probe(target, dist_name, "--gpu" in argv)
     except BaseException:

@@ -20,6 +20,7 @@ from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPError
 from opmarket.web._hosted import hosted_refusal
 from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
+from opmarket.web._owned import reserved_problem
 from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
 from opmarket.web._storage import StorageError
@@ -165,6 +166,9 @@ def _accept_spooled(  # noqa: PLR0917  (one call site passes what the upload car
             "forbidden",
             f"this token may upload to {who.project!r} only, not {info.normalized!r}",
         )
+    reserved = reserved_problem(info.normalized, state.settings.allowed_names)
+    if reserved:  # not a name this index's own software depends on
+        raise HTTPError(403, "reserved-name", reserved)
     check_new_name(state, info.normalized)  # not a name the upstream index serves
     upload = _Upload(info, digests["sha256"], size)
     stored: list[str] = []

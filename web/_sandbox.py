@@ -9,9 +9,17 @@ in), started with a control group per job (``_cgroup``). What one run gets:
   the supervisor dies (even by ``kill -9``);
 - a file system built from nothing: read-only binds of ``/usr`` (and the ``/lib`` links), the
   interpreter's prefix and every folder its ``sys.path`` and opmarket's modules come from,
-  the job's inputs under ``/input``; ``/sys`` and ``/proc/sys`` read-only, a fresh ``/proc``
-  and a minimal ``/dev``; a private size-limited tmpfs at ``/job`` (its working folder and
-  HOME) and another at ``/tmp``. No home folder, data folder or server state is visible;
+  the job's inputs under ``/input``; a fresh ``/proc`` (``/proc/sys`` read-only, the files
+  that describe the host, such as ``/proc/cmdline``, masked), of ``/sys`` only the CPUs (and
+  the device tree for a job given a GPU), a minimal ``/dev``; a private size-limited tmpfs
+  at ``/job`` (its working folder and HOME) and another at ``/tmp`` (which holds the
+  interpreter's folders, read-only, where they lie under the host's ``/tmp``). No home
+  folder, data folder, other job or server state is visible: a data folder inside one of
+  the interpreter's folders (say both in one project folder) is hidden under an empty
+  read-only tmpfs, and a data folder that holds the interpreter is refused;
+- a seccomp filter (``_seccomp``): no kernel keyring (it would outlive the job), no new
+  namespaces, no sockets but Unix and IP (no ``AF_VSOCK`` to the hypervisor), no mounts,
+  ``ptrace``, ``bpf`` or ``io_uring``;
 - as root: bwrap makes those mounts with root's rights (so an interpreter under a home that
   others cannot read still works), and the job's first process, ``setpriv``, drops to the
   unprivileged host user (``Limits.user``, default ``nobody``) with no capabilities and
@@ -46,6 +54,7 @@ from pathlib import Path
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._cgroup import JobCgroup, create_job_cgroup
+from opmarket.web._seccomp import seccomp_fd, seccomp_problem
 
 __all__ = [
     "WORK",
@@ -182,7 +191,7 @@ def sandbox_problem(limits: Limits) -> str:
             return f"the sandbox user {limits.user!r} does not exist"
         if shutil.which("setpriv") is None:
             return "setpriv (util-linux) is not installed"
-    return _bwrap_works(limits.bwrap, root)
+    return seccomp_problem() or _bwrap_works(limits.bwrap, root)
 
 
 def _system() -> list[str]:
@@ -211,8 +220,73 @@ def _parents(path: str, made: set[str], bound: Sequence[str]) -> list[str]:
     return args
 
 
+#: Files of /proc that tell a job about the host, not about itself: its boot command line,
+#: kernel symbols and modules, keys, timers and other processes' scheduling.
+_PROC_MASKED = (
+    "cmdline",
+    "config.gz",
+    "kallsyms",
+    "kcore",
+    "key-users",
+    "keys",
+    "latency_stats",
+    "modules",
+    "sched_debug",
+    "timer_list",
+    "vmallocinfo",
+)
+
+
+def _masked_proc() -> list[str]:
+    """/dev/null over each host-revealing file of /proc this kernel has."""
+    return [
+        a
+        for name in _PROC_MASKED
+        if os.path.exists(f"/proc/{name}")
+        for a in ("--ro-bind", "/dev/null", f"/proc/{name}")
+    ]
+
+
+def _sys(devices: Sequence[str]) -> list[str]:
+    """What of /sys a job sees: the CPUs (libraries size their thread pools from them), and,
+    for a job given devices (a GPU's), the device tree its drivers read. Never the host's
+    control groups (other jobs' names and counters), its kernel or firmware settings."""
+    shown = ["/sys/devices/system/cpu"]
+    if devices:
+        shown = ["/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module"]
+    argv = ["--perms", "0755", "--dir", "/sys"]
+    made = {"/sys"}
+    for path in shown:
+        if os.path.isdir(path):
+            argv += [*_parents(path, made, ()), "--ro-bind", path, path]
+    return argv
+
+
+def _hidden(needed: Sequence[str], private: Sequence[Path]) -> list[str]:
+    """The private folders that lie inside a folder the interpreter needs (a data folder
+    beside the code, in a folder that holds both): hidden under an empty tmpfs there. One
+    that holds an interpreter folder cannot be hidden: refused."""
+    hidden: list[str] = []
+    for secret in private:  # each a real path
+        for path in needed:
+            real = Path(os.path.realpath(path))  # a bound link shows what it points to
+            if secret == real or secret in real.parents:
+                raise SandboxUnavailableError(
+                    f"the server's data folder {str(secret)!r} holds {path!r}, which "
+                    "the sandbox must show: install opmarket outside the data folder"
+                )
+            there = str(Path(path) / secret.relative_to(real)) if real in secret.parents else ""
+            if there and secret.exists() and there not in hidden:
+                hidden.append(there)
+    return hidden
+
+
 def _bwrap_argv(
-    limits: Limits, interpreter: str, binds: Mapping[str, Path], private: Sequence[Path]
+    limits: Limits,
+    interpreter: str,
+    binds: Mapping[str, Path],
+    private: Sequence[Path],
+    filter_fd: int,
 ) -> list[str]:
     root = os.geteuid() == 0
     disk = str(limits.disk_mb * 1024 * 1024)
@@ -241,7 +315,7 @@ def _bwrap_argv(
         ]
     else:
         argv += ["--unshare-user", "--disable-userns"]
-    argv += _system()
+    argv += ["--seccomp", str(filter_fd), *_system()]
     # /dev read-only (in a user namespace its tmpfs would be the job's to add files to),
     # but for /dev/shm, which shared memory and multiprocessing's locks need.
     argv += [
@@ -250,6 +324,7 @@ def _bwrap_argv(
         "--ro-bind",
         "/proc/sys",
         "/proc/sys",
+        *_masked_proc(),
         "--dev",
         "/dev",
         *(a for d in limits.devices if os.path.exists(d) for a in ("--dev-bind", d, d)),
@@ -261,9 +336,7 @@ def _bwrap_argv(
         "/dev/shm",
         "--remount-ro",
         "/dev",
-        "--ro-bind",
-        "/sys",
-        "/sys",
+        *_sys(limits.devices),
         "--size",
         disk,
         "--perms",
@@ -273,18 +346,17 @@ def _bwrap_argv(
     ]
     made: set[str] = set()
     needed = list(_interpreter_paths(interpreter))
-    for path in needed:
-        for secret in private:
-            if secret == Path(path) or Path(path) in secret.parents:
-                raise SandboxUnavailableError(
-                    f"the interpreter's folder {path!r} holds {str(secret)!r}, which the "
-                    "sandbox must not see: install opmarket outside the server's data folder"
-                )
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if root and not setpriv.startswith("/usr/"):
         needed.append(str(Path(setpriv).parent))
+    hidden = _hidden(needed, private)
     for path in needed:
         argv += [*_parents(path, made, ["/usr"]), "--ro-bind", path, path]
+    for secret in hidden:  # an empty, read-only folder (or file) in its place
+        if os.path.isdir(secret):
+            argv += ["--perms", "0755", "--tmpfs", secret, "--remount-ro", secret]
+        else:
+            argv += ["--ro-bind", "/dev/null", secret]
     argv += ["--perms", "0755", "--dir", "/input"]
     made.add("/input")
     for dest, source in binds.items():
@@ -351,9 +423,10 @@ def run_sandboxed(
 ) -> Outcome:
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
     the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
-    read; ``private`` names host folders it must never see (the server's data): a sandbox
-    whose binds would show one is refused. Raises ``SandboxUnavailableError`` when no sandbox can
-    be made (and ``limits`` does not allow running without one)."""
+    read; ``private`` names host folders it must never see (the server's data): hidden
+    where a bound folder holds one, refused where one holds a bound folder. Raises
+    ``SandboxUnavailableError`` when no sandbox can be made (and ``limits`` does not allow
+    running without one)."""
     binds = dict(binds or {})
     for dest in binds:
         if not dest.startswith("/input/"):
@@ -363,6 +436,7 @@ def run_sandboxed(
         raise SandboxUnavailableError(f"no sandbox for untrusted code: {problem}")
     group = create_job_cgroup(limits.memory_mb, limits.max_pids, limits.cpus)
     scratch: Path | None = None
+    filter_fd = -1
     try:
         protections = [
             f"wall-clock timeout {limits.timeout_s:g} s, output cap "
@@ -389,9 +463,15 @@ def run_sandboxed(
             argv = [str(binds[a]) if a in binds else a for a in argv]
             run_env.update(HOME=cwd, TMPDIR=cwd)
         else:
+            filter_fd = seccomp_fd()
             prefix = _bwrap_argv(
-                limits, interpreter, binds, [Path(os.path.realpath(p)) for p in private]
+                limits,
+                interpreter,
+                binds,
+                [Path(os.path.realpath(p)) for p in private],
+                filter_fd,
             )
+            pass_fds = (*pass_fds, filter_fd)
             cwd = "/"
             run_env.update(HOME=WORK, TMPDIR="/tmp")
             who = (
@@ -402,7 +482,8 @@ def run_sandboxed(
             protections.append(
                 f"bubblewrap: runs as {who}; no network, no host sockets; own PIDs; sees only "
                 f"/usr, the interpreter and its inputs, read-only; {WORK} and /tmp are private "
-                f"tmpfs of {limits.disk_mb} MiB"
+                f"tmpfs of {limits.disk_mb} MiB; seccomp: no keyring, no new namespaces, "
+                "no sockets but Unix and IP"
             )
         if group is not None:
             prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--", *prefix]
@@ -418,6 +499,8 @@ def run_sandboxed(
             bwrapped=not problem,
         )
     finally:
+        if filter_fd >= 0:
+            os.close(filter_fd)
         if group is not None:
             group.destroy()
         if scratch is not None:

@@ -14,6 +14,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from opmarket.web import Limits, Verdict, validate_wheel
-from opmarket.web._sandbox import sandbox_problem
+from opmarket.web._sandbox import _interpreter_paths, sandbox_problem
 
 from .conftest import OPMARKET, Market, _wait_up, clean_env, free_port, twine
 from .plugins import build_plugin, plugin_source
@@ -39,6 +40,7 @@ GOOD = plugin_source(OP, 2)
 TAG = uuid.uuid4().hex[:8]
 SOCKET = f"/tmp/opmarket-hostile-{TAG}.sock"
 DATA = Path(f"/tmp/opmarket-hostile-{TAG}-data")  # "the server's data" the plugin looks for
+PUBLIC = set(_interpreter_paths(sys.executable))  # what the sandbox shows of the interpreter
 
 ATTACKS = {
     # 1. core_pattern (same value back), hostname, /dev/kmsg, then a crash that would run it.
@@ -71,11 +73,13 @@ try:
 except OSError as e:
     print("refused socket", e.strerror, file=sys.stderr)
 """,
-    # 3. the server's data: the database and another user's never-public wheel
+    # 3. the server's data: the database and another user's never-public wheel (the
+    # interpreter's own folders, read-only code that may lie under /tmp, are not searched)
     "snoop": f"""
 import os, sys
 for root in ({str(DATA)!r}, "/home", "/var", "/srv", "/run", "/tmp", "/job"):
-    for folder, _, files in os.walk(root):
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in {PUBLIC!r}]
         for name in files:
             path = os.path.join(folder, name)
             try:

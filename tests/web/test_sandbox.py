@@ -20,7 +20,13 @@ import pytest
 
 from opmarket.web import Limits
 from opmarket.web._cgroup import create_job_cgroup, sweep_stale
-from opmarket.web._sandbox import Outcome, SandboxUnavailableError, run_sandboxed, sandbox_problem
+from opmarket.web._sandbox import (
+    Outcome,
+    SandboxUnavailableError,
+    _interpreter_paths,
+    run_sandboxed,
+    sandbox_problem,
+)
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 needs_bwrap = pytest.mark.skipif(
@@ -123,7 +129,11 @@ def test_it_sees_only_what_it_needs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     seen, top, tmp, others = out.stdout.decode().splitlines()
     assert seen == "False False"
-    assert tmp == "[]"  # a private /tmp, not the host's
+    # A private /tmp, not the host's: empty but for the way to the interpreter's folders,
+    # read-only, where they lie under the host's /tmp (a checkout or venv under /tmp).
+    assert eval(tmp) == sorted(
+        {Path(p).parts[2] for p in _interpreter_paths(sys.executable) if p.startswith("/tmp/")}
+    )
     assert others == "[]"
     allowed = {
         "bin",
@@ -168,16 +178,54 @@ def test_nothing_outside_its_folder_is_writable() -> None:
     assert b"WROTE" not in out.stdout and out.stdout.count(b"refused") == 8, out.stdout
 
 
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """A server's folder: its environment and its data folder inside it, with a secret."""
+    env = tmp_path / "app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    (env / "opmarket-data").mkdir()
+    (env / "opmarket-data" / "opmarket.sqlite3").write_text("token digests")
+    return env
+
+
 @needs_bwrap
-def test_a_sandbox_that_would_show_the_servers_data_is_refused() -> None:
-    inside = Path(sys.prefix) / "opmarket-data"  # a data folder inside the environment
-    with pytest.raises(SandboxUnavailableError, match="opmarket-data"):
+@pytest.mark.parametrize("through_a_link", [False, True])
+def test_a_data_folder_inside_the_interpreters_folder_is_hidden(
+    app: Path, through_a_link: bool
+) -> None:
+    data = app / "opmarket-data"
+    if through_a_link:  # the environment reached by a link: its folder is bound twice
+        (app.parent / "link").symlink_to(app)
+        app = app.parent / "link"
+    python = str(app / "bin" / "python")
+    code = (
+        "import os, sys\n"
+        f"print(sys.prefix, os.listdir({str(app / 'opmarket-data')!r}), "
+        f"os.listdir({str(data)!r}) if os.path.exists({str(data)!r}) else 'absent')"
+    )
+    out = run_sandboxed(
+        [python, "-I", "-c", code],
+        limits=Limits(timeout_s=60),
+        interpreter=python,
+        env=ENV,
+        private=[data],
+    )
+    assert out.returncode == 0, out.stderr
+    # The environment runs; no data where it lies, nor through the link.
+    assert out.stdout.decode().split() == [str(app), "[]", "[]"]
+    assert (data / "opmarket.sqlite3").read_text() == "token digests"  # the host's, intact
+
+
+@needs_bwrap
+def test_a_data_folder_that_holds_the_interpreter_is_refused(app: Path) -> None:
+    python = str(app / "bin" / "python")
+    with pytest.raises(SandboxUnavailableError, match="holds"):
         run_sandboxed(
-            [sys.executable, "-c", "print(1)"],
+            [python, "-c", "print(1)"],
             limits=Limits(timeout_s=60),
-            interpreter=sys.executable,
+            interpreter=python,
             env=ENV,
-            private=[inside],
+            private=[app.parent],
         )
 
 

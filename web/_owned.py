@@ -1,0 +1,188 @@
+"""Names the index's own environment owns: project names no uploader may claim, and
+top-level import names no plugin wheel may ship.
+
+A project this index serves shadows every other index for its installers: an uploader who
+publishes ``numpy 99.0`` here gets it installed beside any plugin whose user points pip at
+this index (with or without ``--upstream``). So by default an upload may not claim the name
+of a distribution installed where the server runs (opmarket, its dependencies, the server's;
+opmarket plugins installed there are plugins, not dependencies, and stay open) or a
+well-known name from the list below; ``Settings.allowed_names`` opens some again.
+
+A plugin wheel's files land in the installer's ``site-packages`` beside everything else: one
+that ships ``packaging/`` or ``numpy/`` replaces them for every program there, and a ``.pth``
+file runs code at every interpreter start. Validation refuses both (``import_problems``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import zipfile
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+__all__ = [
+    "import_problems",
+    "others_packages",
+    "reserved_names",
+    "reserved_problem",
+    "top_level_names",
+]
+
+#: Names refused even where the server's environment lacks them: the frameworks opmarket's
+#: bridges run in, what installers and builds need, and the most installed projects.
+WELL_KNOWN = frozenset(
+    {
+        "pip",
+        "setuptools",
+        "wheel",
+        "packaging",
+        "numpy",
+        "scipy",
+        "pandas",
+        "ml-dtypes",
+        "pluggy",
+        "protobuf",
+        "pybind11",
+        "torch",
+        "tensorflow",
+        "tensorflow-cpu",
+        "tf-keras",
+        "keras",
+        "jax",
+        "jaxlib",
+        "ai-edge-litert",
+        "tflite-runtime",
+        "requests",
+        "urllib3",
+        "certifi",
+        "idna",
+        "charset-normalizer",
+        "six",
+        "typing-extensions",
+        "pyyaml",
+        "attrs",
+        "click",
+        "cryptography",
+        "cffi",
+        "opmarket",
+    }
+)
+_MODULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\..*)?$")
+
+
+def _is_plugin(dist: importlib.metadata.Distribution) -> bool:
+    return any(ep.group == "opmarket" for ep in dist.entry_points)
+
+
+@cache
+def _environment() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """The normalized names of the environment's distributions that are not opmarket
+    plugins, and each top-level import name with the distributions that ship it."""
+    names: set[str] = set()
+    owners: dict[str, set[str]] = {}
+    for dist in importlib.metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        if not name:
+            continue
+        if not _is_plugin(dist):
+            names.add(name)
+        for top in _dist_tops(dist):
+            owners.setdefault(top, set()).add(name)
+    return frozenset(names), {k: frozenset(v) for k, v in owners.items()}
+
+
+def _dist_tops(dist: importlib.metadata.Distribution) -> set[str]:
+    text = dist.read_text("top_level.txt")
+    if text:
+        return {line.strip() for line in text.splitlines() if line.strip()}
+    return {top for f in dist.files or () if (top := _top(str(f))) is not None}
+
+
+def _top(member: str) -> str | None:
+    """The import name a wheel member is installed under (None: metadata, scripts, data)."""
+    parts = member.split("/")
+    if parts[0].endswith(".data"):
+        if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+            return None
+        parts = parts[2:]
+    if parts[0].endswith(".dist-info") or parts[0] in ("", "..", "__pycache__"):
+        return None
+    match = _MODULE.match(parts[0])
+    return match.group(1) if match else None
+
+
+def reserved_names(allowed: str = "") -> frozenset[str]:
+    """The project names uploads may not claim: the environment's and ``WELL_KNOWN``,
+    less ``allowed`` (names separated by commas or spaces)."""
+    names, _ = _environment()
+    opened = {canonicalize_name(n) for n in re.split(r"[,\s]+", allowed) if n}
+    return frozenset((names | WELL_KNOWN) - opened)
+
+
+def reserved_problem(normalized: str, allowed: str = "") -> str:
+    """Why an upload may not create project ``normalized`` ("" when it may)."""
+    if normalized not in reserved_names(allowed):
+        return ""
+    return (
+        f"project {normalized!r} is a name this index's own software depends on or a "
+        "well-known project: an upload here would be installed in its place by everyone "
+        "who uses this index (dependency confusion); choose another name, or ask the "
+        "operator to host it (opmarket host) or to allow it (OPMARKET_ALLOWED_NAMES)"
+    )
+
+
+def top_level_names(wheel: Path) -> tuple[set[str], list[str]]:
+    """The import names a wheel installs, and its ``.pth`` files."""
+    names: set[str] = set()
+    pth: list[str] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for member in zf.namelist():
+            parts = member.split("/")
+            if parts[0].endswith(".data") and parts[1:2] in (["purelib"], ["platlib"]):
+                parts = parts[2:]
+            if len(parts) == 1 and member.endswith(".pth"):  # installed at the top
+                pth.append(member)
+            top = _top(member)
+            if top is not None:
+                names.add(top)
+    return names, pth
+
+
+def others_packages(
+    wheel: Path, project: str, projects: Callable[[set[str]], set[str]]
+) -> list[str]:
+    """The wheel's import names that are another project's name on this index (its
+    package, by the usual convention: ``opmarket_zero_out`` for ``opmarket-zero-out``);
+    ``projects`` says which of a set of normalized names are projects there."""
+    names, _ = top_level_names(wheel)
+    own = canonicalize_name(project)
+    by_project = {str(canonicalize_name(n)): n for n in names if canonicalize_name(n) != own}
+    taken = projects(set(by_project))
+    return [
+        f"{by_project[name]}: the package of project {name!r} on this index; a plugin would "
+        "replace it for everyone who installs both"
+        for name in sorted(taken)
+    ]
+
+
+def import_problems(wheel: Path, project: str) -> list[str]:
+    """Why the wheel of ``project`` may not be installed beside others: import names
+    that distributions of this environment own, and ``.pth`` files ([] when none)."""
+    _, owners = _environment()
+    names, pth = top_level_names(wheel)
+    own = canonicalize_name(project)
+    problems = [
+        f"{name}: an import name that {', '.join(sorted(owners[name]))} "
+        "installs; a plugin would replace it for every program beside it"
+        for name in sorted(names)
+        if name in owners and own not in owners[name]
+    ]
+    problems += [
+        f"{member}: a .pth file runs code at every interpreter start; plugins may not ship one"
+        for member in pth
+    ]
+    return problems
