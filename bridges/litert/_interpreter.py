@@ -4,6 +4,7 @@ interpreter's usual methods."""
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
 from collections.abc import Mapping
@@ -57,14 +58,21 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _custom_code(code: Any) -> str | None:
+    """The custom code of an operator code; None for a builtin operator."""
+    builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+    if builtin == _CUSTOM and code.customCode is not None:
+        return _text(code.customCode)
+    return None
+
+
 def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
     """The (name, version) of every custom op a ``.tflite`` model uses."""
-    model = _model(content)
     found = []
-    for code in model.operatorCodes or []:
-        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-        if builtin == _CUSTOM and code.customCode is not None:
-            found.append((_text(code.customCode), int(code.version or 1)))
+    for code in _model(content).operatorCodes or []:
+        name = _custom_code(code)
+        if name is not None:
+            found.append((name, int(code.version or 1)))
     return sorted(set(found))
 
 
@@ -105,7 +113,9 @@ def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
 
 @dataclass
 class _CustomOp:
-    """One custom op's LiteRT kernel: its callbacks call opmarket's dispatch."""
+    """One registration of a custom op: the nodes that share one set of attrs (their custom
+    options). LiteRT's output-layout and run callbacks see only the registration, not the
+    node, so each distinct attr set gets a registration (and custom code) of its own."""
 
     op: OpDef
     kernel: KernelSpec | None
@@ -114,19 +124,7 @@ class _CustomOp:
     struct: Any = None
 
     def init(self, _user: Any, data: Any, size: int) -> int:
-        try:
-            attrs = _attrs_from_options(self.op, ctypes.string_at(data, size) if size else b"")
-            if self.attrs and attrs != self.attrs:
-                raise InvalidArgumentError(
-                    f"{self.op.name}: the nodes of one custom op must share "
-                    "their attrs (LiteRT's custom-op kernels do not say "
-                    "which node runs)"
-                )
-            self.attrs = attrs
-            return _capi.STATUS_OK
-        except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_INVALID_ARGUMENT
+        return _capi.STATUS_OK  # the attrs were read from the node's options at creation
 
     def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         try:
@@ -147,8 +145,7 @@ class _CustomOp:
                     outputs[i].dimensions[k] = int(d or 0)
             return _capi.STATUS_OK
         except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_INVALID_ARGUMENT
+            return self._fail(exc, _capi.STATUS_INVALID_ARGUMENT)
 
     def run(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         lib = _capi.lib()
@@ -162,8 +159,15 @@ class _CustomOp:
                 _write(lib, outputs[i], np.asarray(results[i]))
             return _capi.STATUS_OK
         except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_RUNTIME_FAILURE
+            return self._fail(exc, _capi.STATUS_RUNTIME_FAILURE)
+
+    def _fail(self, exc: Exception, status: int) -> int:
+        # LiteRT 2.3 ignores the status a callback returns: invoke() raises this record.
+        message = str(exc)
+        self.errors.append(
+            message if message.startswith(self.op.name) else f"{self.op.name}: {message}"
+        )
+        return status
 
     def destroy(self, _user: Any) -> int:
         return _capi.STATUS_OK
@@ -254,11 +258,30 @@ class Interpreter:
     # --- set-up ------------------------------------------------------------------------
 
     def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
+        """One registration per custom op and distinct attr set. A custom op whose nodes
+        differ in attrs gets a custom code per attr set, rewritten into this interpreter's
+        copy of the model, so each node runs with its own attrs."""
         load_plugins()
         registry = get_registry()
         resolver = OpResolver.from_registry(registry)
-        ops, missing = [], []
-        for name, version in custom_ops_of(self._content):
+        model = _model(self._content)
+        codes = list(model.operatorCodes or [])
+        # The nodes of each custom operator code, grouped by their custom options.
+        uses: dict[int, dict[bytes, list[Any]]] = {}
+        for graph in model.subgraphs or []:
+            for node in graph.operators or []:
+                if _custom_code(codes[node.opcodeIndex]) is None:
+                    continue
+                options = b"" if node.customOptions is None else bytes(node.customOptions)
+                uses.setdefault(node.opcodeIndex, {}).setdefault(options, []).append(node)
+        ops: list[tuple[str, int, _CustomOp]] = []
+        missing = []
+        rewritten = False
+        for index, code in enumerate(list(codes)):
+            name = _custom_code(code)
+            if name is None:
+                continue
+            version = int(code.version or 1)
             op = registry.op_def(name)
             if op is None:
                 missing.append(f"{name} (version {version})")
@@ -269,11 +292,29 @@ class Interpreter:
                 missing.append(f"{name} (version {version}): {exc}")
                 continue
             spec = kernel if isinstance(kernel, KernelSpec) else None
-            ops.append((name, version, _CustomOp(op, spec, self._errors)))
+            for k, (options, nodes) in enumerate(uses.get(index, {b"": []}).items()):
+                custom = _CustomOp(op, spec, self._errors, _attrs_from_options(op, options))
+                if k == 0:
+                    ops.append((name, version, custom))
+                    continue
+                renamed = copy.copy(code)
+                renamed.customCode = f"{name}#{k}".encode()
+                codes.append(renamed)
+                for node in nodes:
+                    node.opcodeIndex = len(codes) - 1
+                ops.append((f"{name}#{k}", version, custom))
+                rewritten = True
         if missing:
             raise NotFoundError(
                 "this model's custom ops have no opmarket op or kernel: " + "; ".join(missing)
             )
+        if rewritten:
+            import flatbuffers
+
+            model.operatorCodes = codes
+            builder = flatbuffers.Builder(len(self._content) + 1024)
+            builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+            self._content = bytes(builder.Output())
         return ops
 
     def _signature(self) -> dict[str, list[tuple[str, int]]]:
@@ -316,9 +357,10 @@ class Interpreter:
         status = lib.LiteRtCreateCompiledModel(
             h["env"], h["model"], h["options"], ctypes.byref(h["compiled"])
         )
-        if status != _capi.STATUS_OK:
+        if status != _capi.STATUS_OK or self._errors:
             raise InvalidArgumentError(
-                "LiteRT could not compile the model: " + ("; ".join(self._errors) or str(status))
+                "LiteRT could not compile the model: "
+                + ("; ".join(self._errors) or f"status {status}")
             )
 
     # --- the interpreter's methods -----------------------------------------------------

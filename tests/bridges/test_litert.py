@@ -85,6 +85,40 @@ def test_bitcast_c_abi_kernel_in_litert() -> None:
     np.testing.assert_array_equal(_run(_convert(model), x), model(x).numpy())
 
 
+def test_one_op_twice_with_different_attrs_runs_each_node_with_its_own() -> None:
+    # LiteRT's callbacks do not say which node runs: each attr set gets its own registration.
+    @tf.function(input_signature=[tf.TensorSpec([5], tf.int32)])
+    def model(x: Any) -> Any:
+        return otf.ops.zero_out(x, preserve_index=1) + otf.ops.zero_out(x, preserve_index=3)
+
+    x = np.array([-2, -1, 0, 1, 2], np.int32)
+    content = _convert(model)
+    assert olr.custom_ops_of(content) == [("Opm>ZeroOut", 1)]
+    got = _run(content, x)
+    np.testing.assert_array_equal(got, model(x).numpy())
+    np.testing.assert_array_equal(got, [0, -1, 0, 1, 0])
+
+
+def test_two_bitcasts_to_different_types_in_one_model() -> None:
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def model(x: Any) -> Any:
+        as_int = otf.ops.bitcast(x, type=tf.int32)
+        as_bytes = otf.ops.bitcast(x, type=tf.uint8)
+        return as_int, tf.reduce_sum(tf.cast(as_bytes, tf.int32), axis=-1)
+
+    x = np.array([0.0, 1.5, -3.0], np.float32)
+    it = olr.interpreter(model_content=_convert(model))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = sorted(
+        (it.get_tensor(d["index"]) for d in it.get_output_details()), key=lambda a: a.shape
+    )
+    want = sorted((t.numpy() for t in model(x)), key=lambda a: a.shape)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:
