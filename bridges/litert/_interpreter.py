@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import c_array
 from opmarket._bridge._shapes import output_shapes
 from opmarket.litert import _capi
 from opmarket.registry import OpResolver, get_registry, load_plugins
@@ -211,7 +212,7 @@ def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
     addr = ctypes.c_void_p()
     _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE), "lock")
     try:
-        data = np.ascontiguousarray(value)
+        data = c_array(value)
         ctypes.memmove(addr.value or 0, data.ctypes.data, data.nbytes)
     finally:
         lib.LiteRtUnlockTensorBuffer(buffer)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import c_array
 from opmarket.registry import get_registry
 from opmarket.sdk import (
     DType,
@@ -247,7 +248,7 @@ def _compute_cb(handle: int, ctx: int) -> None:
                 .call(_group(op, attrs, arrays), attrs, kernel=spec)
             )
             for i, value in enumerate(_flatten(op, result)):
-                arr = np.ascontiguousarray(value)
+                arr = c_array(value)
                 dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
                 lib.opm_tf_set_output(
                     c,

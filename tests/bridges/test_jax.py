@@ -240,3 +240,16 @@ def test_a_device_without_a_kernel_is_a_clear_error() -> None:
     attrs = op.bind([np.dtype(np.float32)], {})
     with pytest.raises(KernelNotFoundError, match="no kernel for Opm>Atan on GPU"):
         _build(op, attrs, "", "GPU")
+
+
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_grad_at_a_0d_input_and_at_a_python_float(name: str) -> None:
+    op = getattr(oj.ops, name)
+    at = jnp.float32(0.5)
+    g = jax.grad(op)(at)
+    assert g.shape == ()
+    assert jax.grad(op)(0.5) == g  # a Python float, as jax.grad's users write it
+    assert jax.jit(jax.grad(op))(at) == g
+    # Per-example gradients: vmap over grad of a scalar loss.
+    per_example = jax.vmap(jax.grad(lambda v: op(v) * 2.0))(jnp.asarray([0.5, 0.5]))
+    np.testing.assert_allclose(per_example, [2 * g, 2 * g], rtol=1e-6)

@@ -270,3 +270,20 @@ def test_saved_model_with_bitcast_loads_and_runs_in_a_fresh_process(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert "Opm>Bitcast" in done.stdout
     assert f"out {x.view(np.int32).tolist()}" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_0d_outputs_stay_0d_eagerly_in_tf_function_and_in_gradients(name: str) -> None:
+    op = getattr(otf.ops, name)
+    x = tf.constant(0.5, tf.float32)
+    want = getattr(opmarket.ops, name)(np.float32(0.5))
+    eager = op(x)
+    assert eager.shape == () and eager.numpy() == want
+    traced = tf.function(op)(x)
+    assert traced.shape == () and traced.numpy() == want
+    np.testing.assert_array_equal(tf.stack([op(x), op(x)]).numpy(), [want, want])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = op(x)
+    grad = tape.gradient(y, x)
+    assert grad is not None and grad.shape == ()
