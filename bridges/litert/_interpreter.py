@@ -225,14 +225,13 @@ def _check(lib: Any, status: int, what: str) -> None:
 
 def _aligned(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """A zeroed array whose data is 64-byte aligned, as LiteRT's host buffers must be."""
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    count = int(np.prod(shape, dtype=np.int64))
+    # at least one item: a zero-size tensor still gets a buffer, and one of bytes views as
+    # the dtype only in whole items
+    nbytes = max(count, 1) * dtype.itemsize
     raw = np.zeros(nbytes + 64, np.uint8)
     offset = (-raw.ctypes.data) % 64
-    return (
-        raw[offset : offset + nbytes]
-        .view(dtype)[: int(np.prod(shape, dtype=np.int64))]
-        .reshape(shape)
-    )
+    return raw[offset : offset + nbytes].view(dtype)[:count].reshape(shape)
 
 
 class Interpreter:
@@ -407,6 +406,10 @@ class Interpreter:
                 )
             dtype = np.dtype(_SCHEMA_TYPES[t.type])
             array = _aligned(shape, dtype)
+            self._arrays[index] = array
+            if array.size == 0:  # LiteRT makes no buffer of zero bytes; see invoke()
+                self._buffers.append(None)
+                continue
             ttype = _capi.RankedTensorType()
             ttype.element_type = _capi.element_type_of(dtype)
             ttype.layout.rank = len(shape)
@@ -424,7 +427,6 @@ class Interpreter:
                 ),
                 f"buffer for {name!r}",
             )
-            self._arrays[index] = array
             self._buffers.append(buf)
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
@@ -449,10 +451,24 @@ class Interpreter:
         if not self._buffers:
             raise InvalidArgumentError("allocate_tensors() must be called before invoke()")
         n_in = len(self._io["inputs"])
+        del self._errors[:]
+        if len(self._buffers) > n_in and all(b is None for b in self._buffers[n_in:]):
+            return  # every output is empty: nothing to compute, nothing LiteRT could hold
+        empty = [
+            f"{name!r} {list(self._arrays[index].shape)}"
+            for (name, index), b in zip(
+                [*self._io["inputs"], *self._io["outputs"]], self._buffers, strict=True
+            )
+            if b is None
+        ]
+        if empty:
+            raise InvalidArgumentError(
+                f"tensor {', '.join(empty)} has no elements: LiteRT makes no buffer for an "
+                "empty tensor, so a model with one runs only when every output is empty"
+            )
         values = [b.value for b in self._buffers]
         ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
         outs = (ctypes.c_void_p * max(len(values) - n_in, 1))(*values[n_in:])
-        del self._errors[:]
         status = lib.LiteRtRunCompiledModel(
             self._handles["compiled"], 0, n_in, ins, len(self._buffers) - n_in, outs
         )
@@ -471,7 +487,8 @@ class Interpreter:
     def _free_buffers(self) -> None:
         lib = _capi.lib()
         for buf in self._buffers:
-            lib.LiteRtDestroyTensorBuffer(buf)
+            if buf is not None:
+                lib.LiteRtDestroyTensorBuffer(buf)
         self._buffers = []
 
     def __del__(self) -> None:

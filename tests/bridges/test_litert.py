@@ -119,6 +119,28 @@ def test_two_bitcasts_to_different_types_in_one_model() -> None:
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(np.float32, "atan"), (np.int64, "time_two"), (np.float64, "time_two")]
+)
+def test_empty_tensors_of_wide_types(dtype: Any, name: str) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([0, 3], tf.as_dtype(dtype))])
+    def model(x: Any) -> Any:
+        return getattr(otf.ops, name)(x)
+
+    got = _run(_convert(model), np.zeros((0, 3), dtype))
+    assert got.shape == (0, 3) and got.dtype == dtype
+
+
+def test_an_empty_input_with_a_non_empty_output_is_a_clear_error() -> None:
+    # LiteRT 2.3 makes no tensor buffer of zero elements (LiteRtCreateTensorBuffer* refuse it)
+    @tf.function(input_signature=[tf.TensorSpec([0, 3], tf.float32)])
+    def model(x: Any) -> Any:
+        return tf.reduce_sum(otf.ops.atan(x), axis=0)
+
+    with pytest.raises(InvalidArgumentError, match=r"tensor 'x' \[0, 3\] has no elements"):
+        _run(_convert(model), np.zeros((0, 3), np.float32))
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:
