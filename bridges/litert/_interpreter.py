@@ -362,14 +362,32 @@ class Interpreter:
                 "LiteRT could not compile the model: "
                 + ("; ".join(self._errors) or f"status {status}")
             )
+        self._output_shapes = self._sized_outputs()
+
+    def _sized_outputs(self) -> list[tuple[int, ...]]:
+        """The outputs' shapes after every op's prepare step (the custom ops' from their shape
+        functions and their nodes' attrs): the converter writes no shape it could not infer
+        (MedianPool's needs ksize, strides and padding)."""
+        lib = _capi.lib()
+        n = len(self._io["outputs"])
+        layouts = (_capi.Layout * max(n, 1))()
+        status = lib.LiteRtGetCompiledModelOutputTensorLayouts(
+            self._handles["compiled"], 0, n, layouts, True
+        )
+        if status != _capi.STATUS_OK or self._errors:
+            raise InvalidArgumentError(
+                "LiteRT could not size the model's outputs: "
+                + ("; ".join(self._errors) or f"status {status}")
+            )
+        return [tuple(int(d) for d in layouts[i].dimensions[: layouts[i].rank]) for i in range(n)]
 
     # --- the interpreter's methods -----------------------------------------------------
 
     def _details(self, which: str) -> list[dict[str, Any]]:
         out = []
-        for name, index in self._io[which]:
+        for k, (name, index) in enumerate(self._io[which]):
             t = self._tensors[index]
-            shape = np.array(t.shape if t.shape is not None else [], np.int32)
+            shape = np.array(self._shape(which, k), np.int32)
             out.append(
                 {
                     "name": name,
@@ -384,6 +402,12 @@ class Interpreter:
             )
         return out
 
+    def _shape(self, which: str, k: int) -> tuple[int, ...]:
+        if which == "outputs":
+            return self._output_shapes[k]
+        t = self._tensors[self._io[which][k][1]]
+        return tuple(int(d) for d in (t.shape if t.shape is not None else []))
+
     def get_input_details(self) -> list[dict[str, Any]]:
         """One dict per input: name, index, shape, shape_signature, dtype, quantization."""
         return self._details("inputs")
@@ -396,9 +420,11 @@ class Interpreter:
         """Make the input and output buffers (the model's static shapes)."""
         lib = _capi.lib()
         self._free_buffers()
-        for name, index in [*self._io["inputs"], *self._io["outputs"]]:
+        slots = [(w, k) for w in ("inputs", "outputs") for k in range(len(self._io[w]))]
+        for which, k in slots:
+            name, index = self._io[which][k]
             t = self._tensors[index]
-            shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
+            shape = self._shape(which, k)
             if any(d < 0 for d in shape):
                 raise InvalidArgumentError(
                     f"tensor {name!r} has a dynamic shape {list(shape)}; "
@@ -413,8 +439,8 @@ class Interpreter:
             ttype = _capi.RankedTensorType()
             ttype.element_type = _capi.element_type_of(dtype)
             ttype.layout.rank = len(shape)
-            for k, d in enumerate(shape):
-                ttype.layout.dimensions[k] = d
+            for axis, d in enumerate(shape):
+                ttype.layout.dimensions[axis] = d
             buf = ctypes.c_void_p()
             _check(
                 lib,

@@ -141,6 +141,28 @@ def test_an_empty_input_with_a_non_empty_output_is_a_clear_error() -> None:
         _run(_convert(model), np.zeros((0, 3), np.float32))
 
 
+def test_median_pool_gets_its_output_shape_from_its_own_attrs() -> None:
+    # The converter cannot tell MedianPool's output shape (it needs ksize, strides, padding):
+    # the bridge sizes the outputs in the kernel's prepare step from the node's attrs.
+    @tf.function(input_signature=[tf.TensorSpec([1, 6, 5, 2], tf.float32)])
+    def model(x: Any) -> Any:
+        same = otf.ops.median_pool(x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+        valid = otf.ops.median_pool(x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="VALID")
+        return same * 2.0, tf.reduce_sum(valid)
+
+    x = np.random.default_rng(0).random((1, 6, 5, 2), dtype=np.float32)
+    it = olr.interpreter(model_content=_convert(model))
+    shapes = sorted(tuple(d["shape"].tolist()) for d in it.get_output_details())
+    assert shapes == [(), (1, 3, 3, 2)]
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = sorted((it.get_tensor(d["index"]) for d in it.get_output_details()), key=np.ndim)
+    want = sorted((t.numpy() for t in model(x)), key=np.ndim)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:
