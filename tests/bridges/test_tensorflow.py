@@ -287,3 +287,33 @@ def test_0d_outputs_stay_0d_eagerly_in_tf_function_and_in_gradients(name: str) -
         y = op(x)
     grad = tape.gradient(y, x)
     assert grad is not None and grad.shape == ()
+
+
+def test_eager_ops_take_variables_python_scalars_numpy_arrays_and_lists() -> None:
+    v = tf.Variable([0.5, 2.0])
+    np.testing.assert_allclose(otf.ops.atan(v).numpy(), np.arctan([0.5, 2.0]), rtol=1e-6)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(otf.ops.atan(v))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), 1 / (1 + np.array([0.25, 4.0])))
+    assert otf.ops.time_two(3.0).numpy() == 6.0
+    np.testing.assert_array_equal(otf.ops.zero_out([5, 4, 3], preserve_index=1).numpy(), [0, 4, 0])
+    np.testing.assert_array_equal(otf.ops.time_two(np.arange(3)).numpy(), [0, 2, 4])
+
+
+def test_a_keras_layer_applying_an_op_to_its_own_weight() -> None:
+    keras = pytest.importorskip("keras")
+
+    class Scaled(keras.layers.Layer):  # type: ignore[misc]  # keras is untyped
+        def build(self, input_shape: Any) -> None:
+            self.w = self.add_weight(shape=(3,), initializer="ones")
+
+        def call(self, x: Any) -> Any:
+            return x * otf.ops.time_two(self.w)
+
+    layer = Scaled()
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(layer(x).numpy(), [[2.0, 4.0, 6.0]])
+    model = keras.Sequential([keras.Input((3,)), layer])
+    model.compile(loss="mse", run_eagerly=True)
+    model.fit(x, tf.zeros((1, 3)), epochs=1, verbose=0)
+    assert not np.allclose(layer.w.numpy(), 1.0)  # the gradient reached the weight
