@@ -347,9 +347,9 @@ _ops: dict[OpDef, BridgeOp] = {}
 
 def bridge_op(name: str) -> BridgeOp:
     """The BridgeOp of the registered op ``name`` (NotFoundError if it is not registered)."""
-    op_def = _registry.registry().op_def(name)
+    op_def = _registry.op_def(name)
     if op_def is None:
-        raise NotFoundError(f"op {name!r} is not registered")
+        raise NotFoundError(f"op {name!r} is not registered (no installed plugin has it)")
     found = _ops.get(op_def)
     if found is None:
         found = _ops[op_def] = BridgeOp(op_def)
