@@ -317,3 +317,41 @@ def test_a_keras_layer_applying_an_op_to_its_own_weight() -> None:
     model.compile(loss="mse", run_eagerly=True)
     model.fit(x, tf.zeros((1, 3)), epochs=1, verbose=0)
     assert not np.allclose(layer.w.numpy(), 1.0)  # the gradient reached the weight
+
+
+@pytest.mark.slow
+def test_saved_train_step_with_opmarket_gradients_runs_in_a_fresh_process(
+    tmp_path: Path,
+) -> None:
+    # The gradient is a TensorFlow op of its own, not a tf.numpy_function whose Python
+    # callback ("pyfunc_N") exists only in the process that saved it.
+    class Step(tf.Module):
+        def __init__(self) -> None:
+            self.w = tf.Variable([0.5, -1.0, 2.0])
+
+        @tf.function(input_signature=[])
+        def train(self) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(otf.ops.atan(self.w) + otf.ops.time_two(self.w))
+            (g,) = tape.gradient(loss, [self.w])
+            self.w.assign_sub(0.1 * g)
+            return g
+
+    step = Step()
+    want = step.train().numpy()
+    step.w.assign([0.5, -1.0, 2.0])
+    tf.saved_model.save(step, str(tmp_path / "model"))
+    done = _run(
+        """
+        import tensorflow as tf
+        import opmarket.tensorflow
+        loaded = tf.saved_model.load("model")
+        print("grad", loaded.train().numpy().tolist())
+        print("w", loaded.w.numpy().tolist())
+    """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    got = [float(v) for v in done.stdout.split("grad [")[1].split("]")[0].split(",")]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(want, 1 / (1 + np.array([0.25, 1.0, 4.0])) + 2, rtol=1e-6)
