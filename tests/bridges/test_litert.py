@@ -163,6 +163,18 @@ def test_median_pool_gets_its_output_shape_from_its_own_attrs() -> None:
         np.testing.assert_allclose(g, w, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_0d_tensors(name: str) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def model(x: Any) -> Any:
+        return getattr(otf.ops, name)(x) * 2.0
+
+    x = np.array(0.5, np.float32)
+    got = _run(_convert(model), x)
+    assert got.shape == ()
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:

@@ -218,6 +218,7 @@ def _odd_inputs() -> list[tuple[str, str, tuple[Any, ...], dict[str, Any]]]:
         ]
     cases += [
         ("zero_out", "noncontiguous", (r(8)[::2],), {"preserve_index": 1}),
+        ("zero_out.c_abi", "noncontiguous", (r(8)[::2],), {"preserve_index": 1}),
         # NCHW permuted to NHWC, as a model that keeps NCHW feeds it
         ("median_pool", "noncontiguous", (r(1, 2, 6, 5).permute(0, 2, 3, 1),), _POOL),
         ("median_pool", "empty", (r(0, 6, 5, 2),), _POOL),
@@ -240,7 +241,8 @@ def test_opcheck_with_every_test_util_on_odd_inputs_forward_and_backward_ops(
 ) -> None:
     # torch.library.opcheck runs all its default test utils (schema, autograd registration,
     # fake tensor, AOT dispatch) unless told otherwise.
-    forward = getattr(torch.ops.opm, name).default
+    name, _, overload = name.partition(".")
+    forward = getattr(getattr(torch.ops.opm, name), overload or "default")
     xs = tuple(x.requires_grad_() if x.is_floating_point() else x for x in inputs)
     result = torch.library.opcheck(forward, xs, attrs)
     assert set(result.values()) == {"SUCCESS"}, result
