@@ -175,6 +175,25 @@ def test_0d_tensors(name: str) -> None:
     np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
 
 
+# TensorFlow's converter warns that the inputs' statistics are missing before it fails.
+@pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
+def test_quantization_with_a_representative_dataset_fails_as_the_docs_say() -> None:
+    # The converter's calibrator runs the model in an interpreter of its own, which has no
+    # opmarket ops (docs/frameworks.md, Not supported).
+    @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+    def model(x: Any) -> Any:
+        return otf.ops.atan(x) * 2.0
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [model.get_concrete_function()], model
+    )
+    converter.allow_custom_ops = True
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([np.ones((1, 4), np.float32)] for _ in range(2))
+    with pytest.raises(RuntimeError, match="op resolver for calibration"):
+        converter.convert()
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:

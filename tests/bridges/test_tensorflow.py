@@ -355,3 +355,18 @@ def test_saved_train_step_with_opmarket_gradients_runs_in_a_fresh_process(
     got = [float(v) for v in done.stdout.split("grad [")[1].split("]")[0].split(",")]
     np.testing.assert_allclose(got, want, rtol=1e-6)
     np.testing.assert_allclose(want, 1 / (1 + np.array([0.25, 1.0, 4.0])) + 2, rtol=1e-6)
+
+
+def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> None:
+    @tf.function(jit_compile=True)
+    def xla(x: Any) -> Any:
+        return otf.ops.atan(x)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Opm>Atan.*XLA_CPU_JIT"):
+        xla(tf.constant([1.0]))
+    v = tf.Variable([0.5, 1.0])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = otf.ops.atan(v)
+        g = inner.gradient(y, v)
+    assert g is not None and outer.gradient(g, v) is None  # first order only

@@ -275,3 +275,9 @@ def test_torch_compile_fullgraph_backward_on_a_permuted_image_and_a_0d_input() -
     got = torch.autograd.grad(compiled(nhwc, s), (nhwc, s))
     assert got[1].shape == ()
     torch.testing.assert_close(got, want)
+
+
+def test_second_order_gradients_fail_as_docs_frameworks_md_says() -> None:
+    x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        torch.autograd.gradgradcheck(torch.ops.opm.atan, (x,))
