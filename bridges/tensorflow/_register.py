@@ -32,6 +32,8 @@ from opmarket.tensorflow._plumbing import (
     BridgeError,
     KernelPlan,
     bridged_ops,
+    flatten_outputs,
+    group_inputs,
     kernel_plan,
     output_shapes,
 )
@@ -206,31 +208,6 @@ def _code_for(exc: BaseException) -> int:
     return _TF_INTERNAL
 
 
-def _group(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    pos = 0
-    for arg in op.inputs:
-        if arg.number_attr or arg.type_list_attr:
-            n = int(attrs[arg.number_attr]) if arg.number_attr else len(attrs[arg.type_list_attr])
-            out.append(flat[pos : pos + n])
-            pos += n
-        else:
-            out.append(flat[pos])
-            pos += 1
-    return out
-
-
-def _flatten(op: OpDef, result: Any) -> list[Any]:
-    items = list(result) if len(op.outputs) != 1 else [result]
-    flat: list[Any] = []
-    for arg, item in zip(op.outputs, items, strict=True):
-        if arg.number_attr or arg.type_list_attr:
-            flat.extend(item)
-        else:
-            flat.append(item)
-    return flat
-
-
 def _compute_cb(handle: int, ctx: int) -> None:
     lib = shim()
     c = ctypes.c_void_p(ctx)
@@ -332,9 +309,11 @@ def _check_status(lib: ctypes.CDLL, status: int, what: str) -> None:
 def _dispatch(op: OpDef, spec: KernelSpec) -> Runner:
     def run(arrays: list[np.ndarray[Any, Any]], attrs: dict[str, Any]) -> list[Any]:
         result = (
-            get_registry().dispatcher(op.name).call(_group(op, attrs, arrays), attrs, kernel=spec)
+            get_registry()
+            .dispatcher(op.name)
+            .call(group_inputs(op, attrs, arrays), attrs, kernel=spec)
         )
-        return _flatten(op, result)
+        return flatten_outputs(op, result)
 
     return run
 
