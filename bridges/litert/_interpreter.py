@@ -4,7 +4,6 @@ interpreter's usual methods."""
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import os
 from collections.abc import Mapping
@@ -16,100 +15,24 @@ import numpy as np
 from opmarket._bridge import c_array
 from opmarket._bridge._shapes import output_shapes
 from opmarket.litert import _capi
+from opmarket.litert._model import (
+    SCHEMA_TYPES,
+    attr_sets,
+    attrs_from_options,
+    custom_ops_of,
+    read_model,
+    text,
+)
 from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
-    DType,
     InvalidArgumentError,
     KernelSpec,
     NotFoundError,
     OpDef,
     OpmarketError,
-    as_dtype,
 )
 
 __all__ = ["Interpreter", "custom_ops_of"]
-
-# The flatbuffer schema's TensorType numbers (not LiteRT's element types) to numpy.
-_SCHEMA_TYPES: dict[int, Any] = {
-    0: np.float32,
-    1: np.float16,
-    2: np.int32,
-    3: np.uint8,
-    4: np.int64,
-    6: np.bool_,
-    7: np.int16,
-    8: np.complex64,
-    9: np.int8,
-    10: np.float64,
-    11: np.complex128,
-    12: np.uint64,
-    15: np.uint32,
-    16: np.uint16,
-}
-_CUSTOM = 32  # BuiltinOperator.CUSTOM
-
-
-def _model(content: bytes) -> Any:
-    from ai_edge_litert import schema_py_generated as schema
-
-    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _custom_code(code: Any) -> str | None:
-    """The custom code of an operator code; None for a builtin operator."""
-    builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-    if builtin == _CUSTOM and code.customCode is not None:
-        return _text(code.customCode)
-    return None
-
-
-def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
-    """The (name, version) of every custom op a ``.tflite`` model uses."""
-    found = []
-    for code in _model(content).operatorCodes or []:
-        name = _custom_code(code)
-        if name is not None:
-            found.append((name, int(code.version or 1)))
-    return sorted(set(found))
-
-
-def _dtype_of_schema(number: int) -> DType:
-    if number not in _SCHEMA_TYPES:
-        raise InvalidArgumentError(f"LiteRT tensor type {number} has no opmarket dtype")
-    return as_dtype(np.dtype(_SCHEMA_TYPES[number]))
-
-
-def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
-    """A custom op's options as the converter writes them (a flexbuffer map of the node's
-    attrs) in opmarket's form."""
-    if not options:
-        return {}
-    from flatbuffers import flexbuffers
-
-    raw = flexbuffers.Loads(options)
-    if not isinstance(raw, dict):
-        raise InvalidArgumentError(f"{op.name}: custom options are not a map of attrs")
-    attrs: dict[str, Any] = {}
-    for a in op.attrs:
-        if a.name not in raw:
-            continue
-        value = raw[a.name]
-        if a.base_type == "type":  # the converter writes LiteRT's tensor type numbers
-            value = (
-                [_dtype_of_schema(int(v)) for v in value]
-                if a.is_list
-                else _dtype_of_schema(int(value))
-            )
-        elif a.base_type == "string":
-            value = [_text(v) for v in value] if a.is_list else _text(value)
-        elif a.is_list:
-            value = list(value)
-        attrs[a.name] = value
-    return attrs
 
 
 @dataclass
@@ -258,76 +181,44 @@ class Interpreter:
     # --- set-up ------------------------------------------------------------------------
 
     def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
-        """One registration per custom op and distinct attr set. A custom op whose nodes
-        differ in attrs gets a custom code per attr set, rewritten into this interpreter's
-        copy of the model, so each node runs with its own attrs."""
+        """One registration per custom op and distinct attr set (see ``attr_sets``)."""
         load_plugins()
         registry = get_registry()
         resolver = OpResolver.from_registry(registry)
-        model = _model(self._content)
-        codes = list(model.operatorCodes or [])
-        # The nodes of each custom operator code, grouped by their custom options.
-        uses: dict[int, dict[bytes, list[Any]]] = {}
-        for graph in model.subgraphs or []:
-            for node in graph.operators or []:
-                if _custom_code(codes[node.opcodeIndex]) is None:
-                    continue
-                options = b"" if node.customOptions is None else bytes(node.customOptions)
-                uses.setdefault(node.opcodeIndex, {}).setdefault(options, []).append(node)
+        self._content, sets = attr_sets(self._content)
         ops: list[tuple[str, int, _CustomOp]] = []
-        missing = []
-        rewritten = False
-        for index, code in enumerate(list(codes)):
-            name = _custom_code(code)
-            if name is None:
-                continue
-            version = int(code.version or 1)
+        missing: dict[tuple[str, int], str] = {}
+        for code, name, version, options in sets:
             op = registry.op_def(name)
             if op is None:
-                missing.append(f"{name} (version {version})")
+                missing[name, version] = f"{name} (version {version})"
                 continue
             try:
                 kernel = resolver.find(name, version)
             except NotFoundError as exc:
-                missing.append(f"{name} (version {version}): {exc}")
+                missing[name, version] = f"{name} (version {version}): {exc}"
                 continue
             spec = kernel if isinstance(kernel, KernelSpec) else None
-            for k, (options, nodes) in enumerate(uses.get(index, {b"": []}).items()):
-                custom = _CustomOp(op, spec, self._errors, _attrs_from_options(op, options))
-                if k == 0:
-                    ops.append((name, version, custom))
-                    continue
-                renamed = copy.copy(code)
-                renamed.customCode = f"{name}#{k}".encode()
-                codes.append(renamed)
-                for node in nodes:
-                    node.opcodeIndex = len(codes) - 1
-                ops.append((f"{name}#{k}", version, custom))
-                rewritten = True
+            attrs = attrs_from_options(op, options)
+            ops.append((code, version, _CustomOp(op, spec, self._errors, attrs)))
         if missing:
             raise NotFoundError(
-                "this model's custom ops have no opmarket op or kernel: " + "; ".join(missing)
+                "this model's custom ops have no opmarket op or kernel: "
+                + "; ".join(missing.values())
             )
-        if rewritten:
-            import flatbuffers
-
-            model.operatorCodes = codes
-            builder = flatbuffers.Builder(len(self._content) + 1024)
-            builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-            self._content = bytes(builder.Output())
         return ops
 
     def _signature(self) -> dict[str, list[tuple[str, int]]]:
-        model = _model(self._content)
+        model = read_model(self._content)
         graph = model.subgraphs[0]
         if model.signatureDefs:
             sig = model.signatureDefs[0]
             graph = model.subgraphs[sig.subgraphIndex]
-            ins = [(_text(t.name), int(t.tensorIndex)) for t in sig.inputs]
-            outs = [(_text(t.name), int(t.tensorIndex)) for t in sig.outputs]
+            ins = [(text(t.name), int(t.tensorIndex)) for t in sig.inputs]
+            outs = [(text(t.name), int(t.tensorIndex)) for t in sig.outputs]
         else:
-            ins = [(_text(graph.tensors[i].name), int(i)) for i in graph.inputs]
-            outs = [(_text(graph.tensors[i].name), int(i)) for i in graph.outputs]
+            ins = [(text(graph.tensors[i].name), int(i)) for i in graph.inputs]
+            outs = [(text(graph.tensors[i].name), int(i)) for i in graph.outputs]
         self._tensors = {i: graph.tensors[i] for _, i in [*ins, *outs]}
         return {"inputs": ins, "outputs": outs}
 
@@ -396,7 +287,7 @@ class Interpreter:
                     "shape_signature": np.array(
                         t.shapeSignature if t.shapeSignature is not None else shape, np.int32
                     ),
-                    "dtype": np.dtype(_SCHEMA_TYPES[t.type]).type,
+                    "dtype": np.dtype(SCHEMA_TYPES[t.type]).type,
                     "quantization": (0.0, 0),
                 }
             )
@@ -430,7 +321,7 @@ class Interpreter:
                     f"tensor {name!r} has a dynamic shape {list(shape)}; "
                     "opmarket.litert runs static shapes"
                 )
-            dtype = np.dtype(_SCHEMA_TYPES[t.type])
+            dtype = np.dtype(SCHEMA_TYPES[t.type])
             array = _aligned(shape, dtype)
             self._arrays[index] = array
             if array.size == 0:  # LiteRT makes no buffer of zero bytes; see invoke()
