@@ -15,6 +15,7 @@ from opmarket._bridge._ops import (
     ParamKind,
     bridge_op,
     bridge_ops,
+    c_array,
     freeze_attrs,
     require_framework,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "ParamKind",
     "bridge_op",
     "bridge_ops",
+    "c_array",
     "freeze_attrs",
     "require_framework",
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "ParamKind",
     "bridge_op",
     "bridge_ops",
+    "c_array",
     "freeze_attrs",
     "require_framework",
 ]
@@ -99,6 +100,14 @@ class OutputSpec:
 
     shape: tuple[Dim, ...]
     dtype: np.dtype[Any]
+
+
+def c_array(value: Any) -> _Array:
+    """``value`` as a C-contiguous numpy array of its own shape, copied only when it is not
+    one already. Unlike ``np.ascontiguousarray``, a 0-d array stays 0-d: what every bridge
+    uses on a kernel's outputs."""
+    array = np.asarray(value)
+    return array if array.flags.c_contiguous else array.copy(order="C")
 
 
 def freeze_attrs(attrs: Mapping[str, Any]) -> Any:
@@ -329,7 +338,7 @@ class BridgeOp:
             g = np.asarray(item)
             if g.dtype != x.dtype:
                 g = g.astype(x.dtype)
-            out.append(np.ascontiguousarray(np.broadcast_to(g, x.shape)))
+            out.append(c_array(np.broadcast_to(g, x.shape)))
         return out
 
 
@@ -338,9 +347,9 @@ _ops: dict[OpDef, BridgeOp] = {}
 
 def bridge_op(name: str) -> BridgeOp:
     """The BridgeOp of the registered op ``name`` (NotFoundError if it is not registered)."""
-    op_def = _registry.registry().op_def(name)
+    op_def = _registry.op_def(name)
     if op_def is None:
-        raise NotFoundError(f"op {name!r} is not registered")
+        raise NotFoundError(f"op {name!r} is not registered (no installed plugin has it)")
     found = _ops.get(op_def)
     if found is None:
         found = _ops[op_def] = BridgeOp(op_def)

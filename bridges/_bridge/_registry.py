@@ -4,6 +4,7 @@ C-ABI one. When ``opmarket.registry`` reorganises, only this module follows."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 
 from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
 from opmarket.registry._wrapper import py_name  # internal: wrappers' parameter names
-from opmarket.sdk import KernelSpec, OpDef
+from opmarket.sdk import KernelSpec, OpDef, OpmarketError
 
 __all__ = [
     "bind",
@@ -24,6 +25,7 @@ __all__ = [
     "is_c_abi",
     "load_all",
     "native_handle",
+    "op_def",
     "prepared_call",
     "py_name",
     "registry",
@@ -46,6 +48,20 @@ def version() -> tuple[int, int]:
 def load_all() -> None:
     """Load every installed plugin (what a framework that registers every op up front needs)."""
     load_plugins()
+
+
+def op_def(name: str) -> OpDef | None:
+    """The OpDef of the op of full name ``name``, loading the plugins that provide it as
+    ``opmarket.ops[name]`` does (an op asked for before anything used it); None if no
+    installed plugin has it."""
+    found = registry().op_def(name)
+    if found is None:
+        import opmarket
+
+        with contextlib.suppress(LookupError, OpmarketError):
+            opmarket.ops[name]
+        found = registry().op_def(name)
+    return found
 
 
 def builtin(name: str) -> bool:

@@ -137,6 +137,8 @@ def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Call
     single = len(op.op_def.outputs) == 1
 
     def primal(*xs: Any) -> Any:
+        # jax.grad hands a Python scalar input to the rule as a weakly typed value, not an array
+        xs = tuple(jnp.asarray(x) for x in xs)
         specs = op.output_specs([x.shape for x in xs], attrs)
         outs = _forward(op, attrs, label, device, xs=xs, specs=specs)
         return outs[0] if single else tuple(outs)
@@ -144,6 +146,7 @@ def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Call
     fn = jax.custom_vjp(primal)
 
     def fwd(*xs: Any) -> tuple[Any, Any]:
+        xs = tuple(jnp.asarray(x) for x in xs)
         out = primal(*xs)
         return out, (xs, out)
 

@@ -134,6 +134,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         [_VOID, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(CustomOpKernel), _VOID],
     ),
     "LiteRtCreateCompiledModel": (ctypes.c_int, [_VOID, _VOID, _VOID, ctypes.POINTER(_VOID)]),
+    # (compiled model, signature index, number of layouts, layouts, update allocation)
+    "LiteRtGetCompiledModelOutputTensorLayouts": (
+        ctypes.c_int,
+        [_VOID, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(Layout), ctypes.c_bool],
+    ),
     "LiteRtDestroyCompiledModel": (None, [_VOID]),
     "LiteRtRunCompiledModel": (
         ctypes.c_int,

@@ -12,100 +12,34 @@ from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import c_array
 from opmarket._bridge._shapes import output_shapes
 from opmarket.litert import _capi
+from opmarket.litert._model import (
+    SCHEMA_TYPES,
+    attr_sets,
+    attrs_from_options,
+    custom_ops_of,
+    read_model,
+    text,
+)
 from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
-    DType,
     InvalidArgumentError,
     KernelSpec,
     NotFoundError,
     OpDef,
     OpmarketError,
-    as_dtype,
 )
 
 __all__ = ["Interpreter", "custom_ops_of"]
 
-# The flatbuffer schema's TensorType numbers (not LiteRT's element types) to numpy.
-_SCHEMA_TYPES: dict[int, Any] = {
-    0: np.float32,
-    1: np.float16,
-    2: np.int32,
-    3: np.uint8,
-    4: np.int64,
-    6: np.bool_,
-    7: np.int16,
-    8: np.complex64,
-    9: np.int8,
-    10: np.float64,
-    11: np.complex128,
-    12: np.uint64,
-    15: np.uint32,
-    16: np.uint16,
-}
-_CUSTOM = 32  # BuiltinOperator.CUSTOM
-
-
-def _model(content: bytes) -> Any:
-    from ai_edge_litert import schema_py_generated as schema
-
-    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
-    """The (name, version) of every custom op a ``.tflite`` model uses."""
-    model = _model(content)
-    found = []
-    for code in model.operatorCodes or []:
-        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-        if builtin == _CUSTOM and code.customCode is not None:
-            found.append((_text(code.customCode), int(code.version or 1)))
-    return sorted(set(found))
-
-
-def _dtype_of_schema(number: int) -> DType:
-    if number not in _SCHEMA_TYPES:
-        raise InvalidArgumentError(f"LiteRT tensor type {number} has no opmarket dtype")
-    return as_dtype(np.dtype(_SCHEMA_TYPES[number]))
-
-
-def _attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
-    """A custom op's options as the converter writes them (a flexbuffer map of the node's
-    attrs) in opmarket's form."""
-    if not options:
-        return {}
-    from flatbuffers import flexbuffers
-
-    raw = flexbuffers.Loads(options)
-    if not isinstance(raw, dict):
-        raise InvalidArgumentError(f"{op.name}: custom options are not a map of attrs")
-    attrs: dict[str, Any] = {}
-    for a in op.attrs:
-        if a.name not in raw:
-            continue
-        value = raw[a.name]
-        if a.base_type == "type":  # the converter writes LiteRT's tensor type numbers
-            value = (
-                [_dtype_of_schema(int(v)) for v in value]
-                if a.is_list
-                else _dtype_of_schema(int(value))
-            )
-        elif a.base_type == "string":
-            value = [_text(v) for v in value] if a.is_list else _text(value)
-        elif a.is_list:
-            value = list(value)
-        attrs[a.name] = value
-    return attrs
-
 
 @dataclass
 class _CustomOp:
-    """One custom op's LiteRT kernel: its callbacks call opmarket's dispatch."""
+    """One registration of a custom op: the nodes that share one set of attrs (their custom
+    options). LiteRT's output-layout and run callbacks see only the registration, not the
+    node, so each distinct attr set gets a registration (and custom code) of its own."""
 
     op: OpDef
     kernel: KernelSpec | None
@@ -114,19 +48,7 @@ class _CustomOp:
     struct: Any = None
 
     def init(self, _user: Any, data: Any, size: int) -> int:
-        try:
-            attrs = _attrs_from_options(self.op, ctypes.string_at(data, size) if size else b"")
-            if self.attrs and attrs != self.attrs:
-                raise InvalidArgumentError(
-                    f"{self.op.name}: the nodes of one custom op must share "
-                    "their attrs (LiteRT's custom-op kernels do not say "
-                    "which node runs)"
-                )
-            self.attrs = attrs
-            return _capi.STATUS_OK
-        except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_INVALID_ARGUMENT
+        return _capi.STATUS_OK  # the attrs were read from the node's options at creation
 
     def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         try:
@@ -147,8 +69,7 @@ class _CustomOp:
                     outputs[i].dimensions[k] = int(d or 0)
             return _capi.STATUS_OK
         except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_INVALID_ARGUMENT
+            return self._fail(exc, _capi.STATUS_INVALID_ARGUMENT)
 
     def run(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         lib = _capi.lib()
@@ -162,8 +83,15 @@ class _CustomOp:
                 _write(lib, outputs[i], np.asarray(results[i]))
             return _capi.STATUS_OK
         except Exception as exc:
-            self.errors.append(str(exc))
-            return _capi.STATUS_RUNTIME_FAILURE
+            return self._fail(exc, _capi.STATUS_RUNTIME_FAILURE)
+
+    def _fail(self, exc: Exception, status: int) -> int:
+        # LiteRT 2.3 ignores the status a callback returns: invoke() raises this record.
+        message = str(exc)
+        self.errors.append(
+            message if message.startswith(self.op.name) else f"{self.op.name}: {message}"
+        )
+        return status
 
     def destroy(self, _user: Any) -> int:
         return _capi.STATUS_OK
@@ -207,7 +135,7 @@ def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
     addr = ctypes.c_void_p()
     _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE), "lock")
     try:
-        data = np.ascontiguousarray(value)
+        data = c_array(value)
         ctypes.memmove(addr.value or 0, data.ctypes.data, data.nbytes)
     finally:
         lib.LiteRtUnlockTensorBuffer(buffer)
@@ -220,14 +148,13 @@ def _check(lib: Any, status: int, what: str) -> None:
 
 def _aligned(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """A zeroed array whose data is 64-byte aligned, as LiteRT's host buffers must be."""
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    count = int(np.prod(shape, dtype=np.int64))
+    # at least one item: a zero-size tensor still gets a buffer, and one of bytes views as
+    # the dtype only in whole items
+    nbytes = max(count, 1) * dtype.itemsize
     raw = np.zeros(nbytes + 64, np.uint8)
     offset = (-raw.ctypes.data) % 64
-    return (
-        raw[offset : offset + nbytes]
-        .view(dtype)[: int(np.prod(shape, dtype=np.int64))]
-        .reshape(shape)
-    )
+    return raw[offset : offset + nbytes].view(dtype)[:count].reshape(shape)
 
 
 class Interpreter:
@@ -254,39 +181,44 @@ class Interpreter:
     # --- set-up ------------------------------------------------------------------------
 
     def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
+        """One registration per custom op and distinct attr set (see ``attr_sets``)."""
         load_plugins()
         registry = get_registry()
         resolver = OpResolver.from_registry(registry)
-        ops, missing = [], []
-        for name, version in custom_ops_of(self._content):
+        self._content, sets = attr_sets(self._content)
+        ops: list[tuple[str, int, _CustomOp]] = []
+        missing: dict[tuple[str, int], str] = {}
+        for code, name, version, options in sets:
             op = registry.op_def(name)
             if op is None:
-                missing.append(f"{name} (version {version})")
+                missing[name, version] = f"{name} (version {version})"
                 continue
             try:
                 kernel = resolver.find(name, version)
             except NotFoundError as exc:
-                missing.append(f"{name} (version {version}): {exc}")
+                missing[name, version] = f"{name} (version {version}): {exc}"
                 continue
             spec = kernel if isinstance(kernel, KernelSpec) else None
-            ops.append((name, version, _CustomOp(op, spec, self._errors)))
+            attrs = attrs_from_options(op, options)
+            ops.append((code, version, _CustomOp(op, spec, self._errors, attrs)))
         if missing:
             raise NotFoundError(
-                "this model's custom ops have no opmarket op or kernel: " + "; ".join(missing)
+                "this model's custom ops have no opmarket op or kernel: "
+                + "; ".join(missing.values())
             )
         return ops
 
     def _signature(self) -> dict[str, list[tuple[str, int]]]:
-        model = _model(self._content)
+        model = read_model(self._content)
         graph = model.subgraphs[0]
         if model.signatureDefs:
             sig = model.signatureDefs[0]
             graph = model.subgraphs[sig.subgraphIndex]
-            ins = [(_text(t.name), int(t.tensorIndex)) for t in sig.inputs]
-            outs = [(_text(t.name), int(t.tensorIndex)) for t in sig.outputs]
+            ins = [(text(t.name), int(t.tensorIndex)) for t in sig.inputs]
+            outs = [(text(t.name), int(t.tensorIndex)) for t in sig.outputs]
         else:
-            ins = [(_text(graph.tensors[i].name), int(i)) for i in graph.inputs]
-            outs = [(_text(graph.tensors[i].name), int(i)) for i in graph.outputs]
+            ins = [(text(graph.tensors[i].name), int(i)) for i in graph.inputs]
+            outs = [(text(graph.tensors[i].name), int(i)) for i in graph.outputs]
         self._tensors = {i: graph.tensors[i] for _, i in [*ins, *outs]}
         return {"inputs": ins, "outputs": outs}
 
@@ -316,18 +248,37 @@ class Interpreter:
         status = lib.LiteRtCreateCompiledModel(
             h["env"], h["model"], h["options"], ctypes.byref(h["compiled"])
         )
-        if status != _capi.STATUS_OK:
+        if status != _capi.STATUS_OK or self._errors:
             raise InvalidArgumentError(
-                "LiteRT could not compile the model: " + ("; ".join(self._errors) or str(status))
+                "LiteRT could not compile the model: "
+                + ("; ".join(self._errors) or f"status {status}")
             )
+        self._output_shapes = self._sized_outputs()
+
+    def _sized_outputs(self) -> list[tuple[int, ...]]:
+        """The outputs' shapes after every op's prepare step (the custom ops' from their shape
+        functions and their nodes' attrs): the converter writes no shape it could not infer
+        (MedianPool's needs ksize, strides and padding)."""
+        lib = _capi.lib()
+        n = len(self._io["outputs"])
+        layouts = (_capi.Layout * max(n, 1))()
+        status = lib.LiteRtGetCompiledModelOutputTensorLayouts(
+            self._handles["compiled"], 0, n, layouts, True
+        )
+        if status != _capi.STATUS_OK or self._errors:
+            raise InvalidArgumentError(
+                "LiteRT could not size the model's outputs: "
+                + ("; ".join(self._errors) or f"status {status}")
+            )
+        return [tuple(int(d) for d in layouts[i].dimensions[: layouts[i].rank]) for i in range(n)]
 
     # --- the interpreter's methods -----------------------------------------------------
 
     def _details(self, which: str) -> list[dict[str, Any]]:
         out = []
-        for name, index in self._io[which]:
+        for k, (name, index) in enumerate(self._io[which]):
             t = self._tensors[index]
-            shape = np.array(t.shape if t.shape is not None else [], np.int32)
+            shape = np.array(self._shape(which, k), np.int32)
             out.append(
                 {
                     "name": name,
@@ -336,11 +287,17 @@ class Interpreter:
                     "shape_signature": np.array(
                         t.shapeSignature if t.shapeSignature is not None else shape, np.int32
                     ),
-                    "dtype": np.dtype(_SCHEMA_TYPES[t.type]).type,
+                    "dtype": np.dtype(SCHEMA_TYPES[t.type]).type,
                     "quantization": (0.0, 0),
                 }
             )
         return out
+
+    def _shape(self, which: str, k: int) -> tuple[int, ...]:
+        if which == "outputs":
+            return self._output_shapes[k]
+        t = self._tensors[self._io[which][k][1]]
+        return tuple(int(d) for d in (t.shape if t.shape is not None else []))
 
     def get_input_details(self) -> list[dict[str, Any]]:
         """One dict per input: name, index, shape, shape_signature, dtype, quantization."""
@@ -354,21 +311,27 @@ class Interpreter:
         """Make the input and output buffers (the model's static shapes)."""
         lib = _capi.lib()
         self._free_buffers()
-        for name, index in [*self._io["inputs"], *self._io["outputs"]]:
+        slots = [(w, k) for w in ("inputs", "outputs") for k in range(len(self._io[w]))]
+        for which, k in slots:
+            name, index = self._io[which][k]
             t = self._tensors[index]
-            shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
+            shape = self._shape(which, k)
             if any(d < 0 for d in shape):
                 raise InvalidArgumentError(
                     f"tensor {name!r} has a dynamic shape {list(shape)}; "
                     "opmarket.litert runs static shapes"
                 )
-            dtype = np.dtype(_SCHEMA_TYPES[t.type])
+            dtype = np.dtype(SCHEMA_TYPES[t.type])
             array = _aligned(shape, dtype)
+            self._arrays[index] = array
+            if array.size == 0:  # LiteRT makes no buffer of zero bytes; see invoke()
+                self._buffers.append(None)
+                continue
             ttype = _capi.RankedTensorType()
             ttype.element_type = _capi.element_type_of(dtype)
             ttype.layout.rank = len(shape)
-            for k, d in enumerate(shape):
-                ttype.layout.dimensions[k] = d
+            for axis, d in enumerate(shape):
+                ttype.layout.dimensions[axis] = d
             buf = ctypes.c_void_p()
             _check(
                 lib,
@@ -381,7 +344,6 @@ class Interpreter:
                 ),
                 f"buffer for {name!r}",
             )
-            self._arrays[index] = array
             self._buffers.append(buf)
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
@@ -406,10 +368,24 @@ class Interpreter:
         if not self._buffers:
             raise InvalidArgumentError("allocate_tensors() must be called before invoke()")
         n_in = len(self._io["inputs"])
+        del self._errors[:]
+        if len(self._buffers) > n_in and all(b is None for b in self._buffers[n_in:]):
+            return  # every output is empty: nothing to compute, nothing LiteRT could hold
+        empty = [
+            f"{name!r} {list(self._arrays[index].shape)}"
+            for (name, index), b in zip(
+                [*self._io["inputs"], *self._io["outputs"]], self._buffers, strict=True
+            )
+            if b is None
+        ]
+        if empty:
+            raise InvalidArgumentError(
+                f"tensor {', '.join(empty)} has no elements: LiteRT makes no buffer for an "
+                "empty tensor, so a model with one runs only when every output is empty"
+            )
         values = [b.value for b in self._buffers]
         ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
         outs = (ctypes.c_void_p * max(len(values) - n_in, 1))(*values[n_in:])
-        del self._errors[:]
         status = lib.LiteRtRunCompiledModel(
             self._handles["compiled"], 0, n_in, ins, len(self._buffers) - n_in, outs
         )
@@ -428,7 +404,8 @@ class Interpreter:
     def _free_buffers(self) -> None:
         lib = _capi.lib()
         for buf in self._buffers:
-            lib.LiteRtDestroyTensorBuffer(buf)
+            if buf is not None:
+                lib.LiteRtDestroyTensorBuffer(buf)
         self._buffers = []
 
     def __del__(self) -> None:

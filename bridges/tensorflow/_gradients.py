@@ -1,6 +1,9 @@
 """opmarket gradients as TensorFlow gradients: an op with an opmarket gradient function is
-differentiable with ``tf.GradientTape`` and ``tf.gradients``; the gradient function (numpy)
-runs through ``tf.numpy_function`` in the backward pass."""
+differentiable with ``tf.GradientTape`` and ``tf.gradients``. The backward pass is a real
+TensorFlow op of its own, ``<op>OpmBackward`` (as PyTorch's ``<op>_opm_backward``), whose
+CPU kernel calls the opmarket gradient, so saved gradient functions (a SavedModel's train
+step) load and run in a new process: no ``tf.numpy_function`` whose Python callback stays
+behind."""
 
 from __future__ import annotations
 
@@ -8,58 +11,75 @@ from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import bridge_op
 from opmarket.registry import get_registry
-from opmarket.sdk import GradientOp, OpDef
+from opmarket.sdk import OpDef, Shape
+from opmarket.sdk import op as define_op
 from opmarket.tensorflow._attrs import from_get_attr
-from opmarket.tensorflow._register import registered
+from opmarket.tensorflow._register import register_derived_op, registered
 
-__all__ = ["register_gradients"]
+__all__ = ["backward_op", "register_gradients"]
 
 _done: set[str] = set()
 
 
-def _grad_fn(op_def: OpDef) -> Any:
+def _type_of(spec: str) -> str:
+    return spec.partition(":")[2]
+
+
+def backward_op(op: OpDef) -> OpDef:
+    """The gradient op of ``op``: its inputs, outputs (``out_i``) and output gradients
+    (``grad_i``) in, one gradient per input (``d_<input>``, zeros where there is none) out;
+    the attrs of ``op``."""
+    b = define_op(f"{op.name}OpmBackward")
+    for a in op.inputs:
+        b.input(a.spec)
+    for i, a in enumerate(op.outputs):
+        b.input(f"out_{i}:{_type_of(a.spec)}")
+    for i, a in enumerate(op.outputs):
+        b.input(f"grad_{i}:{_type_of(a.spec)}")
+    for a in op.inputs:
+        b.output(f"d_{a.name}:{_type_of(a.spec)}")
+    for attr in op.attrs:
+        b.attr(attr.spec)
+    return b.build()
+
+
+def _register_backward(op_def: OpDef) -> OpDef:
+    from tensorflow.python.framework import ops as tf_ops
+
+    backward = backward_op(op_def)
+    n_in, n_out = len(op_def.inputs), len(op_def.outputs)
+    bridged = bridge_op(op_def.name)
+
+    def shapes(inputs: list[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return inputs[:n_in]
+
+    def run(arrays: list[np.ndarray[Any, Any]], attrs: dict[str, Any]) -> list[Any]:
+        xs, outs, gs = arrays[:n_in], arrays[n_in : n_in + n_out], arrays[n_in + n_out :]
+        got = bridged.gradient(xs, outs, attrs, gs)
+        return [np.zeros_like(x) if g is None else g for x, g in zip(xs, got, strict=True)]
+
+    register_derived_op(backward, shapes, run)
+    tf_ops.NotDifferentiable(backward.name)  # opmarket gradients are first order
+    return backward
+
+
+def _grad_fn(op_def: OpDef, backward: OpDef) -> Any:
     def grad(tf_op: Any, *grads: Any) -> Any:
         import tensorflow as tf
+        from opmarket.tensorflow._ops import call_op
 
-        spec = get_registry().gradient(op_def.name)
-        assert spec is not None and spec.fn is not None
-        fn = spec.fn
         inputs = list(tf_op.inputs)
         outputs = list(tf_op.outputs)
-        attrs = {}
-        for a in op_def.attrs:
-            attrs[a.name] = from_get_attr(a, tf_op.get_attr(a.name))
-        n_in, n_out = len(inputs), len(outputs)
-        node_name = str(getattr(tf_op, "name", op_def.short_name))
+        attrs = {a.name: from_get_attr(a, tf_op.get_attr(a.name)) for a in op_def.attrs}
         filled = [tf.zeros_like(o) if g is None else g for o, g in zip(outputs, grads, strict=True)]
-        floating = [i for i, x in enumerate(inputs) if x.dtype.is_floating or x.dtype.is_complex]
-
-        def backward(*values: Any) -> list[Any]:
-            ins, outs, gs = values[:n_in], values[n_in : n_in + n_out], values[n_in + n_out :]
-            gop = GradientOp(op_def, tuple(ins), tuple(outs), attrs, node_name)
-            result = fn(gop, *gs)
-            items = result if isinstance(result, list | tuple) else [result]
-            return [
-                np.zeros_like(ins[i])
-                if items[i] is None
-                else np.asarray(items[i], dtype=ins[i].dtype)
-                for i in floating
-            ]
-
-        computed = tf.numpy_function(
-            backward,
-            [*inputs, *outputs, *filled],
-            [inputs[i].dtype for i in floating],
-            stateful=False,
-        )
-        if not isinstance(computed, list | tuple):  # one Tout: one tensor, not a list
-            computed = [computed]
-        out: list[Any] = [None] * n_in
-        for i, value in zip(floating, computed, strict=True):
-            value.set_shape(inputs[i].shape)
-            out[i] = value
-        return out
+        result = call_op(backward, [*inputs, *outputs, *filled], attrs)
+        computed = list(result) if isinstance(result, tuple) else [result]
+        return [
+            g if x.dtype.is_floating or x.dtype.is_complex else None
+            for x, g in zip(inputs, computed, strict=True)
+        ]
 
     return grad
 
@@ -70,13 +90,16 @@ def register_gradients() -> None:
 
     reg = get_registry()
     for name, record in registered().items():
-        if not record.own or name in _done:
+        if not record.own or record.derived or name in _done:
             continue
         spec = reg.gradient(name)
         if spec is None:
             continue
         if spec.fn is None:
             tf_ops.NotDifferentiable(name)
+        elif any(a.is_list for a in (*record.op_def.inputs, *record.op_def.outputs)):
+            continue  # list arguments: no gradient op of one tensor per input
         else:
-            tf_ops.RegisterGradient(name)(_grad_fn(record.op_def))
+            backward = _register_backward(record.op_def)
+            tf_ops.RegisterGradient(name)(_grad_fn(record.op_def, backward))
         _done.add(name)

@@ -35,8 +35,10 @@ def _to_tensor(
 ) -> Any:
     import tensorflow as tf
 
-    if tf.is_tensor(value):
+    if isinstance(value, tf.Tensor):
         return value
+    if tf.is_tensor(value):  # a variable, or another tensor-like: its value, read on the tape
+        return tf.convert_to_tensor(value)
     if want is not None:
         if want.numpy is not None:
             arr = np.asarray(value)

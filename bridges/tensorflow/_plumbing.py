@@ -7,7 +7,7 @@ Nothing here imports a framework; it could move to a shared bridge package uncha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,8 @@ __all__ = [
     "KernelPlan",
     "bridged_ops",
     "default_attrs",
+    "flatten_outputs",
+    "group_inputs",
     "is_native",
     "kernel_plan",
     "normalize_attr",
@@ -176,3 +178,31 @@ def as_shape(shape: Any) -> Shape:
     return tuple(
         None if d is None or (isinstance(d, (int, np.integer)) and d < 0) else int(d) for d in shape
     )
+
+
+def group_inputs(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
+    """Flat input tensors as the op's arguments: a list argument's tensors as one list."""
+    out: list[Any] = []
+    pos = 0
+    for arg in op.inputs:
+        if arg.number_attr or arg.type_list_attr:
+            n = int(attrs[arg.number_attr]) if arg.number_attr else len(attrs[arg.type_list_attr])
+            out.append(flat[pos : pos + n])
+            pos += n
+        else:
+            out.append(flat[pos])
+            pos += 1
+    return out
+
+
+def flatten_outputs(op: OpDef, result: Any) -> list[Any]:
+    """A kernel's result (one value, or a tuple for several outputs) as flat output tensors:
+    a list output's tensors one by one."""
+    items = list(result) if len(op.outputs) != 1 else [result]
+    flat: list[Any] = []
+    for arg, item in zip(op.outputs, items, strict=True):
+        if arg.number_attr or arg.type_list_attr:
+            flat.extend(item)
+        else:
+            flat.append(item)
+    return flat

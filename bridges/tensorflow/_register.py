@@ -8,12 +8,13 @@ import atexit
 import ctypes
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import c_array
 from opmarket.registry import get_registry
 from opmarket.sdk import (
     DType,
@@ -31,11 +32,20 @@ from opmarket.tensorflow._plumbing import (
     BridgeError,
     KernelPlan,
     bridged_ops,
+    flatten_outputs,
+    group_inputs,
     kernel_plan,
     output_shapes,
 )
 
-__all__ = ["OpRecord", "ensure_op", "register_all", "registered", "shape_hint"]
+__all__ = [
+    "OpRecord",
+    "ensure_op",
+    "register_all",
+    "register_derived_op",
+    "registered",
+    "shape_hint",
+]
 
 _MAX_DIMS = 16
 _TF_OK = 0
@@ -68,13 +78,20 @@ class OpRecord:
     op_def: OpDef
     own: bool
     kernels: list[KernelPlan] = field(default_factory=list)
+    #: an op the bridge derives from an opmarket op (a gradient op), not an opmarket op
+    derived: bool = False
 
 
 _lock = threading.RLock()
 _records: dict[str, OpRecord] = {}
-_shape_slots: list[OpDef] = []
-_kernel_slots: list[tuple[OpDef, KernelSpec]] = []
-_instances: dict[int, tuple[OpDef, KernelSpec, dict[str, Any]]] = {}
+#: A kernel's body: the flat input arrays and the node's attrs in, the flat outputs out.
+Runner = Callable[[list[np.ndarray[Any, Any]], dict[str, Any]], list[Any]]
+#: A shape function: the input shapes and the attrs known, each output's shape (or None).
+ShapeFn = Callable[[list[Shape], dict[str, Any]], "Sequence[Shape] | None"]
+
+_shape_slots: list[tuple[OpDef, ShapeFn]] = []
+_kernel_slots: list[tuple[OpDef, Runner]] = []
+_instances: dict[int, tuple[OpDef, Runner, dict[str, Any]]] = {}
 _handles = itertools.count(1)
 _pending = threading.local()
 _callbacks: tuple[Any, ...] = ()
@@ -111,7 +128,7 @@ def _status_fail(status: int, code: int, message: str) -> None:
 
 def _shape_cb(slot: int, ctx: int, status: int) -> None:
     try:
-        op = _shape_slots[slot]
+        op, shape_fn = _shape_slots[slot]
         lib = shim()
         n = lib.opm_tf_num_inputs(ctypes.c_void_p(ctx))
         dims = (ctypes.c_int64 * _MAX_DIMS)()
@@ -140,7 +157,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
                     continue
             complete = False
         try:
-            out = output_shapes(op, shapes, attrs)
+            out = shape_fn(shapes, attrs)
         except (InvalidArgumentError, KeyError, TypeError, IndexError) as exc:
             if complete:
                 _status_fail(status, _TF_INVALID_ARGUMENT, str(exc))
@@ -159,7 +176,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
 def _create_cb(slot: int, ctx: int) -> int:
     lib = shim()
     try:
-        op, spec = _kernel_slots[slot]
+        op, run = _kernel_slots[slot]
         status = lib.TF_NewStatus()
         try:
             buf = lib.opm_tf_node_def(ctypes.c_void_p(ctx), ctypes.c_void_p(status))
@@ -174,7 +191,7 @@ def _create_cb(slot: int, ctx: int) -> int:
             lib.TF_DeleteStatus(ctypes.c_void_p(status))
         attrs = _attrs.node_def_attrs(op, data)
         handle = next(_handles)
-        _instances[handle] = (op, spec, attrs)
+        _instances[handle] = (op, run, attrs)
         return handle
     except Exception as exc:
         lib.opm_tf_construction_failure(
@@ -191,36 +208,11 @@ def _code_for(exc: BaseException) -> int:
     return _TF_INTERNAL
 
 
-def _group(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    pos = 0
-    for arg in op.inputs:
-        if arg.number_attr or arg.type_list_attr:
-            n = int(attrs[arg.number_attr]) if arg.number_attr else len(attrs[arg.type_list_attr])
-            out.append(flat[pos : pos + n])
-            pos += n
-        else:
-            out.append(flat[pos])
-            pos += 1
-    return out
-
-
-def _flatten(op: OpDef, result: Any) -> list[Any]:
-    items = list(result) if len(op.outputs) != 1 else [result]
-    flat: list[Any] = []
-    for arg, item in zip(op.outputs, items, strict=True):
-        if arg.number_attr or arg.type_list_attr:
-            flat.extend(item)
-        else:
-            flat.append(item)
-    return flat
-
-
 def _compute_cb(handle: int, ctx: int) -> None:
     lib = shim()
     c = ctypes.c_void_p(ctx)
     try:
-        op, spec, attrs = _instances[handle]
+        op, run, attrs = _instances[handle]
         n = lib.opm_tf_num_kernel_inputs(c)
         infos = (_TensorInfo * max(n, 1))()
         status = lib.TF_NewStatus()
@@ -241,13 +233,8 @@ def _compute_cb(handle: int, ctx: int) -> None:
                     arrays.append(np.frombuffer(raw, dtype=npdt).reshape(shape).copy())
             finally:
                 lib.opm_tf_release_inputs(infos, n)
-            result = (
-                get_registry()
-                .dispatcher(op.name)
-                .call(_group(op, attrs, arrays), attrs, kernel=spec)
-            )
-            for i, value in enumerate(_flatten(op, result)):
-                arr = np.ascontiguousarray(value)
+            for i, value in enumerate(run(arrays, attrs)):
+                arr = c_array(value)
                 dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
                 lib.opm_tf_set_output(
                     c,
@@ -319,13 +306,28 @@ def _check_status(lib: ctypes.CDLL, status: int, what: str) -> None:
         raise BridgeError(f"{what}: {lib.TF_Message(ctypes.c_void_p(status)).decode()}")
 
 
-def _register_op(op: OpDef) -> OpRecord:
+def _dispatch(op: OpDef, spec: KernelSpec) -> Runner:
+    def run(arrays: list[np.ndarray[Any, Any]], attrs: dict[str, Any]) -> list[Any]:
+        result = (
+            get_registry()
+            .dispatcher(op.name)
+            .call(group_inputs(op, attrs, arrays), attrs, kernel=spec)
+        )
+        return flatten_outputs(op, result)
+
+    return run
+
+
+def _opmarket_shapes(op: OpDef) -> ShapeFn:
+    return lambda shapes, attrs: output_shapes(op, shapes, attrs)
+
+
+def _register_op(op: OpDef, derived: tuple[ShapeFn, Runner] | None = None) -> OpRecord:
     lib = shim()
-    has_shape = get_registry().shape_fn(op.name) is not None
     slot = -1
-    if has_shape:
+    if derived is not None or get_registry().shape_fn(op.name) is not None:
         slot = len(_shape_slots)
-        _shape_slots.append(op)
+        _shape_slots.append((op, derived[0] if derived else _opmarket_shapes(op)))
     flags = (
         (1 if op.is_stateful else 0)
         | (2 if op.is_commutative else 0)
@@ -347,8 +349,47 @@ def _register_op(op: OpDef) -> OpRecord:
     finally:
         lib.TF_DeleteStatus(ctypes.c_void_p(status))
     record = OpRecord(op, own=True)
-    _register_kernels(record)
+    if derived is None:
+        _register_kernels(record)
+    else:
+        _register_runner(op, derived[1])
     return record
+
+
+def _register_runner(op: OpDef, run: Runner) -> None:
+    """One CPU kernel for every type: ``run`` in Python."""
+    lib = shim()
+    slot = len(_kernel_slots)
+    _kernel_slots.append((op, run))
+    status = lib.TF_NewStatus()
+    try:
+        lib.opm_tf_register_python_kernel(
+            f"{op.name}:opmarket:-:".encode(),
+            op.name.encode(),
+            b"CPU",
+            slot,
+            (ctypes.c_char_p * 1)(),
+            (ctypes.c_int32 * 1)(),
+            0,
+            b"",
+            0,
+            ctypes.c_void_p(status),
+        )
+        _check_status(lib, status, f"TensorFlow refused the kernel of {op.name}")
+    finally:
+        lib.TF_DeleteStatus(ctypes.c_void_p(status))
+
+
+def register_derived_op(op: OpDef, shapes: ShapeFn, run: Runner) -> OpRecord:
+    """Register ``op``, an op the bridge derives from an opmarket op (its gradient op), with
+    TensorFlow once: ``shapes`` its shape function, ``run`` its CPU kernel for every type."""
+    with _lock:
+        record = _records.get(op.name)
+        if record is None:
+            _install_callbacks()
+            record = _records[op.name] = _register_op(op, (shapes, run))
+            record.derived = True
+        return record
 
 
 def _register_kernels(record: OpRecord) -> None:
@@ -358,7 +399,7 @@ def _register_kernels(record: OpRecord) -> None:
     op = record.op_def
     for plan in kernel_plan(get_registry(), op.name, native_ok=_native.available()):
         slot = len(_kernel_slots)  # native kernels take a create slot too
-        _kernel_slots.append((op, plan.spec))
+        _kernel_slots.append((op, _dispatch(op, plan.spec)))
         # TensorFlow's C builder takes one dtype per constraint: one registration per
         # combination of the kernel's allowed types.
         axes = [[(attr, t) for t in types] for attr, types in plan.spec.constraints]

@@ -328,7 +328,12 @@ def _register_backward(op: BridgeOp, call: _Call) -> Any:
             a = np.zeros_like(x) if g is None else g
             if any(np.may_share_memory(a, y) for y in arrays):
                 a = a.copy()
-            result.append(from_numpy(a).to(t.device))
+            grad = from_numpy(a).to(t.device)
+            if grad.stride() != t.stride():
+                # the input's layout (empty_like's), as the fake gives it and compiled
+                # backward graphs expect
+                grad = torch.empty_like(t).copy_(grad)
+            result.append(grad)
         return result
 
     def fake(*tensors: torch.Tensor, **kwargs: Any) -> list[torch.Tensor]:

@@ -240,3 +240,43 @@ def test_a_device_without_a_kernel_is_a_clear_error() -> None:
     attrs = op.bind([np.dtype(np.float32)], {})
     with pytest.raises(KernelNotFoundError, match="no kernel for Opm>Atan on GPU"):
         _build(op, attrs, "", "GPU")
+
+
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_grad_at_a_0d_input_and_at_a_python_float(name: str) -> None:
+    op = getattr(oj.ops, name)
+    at = jnp.float32(0.5)
+    g = jax.grad(op)(at)
+    assert g.shape == ()
+    assert jax.grad(op)(0.5) == g  # a Python float, as jax.grad's users write it
+    assert jax.jit(jax.grad(op))(at) == g
+    # Per-example gradients: vmap over grad of a scalar loss.
+    per_example = jax.vmap(jax.grad(lambda v: op(v) * 2.0))(jnp.asarray([0.5, 0.5]))
+    np.testing.assert_allclose(per_example, [2 * g, 2 * g], rtol=1e-6)
+
+
+@needs_bridge
+def test_native_path_before_the_op_was_first_used() -> None:
+    # A fresh process: nothing has loaded the plugins when native_path names the op.
+    code = (
+        "import numpy as np\n"
+        "import opmarket.jax as oj\n"
+        "print(oj.native_path('Opm>ZeroOut', T=np.int32, _kernel='c_abi'))\n"
+        "print(oj.native_path('Opm>Atan', T=np.float32))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ffi", "callback"]
+
+
+def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> None:
+    from jax import export
+    from jax.test_util import check_grads
+
+    x = jnp.arange(4, dtype=jnp.float32)
+    with pytest.raises(NotImplementedError, match="host_callbacks"):
+        export.export(jax.jit(oj.ops.atan))(x)
+    with pytest.raises(ValueError, match="Pure callbacks do not support JVP"):
+        check_grads(oj.ops.atan, (x,), order=2, modes=["rev"])

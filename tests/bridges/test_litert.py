@@ -85,6 +85,115 @@ def test_bitcast_c_abi_kernel_in_litert() -> None:
     np.testing.assert_array_equal(_run(_convert(model), x), model(x).numpy())
 
 
+def test_one_op_twice_with_different_attrs_runs_each_node_with_its_own() -> None:
+    # LiteRT's callbacks do not say which node runs: each attr set gets its own registration.
+    @tf.function(input_signature=[tf.TensorSpec([5], tf.int32)])
+    def model(x: Any) -> Any:
+        return otf.ops.zero_out(x, preserve_index=1) + otf.ops.zero_out(x, preserve_index=3)
+
+    x = np.array([-2, -1, 0, 1, 2], np.int32)
+    content = _convert(model)
+    assert olr.custom_ops_of(content) == [("Opm>ZeroOut", 1)]
+    got = _run(content, x)
+    np.testing.assert_array_equal(got, model(x).numpy())
+    np.testing.assert_array_equal(got, [0, -1, 0, 1, 0])
+
+
+def test_two_bitcasts_to_different_types_in_one_model() -> None:
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def model(x: Any) -> Any:
+        as_int = otf.ops.bitcast(x, type=tf.int32)
+        as_bytes = otf.ops.bitcast(x, type=tf.uint8)
+        return as_int, tf.reduce_sum(tf.cast(as_bytes, tf.int32), axis=-1)
+
+    x = np.array([0.0, 1.5, -3.0], np.float32)
+    it = olr.interpreter(model_content=_convert(model))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = sorted(
+        (it.get_tensor(d["index"]) for d in it.get_output_details()), key=lambda a: a.shape
+    )
+    want = sorted((t.numpy() for t in model(x)), key=lambda a: a.shape)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(np.float32, "atan"), (np.int64, "time_two"), (np.float64, "time_two")]
+)
+def test_empty_tensors_of_wide_types(dtype: Any, name: str) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([0, 3], tf.as_dtype(dtype))])
+    def model(x: Any) -> Any:
+        return getattr(otf.ops, name)(x)
+
+    got = _run(_convert(model), np.zeros((0, 3), dtype))
+    assert got.shape == (0, 3) and got.dtype == dtype
+
+
+def test_an_empty_input_with_a_non_empty_output_is_a_clear_error() -> None:
+    # LiteRT 2.3 makes no tensor buffer of zero elements (LiteRtCreateTensorBuffer* refuse it)
+    @tf.function(input_signature=[tf.TensorSpec([0, 3], tf.float32)])
+    def model(x: Any) -> Any:
+        return tf.reduce_sum(otf.ops.atan(x), axis=0)
+
+    with pytest.raises(InvalidArgumentError, match=r"tensor 'x' \[0, 3\] has no elements"):
+        _run(_convert(model), np.zeros((0, 3), np.float32))
+
+
+def test_median_pool_gets_its_output_shape_from_its_own_attrs() -> None:
+    # The converter cannot tell MedianPool's output shape (it needs ksize, strides, padding):
+    # the bridge sizes the outputs in the kernel's prepare step from the node's attrs.
+    @tf.function(input_signature=[tf.TensorSpec([1, 6, 5, 2], tf.float32)])
+    def model(x: Any) -> Any:
+        same = otf.ops.median_pool(x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+        valid = otf.ops.median_pool(x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="VALID")
+        return same * 2.0, tf.reduce_sum(valid)
+
+    x = np.random.default_rng(0).random((1, 6, 5, 2), dtype=np.float32)
+    it = olr.interpreter(model_content=_convert(model))
+    shapes = sorted(tuple(d["shape"].tolist()) for d in it.get_output_details())
+    assert shapes == [(), (1, 3, 3, 2)]
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = sorted((it.get_tensor(d["index"]) for d in it.get_output_details()), key=np.ndim)
+    want = sorted((t.numpy() for t in model(x)), key=np.ndim)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_0d_tensors(name: str) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def model(x: Any) -> Any:
+        return getattr(otf.ops, name)(x) * 2.0
+
+    x = np.array(0.5, np.float32)
+    got = _run(_convert(model), x)
+    assert got.shape == ()
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
+
+
+# TensorFlow's converter warns that the inputs' statistics are missing before it fails.
+@pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
+def test_quantization_with_a_representative_dataset_fails_as_the_docs_say() -> None:
+    # The converter's calibrator runs the model in an interpreter of its own, which has no
+    # opmarket ops (docs/frameworks.md, Not supported).
+    @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+    def model(x: Any) -> Any:
+        return otf.ops.atan(x) * 2.0
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [model.get_concrete_function()], model
+    )
+    converter.allow_custom_ops = True
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([np.ones((1, 4), np.float32)] for _ in range(2))
+    with pytest.raises(RuntimeError, match="op resolver for calibration"):
+        converter.convert()
+
+
 def test_an_op_nobody_provides_fails_at_creation_naming_it(
     atan_zero_out: tuple[Any, bytes],
 ) -> None:

@@ -285,3 +285,103 @@ def test_saved_model_with_bitcast_loads_and_runs_in_a_fresh_process(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert "Opm>Bitcast" in done.stdout
     assert f"out {x.view(np.int32).tolist()}" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["atan", "time_two"])  # a numpy kernel and a pybind11 one
+def test_0d_outputs_stay_0d_eagerly_in_tf_function_and_in_gradients(name: str) -> None:
+    op = getattr(otf.ops, name)
+    x = tf.constant(0.5, tf.float32)
+    want = getattr(opmarket.ops, name)(np.float32(0.5))
+    eager = op(x)
+    assert eager.shape == () and eager.numpy() == want
+    traced = tf.function(op)(x)
+    assert traced.shape == () and traced.numpy() == want
+    np.testing.assert_array_equal(tf.stack([op(x), op(x)]).numpy(), [want, want])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = op(x)
+    grad = tape.gradient(y, x)
+    assert grad is not None and grad.shape == ()
+
+
+def test_eager_ops_take_variables_python_scalars_numpy_arrays_and_lists() -> None:
+    v = tf.Variable([0.5, 2.0])
+    np.testing.assert_allclose(otf.ops.atan(v).numpy(), np.arctan([0.5, 2.0]), rtol=1e-6)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(otf.ops.atan(v))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), 1 / (1 + np.array([0.25, 4.0])))
+    assert otf.ops.time_two(3.0).numpy() == 6.0
+    np.testing.assert_array_equal(otf.ops.zero_out([5, 4, 3], preserve_index=1).numpy(), [0, 4, 0])
+    np.testing.assert_array_equal(otf.ops.time_two(np.arange(3)).numpy(), [0, 2, 4])
+
+
+def test_a_keras_layer_applying_an_op_to_its_own_weight() -> None:
+    keras = pytest.importorskip("keras")
+
+    class Scaled(keras.layers.Layer):  # type: ignore[misc]  # keras is untyped
+        def build(self, input_shape: Any) -> None:
+            self.w = self.add_weight(shape=(3,), initializer="ones")
+
+        def call(self, x: Any) -> Any:
+            return x * otf.ops.time_two(self.w)
+
+    layer = Scaled()
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(layer(x).numpy(), [[2.0, 4.0, 6.0]])
+    model = keras.Sequential([keras.Input((3,)), layer])
+    model.compile(loss="mse", run_eagerly=True)
+    model.fit(x, tf.zeros((1, 3)), epochs=1, verbose=0)
+    assert not np.allclose(layer.w.numpy(), 1.0)  # the gradient reached the weight
+
+
+@pytest.mark.slow
+def test_saved_train_step_with_opmarket_gradients_runs_in_a_fresh_process(
+    tmp_path: Path,
+) -> None:
+    # The gradient is a TensorFlow op of its own, not a tf.numpy_function whose Python
+    # callback ("pyfunc_N") exists only in the process that saved it.
+    class Step(tf.Module):
+        def __init__(self) -> None:
+            self.w = tf.Variable([0.5, -1.0, 2.0])
+
+        @tf.function(input_signature=[])
+        def train(self) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(otf.ops.atan(self.w) + otf.ops.time_two(self.w))
+            (g,) = tape.gradient(loss, [self.w])
+            self.w.assign_sub(0.1 * g)
+            return g
+
+    step = Step()
+    want = step.train().numpy()
+    step.w.assign([0.5, -1.0, 2.0])
+    tf.saved_model.save(step, str(tmp_path / "model"))
+    done = _run(
+        """
+        import tensorflow as tf
+        import opmarket.tensorflow
+        loaded = tf.saved_model.load("model")
+        print("grad", loaded.train().numpy().tolist())
+        print("w", loaded.w.numpy().tolist())
+    """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    got = [float(v) for v in done.stdout.split("grad [")[1].split("]")[0].split(",")]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(want, 1 / (1 + np.array([0.25, 1.0, 4.0])) + 2, rtol=1e-6)
+
+
+def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> None:
+    @tf.function(jit_compile=True)
+    def xla(x: Any) -> Any:
+        return otf.ops.atan(x)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Opm>Atan.*XLA_CPU_JIT"):
+        xla(tf.constant([1.0]))
+    v = tf.Variable([0.5, 1.0])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = otf.ops.atan(v)
+        g = inner.gradient(y, v)
+    assert g is not None and outer.gradient(g, v) is None  # first order only

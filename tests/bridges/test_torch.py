@@ -200,3 +200,84 @@ def test_a_device_without_a_kernel_is_a_clear_error() -> None:
     call = _Call(bridge_op("Opm>Atan"))
     with pytest.raises(KernelNotFoundError, match=r"Opm>Atan has no GPU kernel(.|\n)*CPU"):
         call.prepared([torch.ones(2)], {}, "GPU", "")
+
+
+_POOL = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"}
+
+
+def _odd_inputs() -> list[tuple[str, str, tuple[Any, ...], dict[str, Any]]]:
+    """(op, which, inputs, attrs): 0-d, empty and non-contiguous inputs of every first-party
+    op (where the op takes them: ZeroOut and DoCustomCall take vectors, MedianPool NHWC)."""
+    r = torch.randn
+    cases = []
+    for name in ("atan", "time_two"):
+        cases += [
+            (name, "0d", (torch.tensor(0.5),), {}),
+            (name, "empty", (r(0, 3),), {}),
+            (name, "noncontiguous", (r(4, 3).t(),), {}),
+        ]
+    cases += [
+        ("zero_out", "noncontiguous", (r(8)[::2],), {"preserve_index": 1}),
+        ("zero_out.c_abi", "noncontiguous", (r(8)[::2],), {"preserve_index": 1}),
+        # NCHW permuted to NHWC, as a model that keeps NCHW feeds it
+        ("median_pool", "noncontiguous", (r(1, 2, 6, 5).permute(0, 2, 3, 1),), _POOL),
+        ("median_pool", "empty", (r(0, 6, 5, 2),), _POOL),
+        ("bitcast", "0d", (torch.tensor(0.5),), {"type": torch.int32}),
+        ("bitcast", "empty", (r(0, 2),), {"type": torch.uint8}),
+        ("bitcast", "noncontiguous", (r(3, 2).t(),), {"type": torch.int32}),
+        ("do_custom_call", "noncontiguous", (r(8)[::2], r(12)[::3]), {}),
+        ("do_custom_call", "empty", (r(3), r(0)), {}),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("name", "which", "inputs", "attrs"),
+    _odd_inputs(),
+    ids=[f"{c[0]}-{c[1]}" for c in _odd_inputs()],
+)
+def test_opcheck_with_every_test_util_on_odd_inputs_forward_and_backward_ops(
+    name: str, which: str, inputs: tuple[Any, ...], attrs: dict[str, Any]
+) -> None:
+    # torch.library.opcheck runs all its default test utils (schema, autograd registration,
+    # fake tensor, AOT dispatch) unless told otherwise.
+    name, _, overload = name.partition(".")
+    forward = getattr(getattr(torch.ops.opm, name), overload or "default")
+    xs = tuple(x.requires_grad_() if x.is_floating_point() else x for x in inputs)
+    result = torch.library.opcheck(forward, xs, attrs)
+    assert set(result.values()) == {"SUCCESS"}, result
+    backward = getattr(torch.ops.opm, f"{name}_opm_backward", None)
+    if backward is None:  # not differentiable
+        return
+    plain = tuple(x.detach() for x in inputs)
+    outs = forward(*plain, **attrs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    grads = tuple(torch.ones_like(o) for o in outs)
+    result = torch.library.opcheck(backward.default, (*plain, *outs, *grads), attrs)
+    assert set(result.values()) == {"SUCCESS"}, result
+    got = backward(*plain, *outs, *grads, **attrs)
+    for g, x in zip(got, plain, strict=True):  # the input's layout, as torch's own gradients
+        assert g.shape == x.shape and g.stride() == torch.empty_like(x).stride()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_torch_compile_fullgraph_backward_on_a_permuted_image_and_a_0d_input() -> None:
+    def loss(nhwc: Any, s: Any) -> Any:
+        return torch.ops.opm.median_pool(nhwc, **_POOL).sum() * torch.ops.opm.atan(s)
+
+    compiled = torch.compile(loss, fullgraph=True)
+    # NCHW memory seen as NHWC, as a model that keeps NCHW feeds MedianPool (a leaf, so that
+    # dynamo reads no non-leaf .grad)
+    nhwc = torch.randn(1, 2, 6, 5).permute(0, 2, 3, 1).requires_grad_()
+    s = torch.tensor(0.5, requires_grad=True)
+    want = torch.autograd.grad(loss(nhwc, s), (nhwc, s))
+    got = torch.autograd.grad(compiled(nhwc, s), (nhwc, s))
+    assert got[1].shape == ()
+    torch.testing.assert_close(got, want)
+
+
+def test_second_order_gradients_fail_as_docs_frameworks_md_says() -> None:
+    x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        torch.autograd.gradgradcheck(torch.ops.opm.atan, (x,))
