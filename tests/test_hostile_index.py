@@ -59,10 +59,11 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def _answer(self) -> None:
         path = self.path
         kind = path.rsplit("/", 2)[-2] if path.endswith("/") else path.rsplit("/", 1)[-1]
+        ctype = "text/html" if "html" in kind else PEP_691
         if "huge" in kind or "bigwheel-" in path:  # 3 GiB announced
-            self._stream(length=HUGE)
+            self._stream(HUGE, ctype)
         elif "endless" in kind:  # no length: the body ends when the server closes
-            self._stream(length=None)
+            self._stream(None, ctype)
         elif "slow" in kind:  # one byte every 0.1 s until the client gives up
             self.send_response(200)
             self.send_header("Content-Type", PEP_691)
@@ -81,9 +82,9 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         else:
             self.send_error(404)
 
-    def _stream(self, length: int | None) -> None:
+    def _stream(self, length: int | None, ctype: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", PEP_691)
+        self.send_header("Content-Type", ctype)
         if length is not None:
             self.send_header("Content-Length", str(length))
         self.end_headers()
@@ -298,6 +299,16 @@ def test_a_file_link_from_an_http_index_is_refused(index: str, client: str, proj
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 @pytest.mark.parametrize("project", ["opm-huge", "opm-endless"])
+def test_a_json_answer_larger_than_the_cap_is_refused(
+    index: str, client: str, project: str
+) -> None:
+    # 16 MiB: parsed, JSON such as [{},{},...] takes some 25 times its size in memory.
+    done = CLIENTS[client](index, project)
+    one_error_line(done, project, "larger than 16 MiB, the most opmarket reads of a JSON answer")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("project", ["opm-hugehtml", "opm-endlesshtml"])
 def test_a_page_larger_than_the_cap_is_refused(index: str, client: str, project: str) -> None:
     done = CLIENTS[client](index, project)
     one_error_line(done, project, "larger than 64 MiB, the most opmarket reads of a page")
@@ -321,9 +332,16 @@ def test_a_body_sent_a_byte_at_a_time_ends_at_the_deadline(index: str, client: s
 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_a_deadline_that_is_not_a_number_is_a_usage_error(index: str, client: str) -> None:
-    done = CLIENTS[client](index, "opm-link", OPMARKET_INDEX_TIMEOUT="soon")
-    one_error_line(done, "$OPMARKET_INDEX_TIMEOUT: 'soon' is not a number of seconds above 0")
+@pytest.mark.parametrize("value", ["soon", "1e300", "-1"])
+def test_a_deadline_that_is_not_a_number_is_a_usage_error(
+    index: str, client: str, value: str
+) -> None:
+    done = CLIENTS[client](index, "opm-link", OPMARKET_INDEX_TIMEOUT=value)
+    one_error_line(
+        done,
+        f"$OPMARKET_INDEX_TIMEOUT: '{value}' is not a number of seconds above 0 and at most "
+        "1000000",
+    )
 
 
 @pytest.mark.parametrize(

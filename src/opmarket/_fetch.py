@@ -5,11 +5,14 @@ Three rules, each a :class:`FetchError` with a one-line message when broken:
 
 - Scheme: a page read over http(s) may link only to http(s) URLs (:func:`join_link`), and
   redirects go only to http(s) URLs; a ``file:`` index the user names may link to files.
-- Size: a page (a project page, an API answer, a METADATA file) is read up to
-  :data:`PAGE_LIMIT` bytes, a downloaded file up to :data:`FILE_LIMIT`, streamed to disk.
+- Size: a page (a project page, a METADATA file) is read up to :data:`PAGE_LIMIT` bytes,
+  an answer in JSON (a PEP 691 page, an API answer) up to :data:`JSON_LIMIT`, a
+  downloaded file up to :data:`FILE_LIMIT`, streamed to disk.
 - Time: everything one :class:`Fetcher` reads shares one deadline (:data:`DEFAULT_TIMEOUT_S`,
   or ``$OPMARKET_INDEX_TIMEOUT``). A socket timeout alone bounds each wait for a byte, not
-  a body sent a byte every few seconds: at the deadline a timer shuts the socket down.
+  a body sent a byte every few seconds: at the deadline a timer shuts the socket down. Each
+  connect (to each address a host name has, on each redirect) waits only until the
+  deadline, and none starts after it; looking the host name up (DNS) is outside it.
 
 Its own module beside ``opmarket._usage``, not in a layer's package, so that every client
 (registry, compat, web) imports the same rules.
@@ -36,6 +39,8 @@ from opmarket.sdk._errors import OpmarketError
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "FILE_LIMIT",
+    "JSON_LIMIT",
+    "MAX_TIMEOUT_S",
     "PAGE_LIMIT",
     "TIMEOUT_ENV",
     "FetchError",
@@ -48,12 +53,17 @@ __all__ = [
 MiB = 1024 * 1024
 #: The most bytes read of a page: a project page, an API answer, a METADATA file.
 PAGE_LIMIT = 64 * MiB
+#: The most bytes read of an answer in JSON (a PEP 691 project page, a package API answer):
+#: parsed, a JSON document takes up to some 25 times its size (``[{},{},...]``).
+JSON_LIMIT = 16 * MiB
 #: The most bytes downloaded of a file (a wheel), written to disk as it arrives.
 FILE_LIMIT = 1024 * MiB
 #: Seconds all of one command's requests to an index may take together.
 DEFAULT_TIMEOUT_S = 60.0
 #: The environment variable that sets that deadline, in seconds.
 TIMEOUT_ENV = "OPMARKET_INDEX_TIMEOUT"
+#: The longest deadline it may set (11 days): timers and sockets take no longer wait.
+MAX_TIMEOUT_S = 1e6
 
 _WEB = ("http", "https")
 _CHUNK = 64 * 1024
@@ -75,7 +85,7 @@ class Page:
 
     url: str
     content_type: str
-    body: bytes
+    body: bytes | bytearray
 
 
 def printable(text: str) -> str:
@@ -112,8 +122,11 @@ def timeout_from_env() -> float:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise FetchError(f"${TIMEOUT_ENV}", f"{value!r} is not a number of seconds above 0")
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise FetchError(
+            f"${TIMEOUT_ENV}",
+            f"{value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S:.0f}",
+        )
     return seconds
 
 
@@ -142,10 +155,11 @@ class Fetcher:
             self._opener.add_handler(handler)
 
     def get(self, url: str, *, accept: str = "*/*", limit: int = PAGE_LIMIT) -> Page:
-        """The page at ``url`` (http, https or file), read whole up to ``limit`` bytes."""
-        chunks: list[bytes] = []
-        final, kind = self._read(url, accept, limit, "a page", chunks.append)
-        return Page(final, kind, b"".join(chunks))
+        """The page at ``url`` (http, https or file), read whole up to ``limit`` bytes (up
+        to :data:`JSON_LIMIT` when it is JSON)."""
+        body = bytearray()  # grown in place: no list of chunks joined into a second copy
+        final, kind = self._read(url, accept, limit, "a page", body.extend)
+        return Page(final, kind, body)
 
     def download(self, url: str, out: IO[bytes], *, limit: int = FILE_LIMIT) -> str:
         """Write the file at ``url`` to ``out`` as it arrives, up to ``limit`` bytes; its
@@ -185,6 +199,8 @@ class Fetcher:
                     raise self._late(url) from None
                 raise FetchError(url, f"HTTP {exc.code} {exc.reason}", exc.code) from None
             with response:
+                if what == "a page" and "json" in response.headers.get_content_type():
+                    limit, what = min(limit, JSON_LIMIT), "a JSON answer"
                 _check_length(url, response.headers.get("Content-Length"), limit, what)
                 size = 0
                 while chunk := response.read1(_CHUNK):
@@ -217,6 +233,8 @@ class Fetcher:
         if parts.netloc not in ("", "localhost"):
             raise FetchError(url, "a file: URL names no other host")
         path = urllib.request.url2pathname(parts.path)
+        if what == "a page" and path.endswith(".json"):
+            limit, what = min(limit, JSON_LIMIT), "a JSON answer"
         if os.path.isdir(path):  # as pip reads a file: index: the folder's index.html
             path = os.path.join(path, "index.html")
             url = urllib.parse.urlunsplit(
