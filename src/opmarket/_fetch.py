@@ -217,7 +217,7 @@ class Fetcher:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if isinstance(exc, FetchError):
                 raise
-            if watch.expired:
+            if watch.expired or isinstance(getattr(exc, "reason", None), _Late):
                 raise self._late(url) from None
             if isinstance(exc, urllib.error.URLError):  # before an answer: no connection
                 raise FetchError(url, f"cannot connect: {printable(str(exc.reason))}") from None
@@ -265,6 +265,35 @@ class Fetcher:
         if self._watch is not None:
             self._watch.add(sock)
 
+    def _connect(
+        self, address: tuple[str, int], timeout: object = None, source: object = None
+    ) -> socket.socket:
+        """As ``socket.create_connection``, but each address's attempt waits only until the
+        deadline, and none is made after it (http.client's ``_create_connection``)."""
+        host, port = address
+        error: OSError | None = None
+        for family, kind, proto, _, sockaddr in socket.getaddrinfo(
+            host, port, 0, socket.SOCK_STREAM
+        ):
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Late
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(remaining)
+                if isinstance(source, tuple):
+                    sock.bind(source)
+                sock.connect(sockaddr)
+            except TimeoutError:  # it waited until the deadline: no next address
+                sock.close()
+                raise _Late from None
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            return sock
+        raise error or OSError(f"{host!r} has no address")
+
 
 def _too_large(limit: int, what: str) -> str:
     return f"larger than {limit // MiB} MiB, the most opmarket reads of {what}"
@@ -273,6 +302,10 @@ def _too_large(limit: int, what: str) -> str:
 def _check_length(url: str, declared: str | None, limit: int, what: str) -> None:
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise FetchError(url, _too_large(limit, what))
+
+
+class _Late(TimeoutError):
+    """A connect that the deadline ended (urllib hands it back as a URLError's reason)."""
 
 
 class _Watch:
@@ -310,9 +343,14 @@ def _shutdown(sock: socket.socket) -> None:
 
 def _connection_class(base: type[http.client.HTTPConnection], fetcher: Fetcher) -> Any:
     class Connection(base):  # type: ignore[valid-type, misc]  # a class made per Fetcher
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # What http.client's connect calls: each attempt waits only until the deadline.
+            self._create_connection = fetcher._connect
+
         def connect(self) -> None:
             super().connect()
-            fetcher._connected(self.sock)
+            fetcher._connected(self.sock)  # the TLS socket, for HTTPS
 
     return Connection
 
