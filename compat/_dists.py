@@ -16,6 +16,7 @@ from opmarket.compat._sources import merge_opsets
 from opmarket.registry._discovery import ENTRY_POINT_GROUP
 from opmarket.registry._manifest import MANIFEST, find_manifest, manifest_locations
 from opmarket.registry._metadata import name_and_version, plugin_entry_points, wheel_distribution
+from opmarket.registry._wheelzip import UNREADABLE, BadWheel, describe, open_wheel
 from opmarket.sdk import DocumentError, OpSet, opset_from_json
 
 __all__ = ["ENTRY_POINT_GROUP", "MANIFEST", "opset_from_dist", "opset_from_wheel"]
@@ -71,7 +72,7 @@ def opset_from_wheel(path: str | Path) -> OpSet:
     except InvalidWheelFilename as exc:
         raise DocumentError(label, f"not a wheel file name: {exc}") from None
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_wheel(path) as zf:
             _check_sizes(zf, label)
             names = set(zf.namelist())
             dist = wheel_distribution(zf)
@@ -99,10 +100,12 @@ def opset_from_wheel(path: str | Path) -> OpSet:
                     )
                 text = _member_text(zf, manifest, label)
                 opsets.append(opset_from_json(text, source=f"{label}!{manifest}"))
-    except zipfile.BadZipFile:
-        raise DocumentError(label, "not a zip archive (a broken wheel?)") from None
-    except OSError as exc:
-        raise DocumentError(label, exc.strerror or str(exc)) from None
+    except DocumentError:
+        raise
+    except BadWheel as exc:
+        raise DocumentError(label, str(exc)) from None
+    except UNREADABLE as exc:  # a member zipfile cannot inflate, read through zipfile.Path
+        raise DocumentError(label, f"cannot read the wheel: {describe(exc)}") from None
     dist_name = meta_name or str(name)
     dist_version = meta_version or str(version)
     return merge_opsets(opsets, str(canonicalize_name(dist_name)), dist_version)

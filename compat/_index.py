@@ -61,7 +61,7 @@ def _index_files(
         raise DocumentError(label, f"{exc}{hint}") from None
 
 
-def _json_files(page: str, body: bytes, label: str) -> list[tuple[str, str, str]]:
+def _json_files(page: str, body: bytes | bytearray, label: str) -> list[tuple[str, str, str]]:
     try:
         data = json.loads(body)
         out = []

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from packaging.version import Version
 from opmarket._fetch import Fetcher, FetchError, join_link, printable
 from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
 from opmarket.registry._machine import Machine
+from opmarket.registry._wheelzip import BadWheel, describe, open_wheel, read_member
 
 __all__ = ["Choice", "IndexFile", "choose_extra", "install", "newest_wheel", "project_files"]
 
@@ -124,7 +124,7 @@ def project_files(index_url: str, name: str, fetcher: Fetcher | None = None) -> 
         raise UsageError(f"cannot read the project page: {exc}") from None
 
 
-def _json_files(page: str, body: bytes) -> list[IndexFile]:
+def _json_files(page: str, body: bytes | bytearray) -> list[IndexFile]:
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:  # RecursionError: [[[[...]]]] nested deep
@@ -148,7 +148,7 @@ def _json_files(page: str, body: bytes) -> list[IndexFile]:
     return files
 
 
-def _html_files(page: str, body: bytes) -> list[IndexFile]:
+def _html_files(page: str, body: bytes | bytearray) -> list[IndexFile]:
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
     files: list[IndexFile] = []
@@ -191,17 +191,20 @@ def wheel_extras(wheel: IndexFile, fetcher: Fetcher | None = None) -> list[str]:
         else:
             with tempfile.TemporaryFile() as f:
                 fetcher.download(wheel.url, f)
-                with zipfile.ZipFile(f) as archive:
-                    name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-                    with archive.open(name) as member:
-                        text = member.read(_METADATA_LIMIT).decode("utf-8", "replace")
+                with open_wheel(f) as archive:
+                    names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+                    if not names:
+                        raise BadWheel("no .dist-info/METADATA in the wheel")
+                    data = read_member(archive, names[0], _METADATA_LIMIT)
+                    text = data.decode("utf-8", "replace")
     except FetchError as exc:
         raise UsageError(f"cannot read the wheel's METADATA: {exc}") from None
-    except (zipfile.BadZipFile, StopIteration, OSError, ValueError) as exc:
-        what = "no METADATA" if isinstance(exc, StopIteration) else exc
+    except BadWheel as exc:
         raise UsageError(
-            f"{printable(wheel.url)}: cannot read its METADATA: {printable(str(what))}"
+            f"{printable(wheel.url)}: cannot read its METADATA: {printable(str(exc))}"
         ) from None
+    except OSError as exc:  # the temporary file: a full disk
+        raise UsageError(f"cannot download {printable(wheel.url)}: {describe(exc)}") from None
     metadata = email.parser.Parser().parsestr(text, headersonly=True)
     return [e.strip() for e in metadata.get_all("Provides-Extra") or []]
 

@@ -299,3 +299,61 @@ def test_commands_without_the_web_extra_say_which_extra_and_exit_2(tmp_path: Pat
             said_web.add(line[0])
     # The commands found without the extra; validate and status run without it.
     assert {"users", "tokens", "serve", "yank", "host", "seed", "worker"} <= said_web
+
+
+# A web command whose own code imports a module that is missing, but not one the web extra
+# brings (a plugin's dependency, say): that is no missing extra, and is not said to be one.
+MISSING_OTHER = """
+import sys
+
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "opmarket.web._cli":  # as if that module imported acme_dep
+            raise ModuleNotFoundError("No module named 'acme_dep'", name="acme_dep")
+        return None
+
+
+sys.meta_path.insert(0, Refuse())
+from opmarket._cli import main
+
+main(sys.argv[1:], prog_name="opmarket")
+"""
+
+
+def test_a_missing_module_the_web_extra_does_not_bring_is_not_called_the_extra() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", MISSING_OTHER, "users", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "opmarket[web]" not in done.stderr
+    assert "ModuleNotFoundError: No module named 'acme_dep'" in done.stderr
+
+
+def test_the_web_extras_modules_cover_its_requirements() -> None:
+    # Each requirement of the [web] extra, installed here, brings only modules the CLI
+    # knows as the extra's (else a Python without it would get a traceback, not the hint).
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from opmarket._cli import _EXTRA_MODULES
+
+    web = set()
+    for line in importlib.metadata.requires("opmarket") or []:
+        requirement = Requirement(line)
+        marker = requirement.marker
+        if marker and marker.evaluate({"extra": "web"}) and not marker.evaluate({"extra": ""}):
+            web.add(canonicalize_name(requirement.name))
+    assert web
+    modules = {
+        module
+        for module, dists in importlib.metadata.packages_distributions().items()
+        if any(canonicalize_name(d) in web for d in dists) and not module.startswith("_")
+    }
+    assert modules - _EXTRA_MODULES["web"] == set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,11 @@ class _Server(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         with contextlib.suppress(OSError):  # the client hung up
-            if self.path.startswith("/to/"):  # a redirect to the scheme after /to/
+            if self.path.startswith("/go/"):  # a redirect to the URL after /go/
+                self.send_response(302)
+                self.send_header("Location", self.path[4:])
+                self.end_headers()
+            elif self.path.startswith("/to/"):  # a redirect to the scheme after /to/
                 self.send_response(302)
                 self.send_header("Location", f"{self.path[4:]}://127.0.0.1/p.whl")
                 self.end_headers()
@@ -106,3 +111,53 @@ def test_the_deadline_covers_headers_sent_a_byte_at_a_time(server: str) -> None:
 def test_a_body_shorter_than_its_length_is_an_error(server: str) -> None:
     with pytest.raises(FetchError, match="the connection closed before the body ended"):
         Fetcher(30).get(f"{server}/short")
+
+
+@pytest.fixture
+def unanswered() -> Iterator[tuple[str, int]]:
+    """An address on 127.0.0.1 that never completes a connect: a listener that accepts
+    nothing, its backlog filled, so the kernel drops further SYNs."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    yield listener.getsockname()
+    for s in (*fillers, listener):
+        s.close()
+
+
+def test_no_address_is_tried_after_the_deadline(
+    unanswered: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host name with two addresses: the first never answers, the second would. Each
+    # connect waits only until the deadline, and the second is not tried after it.
+    second = socket.socket()
+    second.bind(("127.0.0.1", 0))
+    second.listen(8)
+    addresses = [unanswered, second.getsockname()]
+    monkeypatch.setattr(  # the resolver only: a name with two addresses is hard to get here
+        socket,
+        "getaddrinfo",
+        lambda *args, **kw: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", a) for a in addresses],
+    )
+    try:
+        with pytest.raises(FetchError, match=r"no answer within 0\.5 s"):
+            Fetcher(0.5).get("http://two-addresses.test/simple/")
+        second.setblocking(False)
+        with pytest.raises(BlockingIOError):  # no connection waiting to be accepted
+            second.accept()[0].close()
+    finally:
+        second.close()
+
+
+def test_a_redirect_to_an_address_that_never_answers_ends_at_the_deadline(
+    server: str, unanswered: tuple[str, int]
+) -> None:
+    host, port = unanswered
+    with pytest.raises(FetchError, match=r"no answer within 0\.5 s"):
+        Fetcher(0.5).get(f"{server}/go/http://{host}:{port}/p.whl")

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import io
 import json
 import os
+import random
+import struct
 import subprocess
 import sys
 import threading
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,10 +59,11 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def _answer(self) -> None:
         path = self.path
         kind = path.rsplit("/", 2)[-2] if path.endswith("/") else path.rsplit("/", 1)[-1]
+        ctype = "text/html" if "html" in kind else PEP_691
         if "huge" in kind or "bigwheel-" in path:  # 3 GiB announced
-            self._stream(length=HUGE)
+            self._stream(HUGE, ctype)
         elif "endless" in kind:  # no length: the body ends when the server closes
-            self._stream(length=None)
+            self._stream(None, ctype)
         elif "slow" in kind:  # one byte every 0.1 s until the client gives up
             self.send_response(200)
             self.send_header("Content-Type", PEP_691)
@@ -77,9 +82,9 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         else:
             self.send_error(404)
 
-    def _stream(self, length: int | None) -> None:
+    def _stream(self, length: int | None, ctype: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", PEP_691)
+        self.send_header("Content-Type", ctype)
         if length is not None:
             self.send_header("Content-Length", str(length))
         self.end_headers()
@@ -95,6 +100,72 @@ def _wheel(path: Path) -> Path:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("opm_link-1.0.0.dist-info/METADATA", "Name: opm-link\nVersion: 1.0.0\n")
     return path
+
+
+_METADATA = "Name: opm-x\nVersion: 1.0.0\n" * 50
+
+
+def _crafted(project: str, how: str) -> bytes:
+    """A wheel whose METADATA zipfile cannot read, each as a crafted archive would break it:
+    its central directory changed after the member was written."""
+    name = WHEEL.format(project.removeprefix("opm-"))
+    noise = random.Random(0).randbytes(8000)  # deflated as one stored block of raw bytes
+    deflated = zlib.compressobj(wbits=-15)
+    stream = deflated.compress(noise) + deflated.flush()
+    data = {
+        "method99": _METADATA.encode(),  # an unknown compression method: NotImplementedError
+        "encrypted": _METADATA.encode(),  # flagged encrypted: RuntimeError (password)
+        "badinflate": b"\xff" * 64,  # a reserved deflate block type: zlib.error
+        # Half a stream, said to be longer than the archive: EOFError as the file ends.
+        "cutinflate": stream[: len(stream) // 2],
+    }[how]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr(f"{name.split('-')[0]}-1.0.0.dist-info/METADATA", data)
+        info = z.infolist()[0]
+        if how == "method99":
+            info.compress_type = 99
+        elif how == "encrypted":
+            info.flag_bits |= 0x1
+        else:
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.file_size = len(noise)
+            if how == "cutinflate":
+                info.compress_size = 1_000_000
+    return buffer.getvalue()
+
+
+def _many_entries(project: str, count: int) -> bytes:
+    """A zip whose central directory lists ``count`` entries (all but the first pointing at
+    its one member): zipfile makes a ZipInfo of each, some 270 bytes apiece."""
+    meta = f"{project.replace('-', '_')}-1.0.0.dist-info/METADATA".encode()
+    data = _METADATA.encode()
+    crc = zlib.crc32(data)
+    fixed = struct.pack("<HHHHHIII", 20, 0, 0, 0, 0x21, crc, len(data), len(data))
+    local = b"PK\x03\x04" + fixed + struct.pack("<HH", len(meta), 0) + meta + data
+    entries = []
+    for i in range(count):
+        name = meta if i == 0 else b"f%d" % i
+        entries.append(
+            b"PK\x01\x02"
+            + struct.pack("<H", 20)
+            + fixed
+            + struct.pack("<HHHHHII", len(name), 0, 0, 0, 0, 0, 0)
+            + name
+        )
+    directory = b"".join(entries)
+    end = struct.pack(
+        "<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(directory), len(local), 0
+    )
+    return local + directory + end
+
+
+CRAFTED = {
+    "opm-method99": "NotImplementedError",
+    "opm-encrypted": "RuntimeError",
+    "opm-badinflate": "error",  # zlib.error
+    "opm-cutinflate": "EOFError",
+}
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +216,22 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             ),
         ),
     }
+    for project in CRAFTED:
+        wheel = WHEEL.format(project.removeprefix("opm-"))
+        pages[f"/simple/{project}/"] = (
+            "text/html",
+            _simple_page(project[4:], f"../../files/{wheel}"),
+        )
+        pages[f"/files/{wheel}"] = ("application/octet-stream", _crafted(project, project[4:]))
+    wheel = WHEEL.format("manyentries")
+    pages["/simple/opm-manyentries/"] = (
+        "text/html",
+        _simple_page("manyentries", f"../../files/{wheel}"),
+    )
+    pages[f"/files/{wheel}"] = (
+        "application/octet-stream",
+        _many_entries("opm-manyentries", 300_000),
+    )
     stop = threading.Event()
     handler = type("Handler", (Hostile,), {"pages": pages, "stop": stop})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -212,6 +299,16 @@ def test_a_file_link_from_an_http_index_is_refused(index: str, client: str, proj
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 @pytest.mark.parametrize("project", ["opm-huge", "opm-endless"])
+def test_a_json_answer_larger_than_the_cap_is_refused(
+    index: str, client: str, project: str
+) -> None:
+    # 16 MiB: parsed, JSON such as [{},{},...] takes some 25 times its size in memory.
+    done = CLIENTS[client](index, project)
+    one_error_line(done, project, "larger than 16 MiB, the most opmarket reads of a JSON answer")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("project", ["opm-hugehtml", "opm-endlesshtml"])
 def test_a_page_larger_than_the_cap_is_refused(index: str, client: str, project: str) -> None:
     done = CLIENTS[client](index, project)
     one_error_line(done, project, "larger than 64 MiB, the most opmarket reads of a page")
@@ -235,9 +332,16 @@ def test_a_body_sent_a_byte_at_a_time_ends_at_the_deadline(index: str, client: s
 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_a_deadline_that_is_not_a_number_is_a_usage_error(index: str, client: str) -> None:
-    done = CLIENTS[client](index, "opm-link", OPMARKET_INDEX_TIMEOUT="soon")
-    one_error_line(done, "$OPMARKET_INDEX_TIMEOUT: 'soon' is not a number of seconds above 0")
+@pytest.mark.parametrize("value", ["soon", "1e300", "-1"])
+def test_a_deadline_that_is_not_a_number_is_a_usage_error(
+    index: str, client: str, value: str
+) -> None:
+    done = CLIENTS[client](index, "opm-link", OPMARKET_INDEX_TIMEOUT=value)
+    one_error_line(
+        done,
+        f"$OPMARKET_INDEX_TIMEOUT: '{value}' is not a number of seconds above 0 and at most "
+        "1000000",
+    )
 
 
 @pytest.mark.parametrize(
@@ -277,3 +381,17 @@ def test_status_shows_escape_sequences_instead_of_sending_them(index: str) -> No
         r"  conformance: \x1b]0;owned\x07differs"
         "\n"
     )
+
+
+@pytest.mark.parametrize("client", ["install", "compat-check"])
+@pytest.mark.parametrize("project", sorted(CRAFTED))
+def test_a_wheel_zipfile_cannot_read_is_one_line(index: str, client: str, project: str) -> None:
+    done = CLIENTS[client](index, project)
+    one_error_line(done, WHEEL.format(project[4:]), CRAFTED[project])
+
+
+@pytest.mark.parametrize("client", ["install", "compat-check"])
+def test_a_wheel_with_a_huge_central_directory_is_refused(index: str, client: str) -> None:
+    # 300000 entries in 12 MiB: refused from the end record, before a ZipInfo is made.
+    done = CLIENTS[client](index, "opm-manyentries")
+    one_error_line(done, "bytes, more than the 8 MiB opmarket reads of a wheel")

@@ -111,6 +111,33 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 # The extra that a command's package needs: without it, a command says which extra to install
 # (exit 2), whether its module or the command itself imports what is missing.
 _EXTRA_OF_PACKAGE = {"opmarket.web": "web"}
+# The top-level modules an extra brings (its requirements, and what opmarket imports of their
+# own dependencies: starlette and pydantic under fastapi). A missing module not listed is a
+# broken install or a plugin's own dependency, not the extra: its traceback is the report.
+# tests/test_cli.py checks the list against the extra's requirements in the metadata.
+_EXTRA_MODULES = {
+    "web": frozenset(
+        {
+            "alembic",
+            "auditwheel",
+            "fastapi",
+            "jinja2",
+            "multipart",
+            "python_multipart",
+            "nvidia",
+            "psycopg",
+            "pydantic",
+            "pydantic_core",
+            "pydantic_settings",
+            "readme_renderer",
+            "pyseccomp",
+            "sqlalchemy",
+            "starlette",
+            "uvicorn",
+            "variantlib",
+        }
+    )
+}
 
 
 def _extra(cmd_name: str | None) -> str | None:
@@ -123,10 +150,11 @@ def _extra(cmd_name: str | None) -> str | None:
 
 def _missing(cmd_name: str | None, exc: ModuleNotFoundError) -> UsageError | None:
     """The extra-to-install error for a module missing under command ``cmd_name``, or None
-    when that module is opmarket's own or the command needs no extra (a genuine bug)."""
+    when that module is not one the command's extra brings (a bug, a plugin's own
+    dependency) or the command needs no extra."""
     extra = _extra(cmd_name)
     top = (exc.name or "").partition(".")[0]
-    if extra is None or not top or top == "opmarket":
+    if extra is None or top not in _EXTRA_MODULES[extra]:
         return None
     return missing_extra(f"opmarket {cmd_name}", top, extra)
 

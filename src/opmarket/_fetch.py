@@ -5,11 +5,14 @@ Three rules, each a :class:`FetchError` with a one-line message when broken:
 
 - Scheme: a page read over http(s) may link only to http(s) URLs (:func:`join_link`), and
   redirects go only to http(s) URLs; a ``file:`` index the user names may link to files.
-- Size: a page (a project page, an API answer, a METADATA file) is read up to
-  :data:`PAGE_LIMIT` bytes, a downloaded file up to :data:`FILE_LIMIT`, streamed to disk.
+- Size: a page (a project page, a METADATA file) is read up to :data:`PAGE_LIMIT` bytes,
+  an answer in JSON (a PEP 691 page, an API answer) up to :data:`JSON_LIMIT`, a
+  downloaded file up to :data:`FILE_LIMIT`, streamed to disk.
 - Time: everything one :class:`Fetcher` reads shares one deadline (:data:`DEFAULT_TIMEOUT_S`,
   or ``$OPMARKET_INDEX_TIMEOUT``). A socket timeout alone bounds each wait for a byte, not
-  a body sent a byte every few seconds: at the deadline a timer shuts the socket down.
+  a body sent a byte every few seconds: at the deadline a timer shuts the socket down. Each
+  connect (to each address a host name has, on each redirect) waits only until the
+  deadline, and none starts after it; looking the host name up (DNS) is outside it.
 
 Its own module beside ``opmarket._usage``, not in a layer's package, so that every client
 (registry, compat, web) imports the same rules.
@@ -36,6 +39,8 @@ from opmarket.sdk._errors import OpmarketError
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "FILE_LIMIT",
+    "JSON_LIMIT",
+    "MAX_TIMEOUT_S",
     "PAGE_LIMIT",
     "TIMEOUT_ENV",
     "FetchError",
@@ -48,12 +53,17 @@ __all__ = [
 MiB = 1024 * 1024
 #: The most bytes read of a page: a project page, an API answer, a METADATA file.
 PAGE_LIMIT = 64 * MiB
+#: The most bytes read of an answer in JSON (a PEP 691 project page, a package API answer):
+#: parsed, a JSON document takes up to some 25 times its size (``[{},{},...]``).
+JSON_LIMIT = 16 * MiB
 #: The most bytes downloaded of a file (a wheel), written to disk as it arrives.
 FILE_LIMIT = 1024 * MiB
 #: Seconds all of one command's requests to an index may take together.
 DEFAULT_TIMEOUT_S = 60.0
 #: The environment variable that sets that deadline, in seconds.
 TIMEOUT_ENV = "OPMARKET_INDEX_TIMEOUT"
+#: The longest deadline it may set (11 days): timers and sockets take no longer wait.
+MAX_TIMEOUT_S = 1e6
 
 _WEB = ("http", "https")
 _CHUNK = 64 * 1024
@@ -75,7 +85,7 @@ class Page:
 
     url: str
     content_type: str
-    body: bytes
+    body: bytes | bytearray
 
 
 def printable(text: str) -> str:
@@ -112,8 +122,11 @@ def timeout_from_env() -> float:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise FetchError(f"${TIMEOUT_ENV}", f"{value!r} is not a number of seconds above 0")
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise FetchError(
+            f"${TIMEOUT_ENV}",
+            f"{value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S:.0f}",
+        )
     return seconds
 
 
@@ -142,10 +155,11 @@ class Fetcher:
             self._opener.add_handler(handler)
 
     def get(self, url: str, *, accept: str = "*/*", limit: int = PAGE_LIMIT) -> Page:
-        """The page at ``url`` (http, https or file), read whole up to ``limit`` bytes."""
-        chunks: list[bytes] = []
-        final, kind = self._read(url, accept, limit, "a page", chunks.append)
-        return Page(final, kind, b"".join(chunks))
+        """The page at ``url`` (http, https or file), read whole up to ``limit`` bytes (up
+        to :data:`JSON_LIMIT` when it is JSON)."""
+        body = bytearray()  # grown in place: no list of chunks joined into a second copy
+        final, kind = self._read(url, accept, limit, "a page", body.extend)
+        return Page(final, kind, body)
 
     def download(self, url: str, out: IO[bytes], *, limit: int = FILE_LIMIT) -> str:
         """Write the file at ``url`` to ``out`` as it arrives, up to ``limit`` bytes; its
@@ -185,6 +199,8 @@ class Fetcher:
                     raise self._late(url) from None
                 raise FetchError(url, f"HTTP {exc.code} {exc.reason}", exc.code) from None
             with response:
+                if what == "a page" and "json" in response.headers.get_content_type():
+                    limit, what = min(limit, JSON_LIMIT), "a JSON answer"
                 _check_length(url, response.headers.get("Content-Length"), limit, what)
                 size = 0
                 while chunk := response.read1(_CHUNK):
@@ -201,7 +217,7 @@ class Fetcher:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if isinstance(exc, FetchError):
                 raise
-            if watch.expired:
+            if watch.expired or isinstance(getattr(exc, "reason", None), _Late):
                 raise self._late(url) from None
             if isinstance(exc, urllib.error.URLError):  # before an answer: no connection
                 raise FetchError(url, f"cannot connect: {printable(str(exc.reason))}") from None
@@ -217,6 +233,8 @@ class Fetcher:
         if parts.netloc not in ("", "localhost"):
             raise FetchError(url, "a file: URL names no other host")
         path = urllib.request.url2pathname(parts.path)
+        if what == "a page" and path.endswith(".json"):
+            limit, what = min(limit, JSON_LIMIT), "a JSON answer"
         if os.path.isdir(path):  # as pip reads a file: index: the folder's index.html
             path = os.path.join(path, "index.html")
             url = urllib.parse.urlunsplit(
@@ -247,6 +265,35 @@ class Fetcher:
         if self._watch is not None:
             self._watch.add(sock)
 
+    def _connect(
+        self, address: tuple[str, int], timeout: object = None, source: object = None
+    ) -> socket.socket:
+        """As ``socket.create_connection``, but each address's attempt waits only until the
+        deadline, and none is made after it (http.client's ``_create_connection``)."""
+        host, port = address
+        error: OSError | None = None
+        for family, kind, proto, _, sockaddr in socket.getaddrinfo(
+            host, port, 0, socket.SOCK_STREAM
+        ):
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Late
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(remaining)
+                if isinstance(source, tuple):
+                    sock.bind(source)
+                sock.connect(sockaddr)
+            except TimeoutError:  # it waited until the deadline: no next address
+                sock.close()
+                raise _Late from None
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            return sock
+        raise error or OSError(f"{host!r} has no address")
+
 
 def _too_large(limit: int, what: str) -> str:
     return f"larger than {limit // MiB} MiB, the most opmarket reads of {what}"
@@ -255,6 +302,10 @@ def _too_large(limit: int, what: str) -> str:
 def _check_length(url: str, declared: str | None, limit: int, what: str) -> None:
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise FetchError(url, _too_large(limit, what))
+
+
+class _Late(TimeoutError):
+    """A connect that the deadline ended (urllib hands it back as a URLError's reason)."""
 
 
 class _Watch:
@@ -292,9 +343,14 @@ def _shutdown(sock: socket.socket) -> None:
 
 def _connection_class(base: type[http.client.HTTPConnection], fetcher: Fetcher) -> Any:
     class Connection(base):  # type: ignore[valid-type, misc]  # a class made per Fetcher
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # What http.client's connect calls: each attempt waits only until the deadline.
+            self._create_connection = fetcher._connect
+
         def connect(self) -> None:
             super().connect()
-            fetcher._connected(self.sock)
+            fetcher._connected(self.sock)  # the TLS socket, for HTTPS
 
     return Connection
 

@@ -111,6 +111,15 @@ def test_a_name_too_long_for_a_file_name_is_a_usage_error(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_folder_name_of_255_bytes_is_made(tmp_path: Path) -> None:
+    # The longest name a file system takes: the temporary folder beside it must be no longer.
+    target = tmp_path / ("y" * 255)
+    done = opmarket("new", "acme-clip", "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert (target / "pyproject.toml").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_template_renders_to_valid_files(tmp_path: Path, kernel: str) -> None:
     root = generate("acme-clip", kernel, tmp_path / kernel)

@@ -316,7 +316,8 @@ def _write(project: Project, target: Path) -> Path:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"-o: {str(target)!r} exists and is not empty")
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    # A short name: a target of up to 255 bytes, the most a file system takes, still fits.
+    staging = Path(tempfile.mkdtemp(prefix=".new-", dir=target.parent))
     try:
         for rel, text in _files(project).items():
             path = staging / rel
