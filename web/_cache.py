@@ -132,6 +132,11 @@ class PageCache:
         finally:
             self._lock.release()
 
+    def postpone(self) -> None:
+        """Read the change log again only after another ``ttl`` (it could not be read now:
+        until then the pages kept are served as they are)."""
+        self._checked = time.monotonic()
+
     def get(self, key: str) -> tuple[bytes, bytes] | None:
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], hit[2])

@@ -69,9 +69,16 @@ def migrate(engine: Engine) -> None:
 class Database:
     """An engine and its session factory, for one URL."""
 
-    def __init__(self, url: str, *, migrate_now: bool = True) -> None:
-        # Enough connections for every thread of the server's thread pool (40 by default).
-        kwargs: dict[str, Any] = {"pool_size": 20, "max_overflow": 30, "pool_timeout": 10}
+    def __init__(
+        self, url: str, *, migrate_now: bool = True, pool_size: int = 20, max_overflow: int = 30
+    ) -> None:
+        # Enough connections for every thread of the server's thread pool (40 by default):
+        # no request holds one while its body arrives or it waits (uploads included).
+        kwargs: dict[str, Any] = {
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+            "pool_timeout": 10,
+        }
         if url.startswith("sqlite"):
             _require_fts5()
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
