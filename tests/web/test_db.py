@@ -14,7 +14,7 @@ from alembic.migration import MigrationContext
 
 from opmarket.web import LocalFileStore, StorageError, storage_from_url
 from opmarket.web._db import Database, migrate
-from opmarket.web._jobs import JobQueue, Worker
+from opmarket.web._jobs import JobQueue, Lease, Worker
 from opmarket.web._models import Base
 
 from .conftest import Backend
@@ -49,7 +49,7 @@ def test_each_job_is_claimed_once_by_concurrent_workers(tmp_path: Path, database
     seen: list[int] = []
     lock = threading.Lock()
 
-    def handle(payload: dict[str, object]) -> None:
+    def handle(payload: dict[str, object], _lease: Lease) -> None:
         with lock:
             seen.append(int(str(payload["n"])))
 
@@ -74,7 +74,7 @@ def test_a_failing_handler_marks_its_job_failed(tmp_path: Path, database: Backen
     with db.transaction() as session:
         queue.enqueue(session, "boom", {})
 
-    def boom(_payload: dict[str, object]) -> None:
+    def boom(_payload: dict[str, object], _lease: Lease) -> None:
         raise RuntimeError("broken handler")
 
     assert Worker(queue, {"boom": boom}).run_once()
