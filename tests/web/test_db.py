@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -210,3 +211,29 @@ def test_an_sqlite_without_fts5_is_a_clear_error(tmp_path: Path, first: str, wor
         assert "has no FTS5" in done.stdout and "Run the marketplace in its own process" in (
             done.stdout
         )
+
+
+def test_a_write_transaction_on_sqlite_holds_the_lock_from_its_first_read(tmp_path: Path) -> None:
+    """What a write transaction read (a file's status, say) is what it writes over: its
+    reads are inside it, under SQLite's write lock. Python's sqlite3 began the transaction
+    only at the first write, so the reads before it raced other processes' writes."""
+    from sqlalchemy import select
+
+    from opmarket.web._models import Job
+
+    path = tmp_path / "c.sqlite3"
+    db = Database(f"sqlite:///{path}")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)  # another process, say
+    try:
+        with db.transaction() as session:
+            session.scalars(select(Job)).all()  # a check, before any write
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute(
+                    "INSERT INTO jobs (kind, payload, status, attempts, worker, "
+                    "created, error) VALUES ('x', '{}', 'queued', 0, '', 0, '')"
+                )
+        other.execute("BEGIN IMMEDIATE")  # and the lock is free once it ends
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+        db.dispose()
