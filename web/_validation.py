@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
+from sqlalchemy.exc import OperationalError
 
 from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
@@ -151,7 +152,7 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
-        kept = record(state, file_id, verdict, lease)
+        kept = _store(state, file_id, verdict, lease)
     except Exception as exc:  # what it found cannot be stored: reject it with that reason
         log.exception("%s: the verdict could not be stored", filename)
         verdict = _failure(
@@ -162,6 +163,30 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
         log.warning("%s: its job was taken by another worker; this verdict is not kept", filename)
         return None
     return verdict
+
+
+#: Tries to store a verdict through transient database errors, and the pause after each.
+_STORE_TRIES = 5
+_STORE_PAUSE_S = 1.0
+
+
+def _store(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None) -> bool:
+    """``record``, tried again after a transient database error: SQLite's "database is
+    locked" once its busy timeout ran out under load, a connection lost. Such an error says
+    nothing about the file: it rejected valid wheels when it was taken for the verdict."""
+    for tried in range(1, _STORE_TRIES + 1):
+        try:
+            return record(state, file_id, verdict, lease)
+        except OperationalError as exc:
+            if tried == _STORE_TRIES:
+                raise
+            log.warning(
+                "%s: the verdict could not be stored yet (%s); trying again",
+                verdict.filename,
+                str(exc).splitlines()[0],
+            )
+            time.sleep(_STORE_PAUSE_S * tried)
+    raise AssertionError("unreachable")
 
 
 def _pid_of(name: str, prefix: str) -> int | None:

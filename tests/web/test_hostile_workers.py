@@ -8,10 +8,16 @@ heartbeat as the clock would leave it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import sqlite3
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select, update
 
 from opmarket.web._app import open_state
@@ -22,10 +28,10 @@ from opmarket.web._pipeline import Step, Verdict
 from opmarket.web._publish import Form, accept_upload
 from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
-from opmarket.web._validation import record
+from opmarket.web._validation import record, run_validation
 
 from .conftest import Backend
-from .plugins import handmade_wheel
+from .plugins import handmade_wheel, manifest_for, plugin_source
 
 
 def _pending_file(state: AppState, wheel: Path) -> int:
@@ -112,4 +118,55 @@ def test_a_given_up_job_is_not_recorded_over_a_later_verdict(
         with state.db.session() as session:
             assert session.scalars(select(File.status)).one() == "validated"
     finally:
+        state.db.dispose()
+
+
+def _plugin_wheel(folder: Path, dist: str) -> Path:
+    """A small plugin wheel that passes validation (written with zipfile)."""
+    package = dist.replace("-", "_")
+    module = folder / f"{package}.py"
+    module.write_text(plugin_source("Test>Locked", 2))
+    return handmade_wheel(
+        folder,
+        dist,
+        "1.0.0",
+        {
+            f"{package}/__init__.py": module.read_bytes(),
+            f"{package}/opmarket.opset.json": manifest_for(module, dist, "1.0.0").encode(),
+            f"{package}-1.0.0.dist-info/entry_points.txt": (
+                f"[opmarket]\n{package} = {package}\n".encode()
+            ),
+        },
+    )
+
+
+@pytest.mark.slow
+def test_a_verdict_the_database_cannot_take_yet_is_stored_once_it_can(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under load SQLite's busy timeout can run out while a worker stores a verdict: the
+    valid wheel was rejected with "its verdict could not be stored". It is stored later."""
+    state = open_state(Settings(data_dir=tmp_path / "market", validation_workers=0))
+    blocker = sqlite3.connect(tmp_path / "market" / "opmarket.sqlite3", isolation_level=None)
+    try:
+        wheel = _plugin_wheel(tmp_path, "opm-locked")
+        file_id = _pending_file(state, wheel)
+        lease = _claim(state, "host:1/opmarket-worker-0")
+        blocker.execute("BEGIN IMMEDIATE")  # another process writing, for longer than usual
+        worker = threading.Thread(target=run_validation, args=(state, file_id, lease))
+        with caplog.at_level(logging.WARNING, logger="opmarket.web.validation"):
+            worker.start()
+            while not any("could not be stored yet" in r.getMessage() for r in caplog.records):
+                assert worker.is_alive(), caplog.text
+                time.sleep(0.1)
+            blocker.execute("ROLLBACK")
+            worker.join(120)
+        with state.db.session() as session:
+            file = session.get(File, file_id)
+            assert file is not None
+            assert file.status == "validated", file.log
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            blocker.execute("ROLLBACK")
+        blocker.close()
         state.db.dispose()
