@@ -21,9 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from .conftest import Backend, Market, start_market
 from .plugins import handmade_wheel
+from .postgres import PostgresServer
 
 pytestmark = pytest.mark.slow
 
@@ -223,6 +225,32 @@ def test_slow_and_waiting_uploads_hold_no_database_connection(
         for sock in waiters:
             sock.close()
     assert seen == {"/simple/": {200}, "/api/packages": {200}, "/": {200}, "/simple/opm-x/": {404}}
+
+
+def test_a_kept_simple_page_is_served_while_the_database_is_away(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    url = postgres.new_database("kept")
+    name = url.rpartition("/")[2]
+    admin = create_engine(postgres.url("postgres"), isolation_level="AUTOCOMMIT")
+    env = {"OPMARKET_INDEX_CACHE_TTL_S": "0"}  # the change log read on every request
+    try:
+        for market in start_market(tmp_path / "m", validation_workers=0, database_url=url, env=env):
+            assert market.get("/simple/")[0] == 200  # rendered, and kept
+            with admin.connect() as conn:  # the database goes away: no connection works
+                conn.execute(text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false'))
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+                    ),
+                    {"n": name},
+                )
+            assert market.get("/simple/")[0] == 200
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'))
+            assert market.get("/simple/")[0] == 200
+    finally:
+        admin.dispose()
 
 
 # --- 2. caps on uploads at once, and a deadline for a whole body ---------------------------
