@@ -30,7 +30,11 @@ log = logging.getLogger("opmarket.web")
 def open_state(settings: Settings) -> AppState:
     """Database (migrated), store and queue for ``settings``."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.database)
+    db = Database(
+        settings.database,
+        pool_size=settings.database_pool_size,
+        max_overflow=settings.database_pool_overflow,
+    )
     return AppState(
         settings=settings,
         db=db,
@@ -79,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         timeout_s=settings.body_timeout_s,
+        deadline_s=settings.body_deadline_s,
     )
     for module in (_simple, _files, _upload, _api, _pages, _variant_index):
         app.include_router(module.router)

@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import Depends
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from packaging.utils import canonicalize_name
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import Token, User, utcnow
-from opmarket.web._state import SessionDep
+from opmarket.web._state import StateDep
 
 __all__ = ["Uploader", "UploaderDep", "UserError", "add_user", "create_token", "token_digest"]
 
@@ -64,10 +64,11 @@ def create_token(session: Session, user_name: str, project: str | None = None) -
 
 
 class Uploader:
-    """Who is uploading, and which project the token is limited to (None: any)."""
+    """Who is uploading (the user, loaded and detached from any session), which project the
+    token is limited to (None: any), and the token's id (uploads are counted per token)."""
 
-    def __init__(self, user: User, project: str | None) -> None:
-        self.user, self.project = user, project
+    def __init__(self, user: User, project: str | None, token_id: int = 0) -> None:
+        self.user, self.project, self.token_id = user, project, token_id
 
 
 # Parses the Authorization header; a missing or malformed one is a 401 with the challenge.
@@ -77,9 +78,14 @@ _basic = HTTPBasic(
 
 
 def uploader(
-    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)], session: SessionDep
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)], state: StateDep
 ) -> Uploader:
-    """Who sends the upload, from HTTP Basic credentials: user ``__token__``, an API token."""
+    """Who sends the upload, from HTTP Basic credentials: user ``__token__``, an API token.
+
+    The check opens and closes its own short session: a session held by a dependency lives
+    until the response is sent, and an upload's body may take minutes to arrive and its
+    verdict a minute more, which would hold a pooled connection all that time.
+    """
     if credentials is None:  # none, or not Basic (malformed Basic is 401 from HTTPBasic)
         raise HTTPError(
             401,
@@ -96,12 +102,17 @@ def uploader(
             "and an API token (opmarket tokens create)",
             _CHALLENGE,
         )
-    token = session.scalar(select(Token).where(Token.digest == token_digest(password)))
-    if token is None:
-        raise HTTPError(403, "invalid-token", "invalid or unknown API token")
-    token.last_used = utcnow()
-    session.commit()
-    return Uploader(token.user, token.project)
+    with state.db.transaction() as session:
+        found = session.execute(
+            select(Token.id, Token.project, User)
+            .join(User, Token.user_id == User.id)
+            .where(Token.digest == token_digest(password))
+        ).first()
+        if found is None:
+            raise HTTPError(403, "invalid-token", "invalid or unknown API token")
+        session.execute(update(Token).where(Token.id == found.id).values(last_used=utcnow()))
+    token_id, project, user = found
+    return Uploader(user, project, token_id)
 
 
 UploaderDep = Annotated[Uploader, Depends(uploader)]

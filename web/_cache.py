@@ -72,9 +72,12 @@ def prune_changes(engine: Engine, keep: int = 100_000) -> int:
 
     from opmarket.web._models import CatalogChange
 
-    with engine.begin() as conn:
-        newest = conn.execute(select(func.coalesce(func.max(CatalogChange.id), 0))).scalar_one()
-        gone = conn.execute(delete(CatalogChange).where(CatalogChange.id <= int(newest) - keep))
+    # On SQLite the write lock from the start: a read, then a write, may fail under load.
+    with engine.connect() as plain:
+        conn = plain.execution_options(opmarket_sqlite_begin="IMMEDIATE")
+        with conn.begin():
+            newest = conn.execute(select(func.coalesce(func.max(CatalogChange.id), 0))).scalar_one()
+            gone = conn.execute(delete(CatalogChange).where(CatalogChange.id <= int(newest) - keep))
     return int(getattr(gone, "rowcount", 0) or 0)
 
 
@@ -135,6 +138,11 @@ class PageCache:
             self._checked = time.monotonic()
         finally:
             self._lock.release()
+
+    def postpone(self) -> None:
+        """Read the change log again only after another ``ttl`` (it could not be read now:
+        until then the pages kept are served as they are)."""
+        self._checked = time.monotonic()
 
     def get(self, key: str) -> tuple[bytes, bytes] | None:
         hit = self._pages.get(key)

@@ -98,6 +98,25 @@ def _state(data: Path | None) -> Any:
     help="Seconds to wait for the next part of a request body; then 408 [default 30].",
 )
 @click.option(
+    "--body-deadline",
+    "body_deadline_s",
+    type=float,
+    default=None,
+    help="Seconds a whole request body (an upload's included) may take; then 408 [default 600].",
+)
+@click.option(
+    "--max-uploads",
+    type=int,
+    default=None,
+    help="Uploads received at once per process; more: 503 with Retry-After [default 64].",
+)
+@click.option(
+    "--max-uploads-per-token",
+    type=int,
+    default=None,
+    help="Uploads received at once per API token; more: 429 with Retry-After [default 8].",
+)
+@click.option(
     "--upstream",
     default=None,
     help="Simple index for projects not hosted here, e.g. https://pypi.org/simple/ "
@@ -129,6 +148,9 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
     header_timeout_s: float | None,
     max_body_bytes: int | None,
     body_timeout_s: float | None,
+    body_deadline_s: float | None,
+    max_uploads: int | None,
+    max_uploads_per_token: int | None,
     upstream: str | None,
     upload_wait_s: float | None,
     demo: bool,
@@ -165,6 +187,9 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
         header_timeout_s=header_timeout_s,
         max_body_bytes=max_body_bytes,
         body_timeout_s=body_timeout_s,
+        body_deadline_s=body_deadline_s,
+        max_uploads=max_uploads,
+        max_uploads_per_token=max_uploads_per_token,
         upstream=upstream,
         upload_wait_s=upload_wait_s,
     )

@@ -10,6 +10,13 @@ worker takes to start, when none was running), not only when a server starts.
 A job whose handler raised, or whose worker died during each of ``max_attempts``
 attempts, is given up: its kind's ``abandon`` handler says why (validation rejects the
 file), so nothing waits for ever.
+
+Leases are fenced. A worker that stopped without dying (a paused VM, a swapping machine,
+SIGSTOP) may wake after its job was queued again and taken by another worker. Each claim is
+a :class:`Lease`: the job, the worker and the attempt it claimed (``attempts`` counts up at
+every claim, so no two claims of a job carry the same one). A handler records its result
+only while it holds its lease, checked in the same transaction as the result
+(:meth:`JobQueue.complete`); renewing and finishing a lost lease change nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,11 +36,30 @@ from sqlalchemy.orm import Session
 from opmarket.web._db import Database
 from opmarket.web._models import Job, utcnow
 
-__all__ = ["JobQueue", "Worker"]
+__all__ = ["JobQueue", "Lease", "Worker"]
 
 log = logging.getLogger("opmarket.web.jobs")
 
-Handler = Callable[[dict[str, Any]], None]
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One claim of a job: by ``worker``, as its ``attempt``-th attempt."""
+
+    job_id: int
+    worker: str
+    attempt: int
+
+    def held(self) -> Any:
+        """The SQL condition: the job is running under this claim still."""
+        return and_(
+            Job.id == self.job_id,
+            Job.status == "running",
+            Job.worker == self.worker,
+            Job.attempts == self.attempt,
+        )
+
+
+Handler = Callable[[dict[str, Any], Lease], None]
 Abandon = Callable[[dict[str, Any], str], None]
 
 
@@ -86,34 +113,41 @@ class JobQueue:
                     return session.get(Job, job_id)
         return None
 
-    def renew(self, job_ids: list[int], worker: str) -> None:
-        """Extend the leases of ``worker``'s running jobs."""
-        if not job_ids:
+    def renew(self, leases: list[Lease]) -> None:
+        """Extend the leases still held (a lost one stays lost)."""
+        if not leases:
             return
         with self.db.transaction() as session:
             session.execute(
                 update(Job)
-                .where(Job.id.in_(job_ids), Job.status == "running", Job.worker == worker)
+                .where(or_(*(lease.held() for lease in leases)))
                 .values(heartbeat=utcnow())
             )
 
-    def finish(self, job_id: int, *, error: str = "") -> None:
-        """Mark the job done (or failed, with ``error``)."""
-        with self.db.transaction() as session:
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id)
-                .values(status="failed" if error else "done", finished=utcnow(), error=error)
-            )
+    def complete(self, session: Session, lease: Lease, *, error: str = "") -> bool:
+        """In the caller's transaction: mark the job done (or failed, with ``error``) if
+        ``lease`` still holds it; whether it did. The UPDATE locks the job's row until the
+        transaction ends, so the lease cannot run out and be taken between this check and
+        the commit of what the caller writes beside it (on SQLite the write lock does the
+        same)."""
+        done = session.execute(
+            update(Job)
+            .where(lease.held())
+            .values(status="failed" if error else "done", finished=utcnow(), error=error)
+        )
+        return getattr(done, "rowcount", 0) == 1
 
-    def release(self, job_id: int, *, error: str = "") -> None:
+    def finish(self, lease: Lease, *, error: str = "") -> bool:
+        """Mark the job done (or failed, with ``error``) if ``lease`` still holds it."""
+        with self.db.transaction() as session:
+            return self.complete(session, lease, error=error)
+
+    def release(self, lease: Lease, *, error: str = "") -> None:
         """Put a running job back in the queue (its worker stops, or it failed and may be
-        tried again)."""
+        tried again), if ``lease`` still holds it."""
         with self.db.transaction() as session:
             session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == "running")
-                .values(status="queued", worker="", error=error)
+                update(Job).where(lease.held()).values(status="queued", worker="", error=error)
             )
 
     def requeue_stale(self, older_than: timedelta, max_attempts: int = 3) -> list[Job]:
@@ -167,7 +201,7 @@ class Worker:
         self.abandon = abandon or {}
         self.housekeeping = housekeeping
         self._stop = threading.Event()
-        self._held: dict[int, str] = {}
+        self._held: dict[int, Lease] = {}
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._loop, name=f"opmarket-worker-{i}", daemon=True)
@@ -192,12 +226,12 @@ class Worker:
         for t in self._threads:
             t.join(timeout)
         with self._lock:
-            held = list(self._held)
-        for job_id in held:
+            held = list(self._held.values())
+        for lease in held:
             try:
-                self.queue.release(job_id)
+                self.queue.release(lease)
             except Exception:  # the database is gone: the lease runs out instead
-                log.exception("could not put job %s back in the queue", job_id)
+                log.exception("could not put job %s back in the queue", lease.job_id)
 
     def reclaim(self) -> None:
         """Queue again the jobs whose lease ran out, give up those tried too often, and
@@ -222,17 +256,18 @@ class Worker:
         job = self.queue.claim(me, tuple(self.handlers))
         if job is None:
             return False
+        lease = Lease(job.id, me, job.attempts)
         with self._lock:
-            self._held[job.id] = me
+            self._held[job.id] = lease
         try:
-            self.handlers[job.kind](dict(job.payload))
+            self.handlers[job.kind](dict(job.payload), lease)
         except Exception as exc:  # a handler's bug must not kill the worker
             log.exception("job %s (%s) failed", job.id, job.kind)
             why = f"{type(exc).__name__}: {exc}"
-            self.queue.finish(job.id, error=why)
-            self._give_up(job.kind, dict(job.payload), why)
+            if self.queue.finish(lease, error=why):  # a lost lease is the new holder's
+                self._give_up(job.kind, dict(job.payload), why)
         else:
-            self.queue.finish(job.id)
+            self.queue.finish(lease)  # a no-op when the handler completed it already
         finally:
             with self._lock:
                 self._held.pop(job.id, None)
@@ -242,9 +277,8 @@ class Worker:
         while not self._stop.wait(self.lease_s / 3):
             try:
                 with self._lock:
-                    held = dict(self._held)
-                for worker in set(held.values()):
-                    self.queue.renew([j for j, w in held.items() if w == worker], worker)
+                    held = list(self._held.values())
+                self.queue.renew(held)
                 self.reclaim()  # a dead worker's job is queued again within 4/3 leases
             except Exception:  # the database was busy or gone: try again next time
                 log.exception("could not renew or reclaim leases")

@@ -8,17 +8,24 @@ Two layers, because an ASGI app sees a request only once its head has been parse
   head over a limit is answered 431 (408 when too slow) and the connection closed, before
   the parser has buffered more than the limit.
 - :class:`BodyLimits`, an ASGI middleware: the body's size per route (uploads may be large,
-  nothing else needs a body) and how long the server waits for the next part of a body.
+  nothing else needs a body), how long the server waits for the next part of a body, and
+  how long the whole body may take.
+
+:class:`UploadSlots` caps the uploads a process receives and checks at once, in all and per
+token, so that slow uploads cannot take every thread, file handle or scratch byte.
 
 The limits are settings (``max_header_bytes``, ``max_headers``, ``header_timeout_s``,
-``max_body_bytes``, ``body_timeout_s``, ``max_upload_bytes``), set once per process by
-:func:`configure`.
+``max_body_bytes``, ``body_timeout_s``, ``body_deadline_s``, ``max_upload_bytes``,
+``max_uploads``, ``max_uploads_per_token``), set once per process by :func:`configure`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,7 +36,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from opmarket.web._errors import HTTPError, error_response
 from opmarket.web._settings import Settings
 
-__all__ = ["BodyLimits", "HeadLimits", "LimitedHttpToolsProtocol", "configure"]
+__all__ = ["BodyLimits", "HeadLimits", "LimitedHttpToolsProtocol", "UploadSlots", "configure"]
 
 #: The form fields around an upload's file: what /legacy/ may add to max_upload_bytes.
 FORM_OVERHEAD = 1024 * 1024
@@ -203,14 +210,21 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 class BodyLimits:
     """ASGI middleware: a URL with a NUL character (``%00``) is 400, as no name, version or
     filter has one and PostgreSQL refuses it in a string; a request body over its route's
-    limit is 413, a body whose next part does not come within ``timeout_s`` is 408."""
+    limit is 413, a body whose next part does not come within ``timeout_s``, or that is not
+    all in within ``deadline_s`` of its first wait, is 408."""
 
     def __init__(
-        self, app: ASGIApp, *, max_bytes: int, max_upload_bytes: int, timeout_s: float
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        max_upload_bytes: int,
+        timeout_s: float,
+        deadline_s: float = float("inf"),
     ) -> None:
         self.app = app
         self.max_bytes, self.max_upload_bytes = max_bytes, max_upload_bytes + FORM_OVERHEAD
-        self.timeout_s = timeout_s
+        self.timeout_s, self.deadline_s = timeout_s, deadline_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and ("\0" in scope["path"] or b"%00" in scope["query_string"]):
@@ -230,23 +244,36 @@ class BodyLimits:
             )
             await refusal(scope, receive, send)
             return
-        await self.app(scope, _LimitedBody(receive, limit, self.timeout_s), send)
+        body = _LimitedBody(receive, limit, self.timeout_s, self.deadline_s)
+        await self.app(scope, body, send)
 
 
 class _LimitedBody:
-    """``receive`` for an app, counting the body and timing each part of it."""
+    """``receive`` for an app, counting the body and timing each part of it and the whole."""
 
-    def __init__(self, receive: Receive, limit: int, timeout_s: float) -> None:
+    def __init__(self, receive: Receive, limit: int, timeout_s: float, deadline_s: float) -> None:
         self.receive, self.limit, self.timeout_s = receive, limit, timeout_s
+        self.deadline_s = deadline_s
+        self.ends: float | None = None  # the loop's time when the whole body must be in
         self.received = 0
         self.done = False
 
     async def __call__(self) -> Message:
         if self.done:  # after the body: waiting for a disconnect may take as long as it takes
             return await self.receive()
+        now = asyncio.get_running_loop().time()
+        if self.ends is None:
+            self.ends = now + self.deadline_s
+        left = self.ends - now
         try:
-            message = await asyncio.wait_for(self.receive(), self.timeout_s)
+            message = await asyncio.wait_for(self.receive(), min(self.timeout_s, max(left, 0)))
         except TimeoutError:
+            if left <= self.timeout_s:
+                raise HTTPError(
+                    408,
+                    "body-deadline",
+                    f"the request body did not arrive within {self.deadline_s:g} s in all",
+                ) from None
             raise HTTPError(
                 408,
                 "body-timeout",
@@ -264,6 +291,54 @@ class _LimitedBody:
         else:
             self.done = True
         return message
+
+
+#: What a refused upload is told to wait before it tries again, in seconds.
+RETRY_AFTER_S = 10
+
+
+class UploadSlots:
+    """The uploads this process is receiving and checking, counted in all and per token;
+    one over either cap is refused before its body is read (503 in all, 429 for one token,
+    both with ``Retry-After``)."""
+
+    def __init__(self, total: int, per_token: int) -> None:
+        self.total, self.per_token = total, per_token
+        self._in_all = 0
+        self._by_token: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def slot(self, token: int) -> Iterator[None]:
+        """Hold one slot for an upload with ``token`` (its id) for the block."""
+        retry = {"Retry-After": str(RETRY_AFTER_S)}
+        with self._lock:
+            if self._by_token.get(token, 0) >= self.per_token:
+                raise HTTPError(
+                    429,
+                    "too-many-uploads",
+                    f"this token has {self.per_token} uploads in progress here, the most "
+                    f"allowed at once; upload again in {RETRY_AFTER_S} s",
+                    retry,
+                )
+            if self._in_all >= self.total:
+                raise HTTPError(
+                    503,
+                    "busy",
+                    f"the index is receiving {self.total} uploads, the most it takes at once; "
+                    f"upload again in {RETRY_AFTER_S} s",
+                    retry,
+                )
+            self._in_all += 1
+            self._by_token[token] = self._by_token.get(token, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_all -= 1
+                left = self._by_token.pop(token) - 1
+                if left:
+                    self._by_token[token] = left
 
 
 def configure(settings: Settings) -> None:

@@ -304,7 +304,14 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
         done = _settled(session, who, upload)
         if done is not None:
             return done
-        existing = session.scalar(select(File).where(File.filename == filename))
+        # Read again, locked: on PostgreSQL each statement sees what committed before it,
+        # so an identical upload that committed since _settled's read (pending, not
+        # rejected) must not be queued a second time.
+        existing = session.scalar(select(File).where(File.filename == filename).with_for_update())
+        if existing is not None and existing.sha256 != upload.sha256:
+            raise _name_reused(filename)
+        if existing is not None and existing.status != FileStatus.REJECTED:
+            return Accepted(filename, existing.sha256, normalized, existing.status, False)
         if existing is not None:
             # Rejected: the same bytes again are a request to validate once more (its
             # blobs, if they were lost, are back in the store).

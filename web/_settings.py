@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=1, description="uvicorn worker processes")
     database_url: str = Field(default="", description="default: SQLite in data_dir")
     storage_url: str = Field(default="", description="default: file store in data_dir/files")
+    # Connections per process: no request holds one while a body arrives or it waits.
+    database_pool_size: int = Field(default=20, ge=1, description="connections kept open")
+    database_pool_overflow: int = Field(default=30, ge=0, description="more, when busy")
 
     # How stale /simple/ may be after another process changed the catalog (this process's
     # own changes show at once).
@@ -49,6 +52,13 @@ class Settings(BaseSettings):
     body_timeout_s: float = Field(
         default=30.0, gt=0, description="longest wait for the next part of a body; 408"
     )
+    body_deadline_s: float = Field(
+        default=600.0, gt=0, description="longest time a whole request body may take; 408"
+    )
+    # Uploads being received and checked at once, per server process (waiting for a
+    # verdict does not count); over them: 503 / 429 with Retry-After.
+    max_uploads: int = Field(default=64, ge=1, description="uploads at once, in all")
+    max_uploads_per_token: int = Field(default=8, ge=1, description="uploads at once, per token")
 
     # Uploads, checked as Warehouse checks them.
     max_upload_bytes: int = 100 * MiB

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import logging
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -14,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -30,6 +33,11 @@ __all__ = ["API_VERSION", "file_url", "router"]
 
 API_VERSION = "1.1"
 router = APIRouter(tags=["simple"])
+log = logging.getLogger("opmarket.web")
+
+#: A valid project name (PEP 508 / the core metadata's Name): ASCII letters and digits,
+#: with ``.``, ``_`` and ``-`` inside.
+_PROJECT_NAME = re.compile(r"[A-Z0-9]([A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE | re.ASCII)
 
 
 def file_url(sha256: str, filename: str) -> str:
@@ -81,7 +89,13 @@ def _sync(state: AppState) -> None:
 
 async def _cached(state: AppState, key: str) -> tuple[bytes, bytes] | None:
     if state.pages.due():
-        await run_in_threadpool(_sync, state)
+        try:
+            await run_in_threadpool(_sync, state)
+        except SQLAlchemyError as exc:  # a page kept is served: it needs no database
+            if state.pages.get(key) is None:
+                raise
+            state.pages.postpone()
+            log.warning("serving a kept page: the change log could not be read (%s)", exc)
     return state.pages.get(key)
 
 
@@ -119,6 +133,8 @@ def _index_pages(state: AppState) -> tuple[bytes, bytes]:
 @router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
 async def project_page(project: str, request: Request) -> Response:
     chosen = _chosen(request)
+    if not _PROJECT_NAME.fullmatch(project):  # never a redirect, nor a header, for such a name
+        raise HTTPError(404, "not-found", f"{project!r} is not a valid project name")
     state = _state(request)
     normalized = str(canonicalize_name(project))
     pages = await _cached(state, normalized)

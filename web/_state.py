@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from opmarket.web._cache import PageCache
 from opmarket.web._db import Database
 from opmarket.web._jobs import JobQueue
+from opmarket.web._limits import UploadSlots
 from opmarket.web._settings import Settings
 from opmarket.web._storage import Storage
 
@@ -25,6 +26,10 @@ class AppState:
     storage: Storage
     queue: JobQueue
     pages: PageCache = field(default_factory=lambda: PageCache(1.0))  # /simple/ pages
+    uploads: UploadSlots = field(init=False)  # uploads in progress, under the settings' caps
+
+    def __post_init__(self) -> None:
+        self.uploads = UploadSlots(self.settings.max_uploads, self.settings.max_uploads_per_token)
 
 
 def app_state(request: Request) -> AppState:

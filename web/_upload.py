@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -9,11 +10,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
-from opmarket.web._auth import UploaderDep
+from opmarket.web._auth import Uploader, UploaderDep
 from opmarket.web._errors import HTTPError
 from opmarket.web._limits import FORM_OVERHEAD
-from opmarket.web._publish import Form, accept_upload
-from opmarket.web._state import StateDep
+from opmarket.web._publish import Accepted, Form, accept_upload
+from opmarket.web._state import AppState, StateDep
 from opmarket.web._verdict import upload_answer
 
 __all__ = ["router"]
@@ -37,6 +38,24 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> Respons
         raise HTTPError(411, "length-required", "send Content-Length with the upload")
     if int(declared) > limit + FORM_OVERHEAD:
         raise HTTPError(413, "too-large", f"the upload is larger than the limit of {limit} bytes")
+    # Received and checked under a slot (429/503 over the caps); no database connection is
+    # held meanwhile, nor while the answer waits for the verdict, which needs no slot.
+    with state.uploads.slot(who.token_id):
+        accepted = await _receive(request, state, who)
+    body = {
+        "filename": accepted.filename,
+        "sha256": accepted.sha256,
+        "project": accepted.project,
+        "status": accepted.status,
+        "message": "uploaded; validation queued"
+        if accepted.new
+        else "identical file already uploaded",
+    }
+    return await upload_answer(state, who.user.name, body, accepted.new)
+
+
+async def _receive(request: Request, state: AppState, who: Uploader) -> Accepted:
+    """Read the form, then check and store the upload (HTTPError says why not)."""
     try:
         async with request.form(max_files=1, max_fields=500) as form:
             content = form.get("content")
@@ -53,20 +72,13 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> Respons
                 md5=_field(form, "md5_digest"),
                 blake2_256=_field(form, "blake2_256_digest"),
             )
-            accepted = await run_in_threadpool(accept_upload, state, who, fields, content.file)
+            if any("\0" in value for value in dataclasses.astuple(fields)):
+                # No name, version or digest has one, and PostgreSQL refuses it in a string.
+                raise HTTPError(400, "bad-form", "the upload form has a NUL character")
+            return await run_in_threadpool(accept_upload, state, who, fields, content.file)
     except HTTPError:
         raise
     except ClientDisconnect:  # the client went away mid-upload: nobody to answer
         raise HTTPError(400, "truncated", "the upload ended before its body did") from None
     except ValueError as exc:  # a malformed multipart body
         raise HTTPError(400, "bad-form", f"unreadable upload form: {exc}") from None
-    body = {
-        "filename": accepted.filename,
-        "sha256": accepted.sha256,
-        "project": accepted.project,
-        "status": accepted.status,
-        "message": "uploaded; validation queued"
-        if accepted.new
-        else "identical file already uploaded",
-    }
-    return await upload_answer(state, who.user.name, body, accepted.new)

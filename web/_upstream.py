@@ -18,6 +18,7 @@ The dependency-confusion rule, enforced both ways:
 
 from __future__ import annotations
 
+import re
 import urllib.error
 import urllib.request
 
@@ -31,6 +32,7 @@ from opmarket.web._state import AppState
 __all__ = ["check_new_name", "not_here", "upstream_base"]
 
 _TIMEOUT_S = 10.0
+_NORMALIZED = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", re.ASCII)  # a normalized project name
 
 
 def upstream_base(settings: Settings) -> str:
@@ -43,7 +45,7 @@ def not_here(settings: Settings, normalized: str) -> HTTPError:
     """The answer for a project this index does not know: 307 to the upstream's page of it,
     or 404 without an upstream."""
     base = upstream_base(settings)
-    if not base:
+    if not base or not _NORMALIZED.fullmatch(normalized):  # a Location header must be safe
         return HTTPError(404, "not-found", f"no project {normalized!r}")
     target = f"{base}{normalized}/"
     return HTTPError(

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
+from sqlalchemy.exc import OperationalError
 
 from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._deps import CatalogSource
 from opmarket.web._gpu_index import store_gpu
-from opmarket.web._jobs import Worker
+from opmarket.web._jobs import Lease, Worker
 from opmarket.web._models import File, KernelEntry, OpEntry, Release, utcnow
 from opmarket.web._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web._queries import refresh_summary
@@ -80,8 +81,8 @@ def previous_release(state: AppState, project_id: int, version: str) -> Previous
 def validation_handler(state: AppState) -> Any:
     """The job handler for kind ``validate``: ``{"file_id": N}``."""
 
-    def handle(payload: dict[str, Any]) -> None:
-        run_validation(state, int(payload["file_id"]))
+    def handle(payload: dict[str, Any], lease: Lease) -> None:
+        run_validation(state, int(payload["file_id"]), lease)
 
     return handle
 
@@ -121,10 +122,11 @@ def _job_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{_JOB_PREFIX}{os.getpid()}-"))
 
 
-def run_validation(state: AppState, file_id: int) -> Verdict | None:
+def run_validation(state: AppState, file_id: int, lease: Lease | None = None) -> Verdict | None:
     """Validate the stored file ``file_id`` if it is pending; its verdict. Every way this
     can fail ends in ``rejected`` with the reason (or raises, when even that cannot be
-    stored: the job is then tried again, and given up as rejected)."""
+    stored: the job is then tried again, and given up as rejected). Under a job's ``lease``,
+    the verdict is recorded only while the lease holds (None when it was lost)."""
     with state.db.session() as session:
         file = session.get(File, file_id)
         if file is None or file.status != FileStatus.PENDING:
@@ -150,14 +152,41 @@ def run_validation(state: AppState, file_id: int) -> Verdict | None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
-        record(state, file_id, verdict)
+        kept = _store(state, file_id, verdict, lease)
     except Exception as exc:  # what it found cannot be stored: reject it with that reason
         log.exception("%s: the verdict could not be stored", filename)
         verdict = _failure(
             filename, f"its verdict could not be stored: {type(exc).__name__}: {exc}"
         )
-        record(state, file_id, verdict)
+        kept = record(state, file_id, verdict, lease)
+    if not kept:
+        log.warning("%s: its job was taken by another worker; this verdict is not kept", filename)
+        return None
     return verdict
+
+
+#: Tries to store a verdict through transient database errors, and the pause after each.
+_STORE_TRIES = 5
+_STORE_PAUSE_S = 1.0
+
+
+def _store(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None) -> bool:
+    """``record``, tried again after a transient database error: SQLite's "database is
+    locked" once its busy timeout ran out under load, a connection lost. Such an error says
+    nothing about the file: it rejected valid wheels when it was taken for the verdict."""
+    for tried in range(1, _STORE_TRIES + 1):
+        try:
+            return record(state, file_id, verdict, lease)
+        except OperationalError as exc:
+            if tried == _STORE_TRIES:
+                raise
+            log.warning(
+                "%s: the verdict could not be stored yet (%s); trying again",
+                verdict.filename,
+                str(exc).splitlines()[0],
+            )
+            time.sleep(_STORE_PAUSE_S * tried)
+    raise AssertionError("unreachable")
 
 
 def _pid_of(name: str, prefix: str) -> int | None:
@@ -208,12 +237,18 @@ def _housekeeping(state: AppState) -> None:
     prune_changes(state.db.engine)  # the page caches' change log keeps its newest rows
 
 
-def record(state: AppState, file_id: int, verdict: Verdict) -> None:
+def record(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None = None) -> bool:
     """Store the verdict, the ops and kernels; bump the project's serial (the index shows
-    the file from now on when it was validated)."""
+    the file from now on when it was validated). With a job's ``lease``: only while it holds
+    the job, which the same transaction completes; without: only while the file is pending.
+    Whether it was stored."""
     with state.db.transaction() as session:
+        if lease is not None and not state.queue.complete(session, lease):
+            return False  # a worker that stalled past its lease: another has the job
         file = session.get(File, file_id)
         assert file is not None
+        if lease is None and file.status != FileStatus.PENDING:
+            return False
         session.execute(delete(OpEntry).where(OpEntry.file_id == file_id))
         session.execute(delete(KernelEntry).where(KernelEntry.file_id == file_id))
         file.status = verdict.status
@@ -249,3 +284,4 @@ def record(state: AppState, file_id: int, verdict: Verdict) -> None:
         refresh_summary(session, project.id)
     state.pages.forget(normalized)
     announce(filename, verdict.status, rejection_reason(verdict.to_json()))
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from alembic.migration import MigrationContext
 
 from opmarket.web import LocalFileStore, StorageError, storage_from_url
 from opmarket.web._db import Database, migrate
-from opmarket.web._jobs import JobQueue, Worker
+from opmarket.web._jobs import JobQueue, Lease, Worker
 from opmarket.web._models import Base
 
 from .conftest import Backend
@@ -49,7 +50,7 @@ def test_each_job_is_claimed_once_by_concurrent_workers(tmp_path: Path, database
     seen: list[int] = []
     lock = threading.Lock()
 
-    def handle(payload: dict[str, object]) -> None:
+    def handle(payload: dict[str, object], _lease: Lease) -> None:
         with lock:
             seen.append(int(str(payload["n"])))
 
@@ -74,7 +75,7 @@ def test_a_failing_handler_marks_its_job_failed(tmp_path: Path, database: Backen
     with db.transaction() as session:
         queue.enqueue(session, "boom", {})
 
-    def boom(_payload: dict[str, object]) -> None:
+    def boom(_payload: dict[str, object], _lease: Lease) -> None:
         raise RuntimeError("broken handler")
 
     assert Worker(queue, {"boom": boom}).run_once()
@@ -210,3 +211,29 @@ def test_an_sqlite_without_fts5_is_a_clear_error(tmp_path: Path, first: str, wor
         assert "has no FTS5" in done.stdout and "Run the marketplace in its own process" in (
             done.stdout
         )
+
+
+def test_a_write_transaction_on_sqlite_holds_the_lock_from_its_first_read(tmp_path: Path) -> None:
+    """What a write transaction read (a file's status, say) is what it writes over: its
+    reads are inside it, under SQLite's write lock. Python's sqlite3 began the transaction
+    only at the first write, so the reads before it raced other processes' writes."""
+    from sqlalchemy import select
+
+    from opmarket.web._models import Job
+
+    path = tmp_path / "c.sqlite3"
+    db = Database(f"sqlite:///{path}")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)  # another process, say
+    try:
+        with db.transaction() as session:
+            session.scalars(select(Job)).all()  # a check, before any write
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute(
+                    "INSERT INTO jobs (kind, payload, status, attempts, worker, "
+                    "created, error) VALUES ('x', '{}', 'queued', 0, '', 0, '')"
+                )
+        other.execute("BEGIN IMMEDIATE")  # and the lock is free once it ends
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+        db.dispose()

@@ -127,7 +127,7 @@ def test_a_job_whose_worker_stopped_renewing_is_taken_again_then_given_up(tmp_pa
     assert queue.claim("dead:1/thread", ("count",)) is not None
     worker = Worker(
         queue,
-        {"count": lambda p: (ran.append(int(str(p["n"]))), done.set())},
+        {"count": lambda p, _lease: (ran.append(int(str(p["n"]))), done.set())},
         lease_s=1.0,
         abandon={"count": lambda p, why: given_up.append(why)},
     )
