@@ -10,11 +10,17 @@ well-known name from the list below; ``Settings.allowed_names`` opens some again
 
 A plugin wheel's files land in the installer's ``site-packages`` beside everything else: one
 that ships ``packaging/`` or ``numpy/`` replaces them for every program there, and a ``.pth``
-file runs code at every interpreter start. Validation refuses both (``import_problems``).
+file runs code at every interpreter start. Validation refuses both (``import_problems``),
+comparing import names case-insensitively (a case-insensitive file system imports ``Numpy/``
+as ``numpy``). Files under a wheel's ``.data/data/`` or ``.data/headers/`` are installed
+under the environment's prefix, where a path such as ``lib/python3.11/site-packages/`` or
+``bin/`` reaches everything; plugins may ship neither, nor scripts named ``python*``,
+``pip*`` or after a script the environment's distributions install.
 """
 
 from __future__ import annotations
 
+import configparser
 import importlib.metadata
 import re
 import zipfile
@@ -27,6 +33,7 @@ from packaging.utils import canonicalize_name
 __all__ = [
     "import_problems",
     "others_packages",
+    "prefix_problems",
     "reserved_names",
     "reserved_problem",
     "top_level_names",
@@ -115,6 +122,16 @@ def _top(member: str) -> str | None:
     return match.group(1) if match else None
 
 
+@cache
+def _owners_folded() -> dict[str, frozenset[str]]:
+    """``_environment``'s import names, casefolded: a case-insensitive file system (macOS,
+    Windows) imports ``Numpy/`` as ``numpy``."""
+    folded: dict[str, set[str]] = {}
+    for name, dists in _environment()[1].items():
+        folded.setdefault(name.casefold(), set()).update(dists)
+    return {k: frozenset(v) for k, v in folded.items()}
+
+
 def reserved_names(allowed: str = "") -> frozenset[str]:
     """The project names uploads may not claim: the environment's and ``WELL_KNOWN``,
     less ``allowed`` (names separated by commas or spaces)."""
@@ -152,6 +169,69 @@ def top_level_names(wheel: Path) -> tuple[set[str], list[str]]:
     return names, pth
 
 
+def _script_names(zf: zipfile.ZipFile) -> list[tuple[str, str]]:
+    """(where, name) of each script the wheel installs: ``.data/scripts/`` files and
+    console or GUI entry points."""
+    found: list[tuple[str, str]] = []
+    for member in zf.namelist():
+        parts = member.split("/")
+        if len(parts) == 3 and parts[0].endswith(".data") and parts[1] == "scripts":
+            found.append((member, parts[2]))
+        if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "entry_points.txt":
+            parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+            parser.optionxform = str  # type: ignore[assignment,method-assign]
+            try:
+                parser.read_string(zf.read(member).decode("utf-8", "replace"))
+            except configparser.Error:
+                continue  # the run-time checks read entry points and report them
+            for group in ("console_scripts", "gui_scripts"):
+                if parser.has_section(group):
+                    found += [(f"{member} [{group}]", key) for key in parser.options(group)]
+    return found
+
+
+@cache
+def _environment_scripts() -> dict[str, frozenset[str]]:
+    """The script names (casefolded) this environment's distributions install, each with
+    the distributions that install it."""
+    owners: dict[str, set[str]] = {}
+    for dist in importlib.metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        scripts = {ep.name for ep in dist.entry_points if ep.group.endswith("_scripts")}
+        for f in dist.files or ():
+            parts = str(f).split("/")
+            if len(parts) >= 2 and parts[0] == ".." and parts[-2] in ("bin", "Scripts"):
+                scripts.add(parts[-1])
+        for script in scripts:
+            owners.setdefault(script.casefold(), set()).add(name)
+    return {k: frozenset(v) for k, v in owners.items()}
+
+
+def prefix_problems(wheel: Path, project: str = "") -> list[str]:
+    """Members a plugin may not install outside its own packages: ``.data/data/`` and
+    ``.data/headers/`` (installed under the environment's prefix, where they can overwrite
+    site-packages or anything else there) and scripts that would replace the
+    environment's own (``python*``, ``pip*``, or a name an installed distribution uses)."""
+    problems: list[str] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for member in zf.namelist():
+            parts = member.split("/")
+            if parts[0].endswith(".data") and parts[1:2] in (["data"], ["headers"]):
+                problems.append(
+                    f"{member}: installed under the environment's prefix (.data/{parts[1]}), "
+                    "where it can overwrite any file there; plugins may not ship one"
+                )
+        for where, name in _script_names(zf):
+            key = name.casefold()
+            theirs = _environment_scripts().get(key, frozenset()) - {canonicalize_name(project)}
+            if key.startswith(("python", "pip")) or theirs:
+                problems.append(
+                    f"{where}: script {name!r} would replace the environment's own; "
+                    "plugins may not install it"
+                )
+    return problems
+
+
 def others_packages(
     wheel: Path, project: str, projects: Callable[[set[str]], set[str]]
 ) -> list[str]:
@@ -172,17 +252,17 @@ def others_packages(
 def import_problems(wheel: Path, project: str) -> list[str]:
     """Why the wheel of ``project`` may not be installed beside others: import names
     that distributions of this environment own, and ``.pth`` files ([] when none)."""
-    _, owners = _environment()
+    owners = _owners_folded()
     names, pth = top_level_names(wheel)
     own = canonicalize_name(project)
     problems = [
-        f"{name}: an import name that {', '.join(sorted(owners[name]))} "
+        f"{name}: an import name that {', '.join(sorted(owners[key]))} "
         "installs; a plugin would replace it for every program beside it"
         for name in sorted(names)
-        if name in owners and own not in owners[name]
+        if (key := name.casefold()) in owners and own not in owners[key]
     ]
     problems += [
         f"{member}: a .pth file runs code at every interpreter start; plugins may not ship one"
         for member in pth
     ]
-    return problems
+    return problems + prefix_problems(wheel, project)
