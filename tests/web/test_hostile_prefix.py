@@ -6,6 +6,9 @@ case-insensitive file system. Each is refused before any of the wheel's code run
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,14 @@ def test_import_names_are_compared_without_case(tmp_path: Path) -> None:
     wheel = handmade_wheel(tmp_path, "opm-prefix", "1.0.0", {"Numpy/__init__.py": b""})
     (line,) = _inspect_failure(wheel)
     assert line.startswith("Numpy: an import name that numpy installs"), line
+
+
+@pytest.mark.slow
+def test_an_oversized_manifest_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # Valid JSON of ~5 MiB: parsed in full before the fix (a 6.6 MiB one took 81 MiB).
+    pad = base64.b64encode(os.urandom(3 * 2**20)).decode()  # incompressible: no zip bomb
+    big = json.dumps({"ops": [], "pad": pad + "x" * (5 * 2**20 - len(pad) - 22)}).encode()
+    assert len(big) == 5 * 2**20
+    wheel = handmade_wheel(tmp_path, "opm-prefix", "1.0.0", {"opm_prefix/opmarket.opset.json": big})
+    (line,) = _inspect_failure(wheel)
+    assert line.startswith("opm_prefix/opmarket.opset.json: 5242880 bytes; a manifest may"), line
