@@ -86,7 +86,10 @@ class PageCache:
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one sync at a time
+        # Held while the generation moves and pages go, and by keep*: a render that began
+        # before a check is never stored after it (reentrant: see the tests).
+        self._store = threading.RLock()
 
     def due(self) -> bool:
         """Whether the change log should be read again before serving."""
@@ -100,7 +103,7 @@ class PageCache:
         """Unless another thread is at it: read the oldest and newest change's ids; when
         the newest moved (or ids were skipped), read those changes and drop the pages of the
         projects they name; when changes not yet read were deleted (``prune_changes``), drop
-        every page."""
+        every page. The generation moves before anything is dropped."""
         if not self._lock.acquire(blocking=False):
             return
         try:
@@ -108,30 +111,32 @@ class PageCache:
                 return
             oldest, newest = read_last()
             if self._generation is None or oldest > self._generation + 1:
-                self._pages.clear()  # rendered before the first look, or changes lost
-                self._files.clear()
+                with self._store:
+                    self._generation = newest
+                    self._pages.clear()  # rendered before the first look, or changes lost
+                    self._files.clear()
                 self._gaps.clear()
-                self._generation = newest
             elif newest != self._generation or self._gaps:
                 seen = self._generation
                 changes = read_after(seen, self._gaps)
                 got = {change_id for change_id, _ in changes}
-                for _, project in changes:
-                    self._pages.pop(project, None)
-                    self._files.pop(project, None)
-                if changes:
-                    self._pages.pop(INDEX, None)
+                top = max(got | {seen})
+                with self._store:
+                    self._generation = top
+                    for _, project in changes:
+                        self._pages.pop(project, None)
+                        self._files.pop(project, None)
+                    if changes:
+                        self._pages.pop(INDEX, None)
                 now = time.monotonic()
                 for change_id in got:
                     self._gaps.pop(change_id, None)
-                top = max(got | {seen})
                 for change_id in range(seen + 1, top):
                     if change_id not in got:
                         self._gaps.setdefault(change_id, now)
                 for change_id, since in list(self._gaps.items()):
                     if now - since > GAP_S:
                         del self._gaps[change_id]
-                self._generation = top
             self._checked = time.monotonic()
         finally:
             self._lock.release()
@@ -151,12 +156,13 @@ class PageCache:
         """Keep a file generated from ``project``'s rows, dropped with its pages; as
         :meth:`keep` does, only when no check moved the generation since ``seen``, and
         (``most``) while the project has fewer files kept."""
-        files = self._files.get(project, {})
-        if most and len(files) >= most and filename not in files:
+        with self._store:
+            files = self._files.get(project, {})
+            if most and len(files) >= most and filename not in files:
+                return body
+            if seen == self._generation and seen is not None:
+                self._files.setdefault(project, {})[filename] = body
             return body
-        if seen == self._generation and seen is not None:
-            self._files.setdefault(project, {})[filename] = body
-        return body
 
     @property
     def generation(self) -> object:
@@ -169,12 +175,14 @@ class PageCache:
         """Keep a page rendered at ``serial``, unless a check moved the generation since
         the render began (``seen``): the page may predate a change the check already
         handled, so it is served once and not kept."""
-        if seen == self._generation and seen is not None:
-            self._pages[key] = (serial, html, js)
+        with self._store:
+            if seen == self._generation and seen is not None:
+                self._pages[key] = (serial, html, js)
         return html, js
 
     def forget(self, key: str) -> None:
         """Drop a project's page and files (and the index, which lists it)."""
-        self._pages.pop(key, None)
-        self._files.pop(key, None)
-        self._pages.pop(INDEX, None)
+        with self._store:
+            self._pages.pop(key, None)
+            self._files.pop(key, None)
+            self._pages.pop(INDEX, None)

@@ -3,7 +3,7 @@ project (written by database triggers, read by id)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sqlalchemy import update
@@ -134,3 +134,36 @@ def test_the_triggers_log_every_new_project_and_serial_bump(tmp_path: Path) -> N
         session.execute(update(Project).where(Project.normalized == "a").values(serial=5))
     assert after(changes[-1][0], []) == [(changes[-1][0] + 1, "a")]
     db.dispose()
+
+
+class _Hooked(str):
+    """A project name from the change log whose hashing (when the check drops its pages)
+    runs ``hook``: a render finishing inside the check."""
+
+    hook: Callable[[], None] = staticmethod(lambda: None)
+
+    def __hash__(self) -> int:
+        type(self).hook()
+        return str.__hash__(self)
+
+
+def test_a_render_finishing_while_a_check_drops_pages_is_not_kept() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    _fill(cache, "b")  # dicts with something in them hash what they are asked for
+    cache.keep_file("b", "page", b"b", seen=cache.generation)
+    seen = cache.generation  # a render of "a" starts...
+    log.rows.append((2, _Hooked("a")))  # ...and "a" changes
+    _Hooked.hook = staticmethod(
+        lambda: (
+            cache.keep("a", 1, b"old", b"old", seen=seen),
+            cache.keep_file("a", "page", b"old", seen=seen),
+        )
+    )
+    try:
+        cache.sync(log.last, log.after)
+    finally:
+        _Hooked.hook = staticmethod(lambda: None)
+    assert cache.get("a") is None
+    assert cache.get_file("a", "page") is None
