@@ -45,6 +45,9 @@ __all__ = ["check_release_variants", "release_variants", "router", "variant_link
 
 router = APIRouter(tags=["simple"])
 
+#: How many releases' variants.json files of one project are kept (least recently used out).
+VARIANTS_PER_PROJECT = 32
+
 
 def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
     """The variants.json of each release among ``rows`` (validated files and their
@@ -125,7 +128,7 @@ async def variants_json(project: str, filename: str, request: Request) -> Respon
         raise HTTPError(404, "not-found", f"no file {filename!r} under /simple/{normalized}/")
     if state.pages.due():
         await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
-    content = state.pages.get_file(normalized, filename)
+    content = state.pages.get_file(normalized, filename, kind="variants")
     if content is None:
         content = await run_in_threadpool(_build, state, normalized, filename)
     return Response(content, media_type="application/json")
@@ -155,4 +158,6 @@ def _build(state: AppState, normalized: str, filename: str) -> bytes:
     made = variants_file(normalized, version, [(r.filename, r.variant) for r in rows])
     if made is None or made.filename != filename:
         raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
-    return state.pages.keep_file(normalized, filename, made.content, seen=seen)
+    return state.pages.keep_file(
+        normalized, filename, made.content, seen=seen, kind="variants", most=VARIANTS_PER_PROJECT
+    )
