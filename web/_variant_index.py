@@ -49,12 +49,23 @@ router = APIRouter(tags=["simple"])
 VARIANTS_PER_PROJECT = 32
 
 
+def _published_order() -> tuple[Any, Any]:
+    """The order files were published in, for queries: by validation date, a file not yet
+    validated (NULL) after every validated one, then by id. ``_published`` is the same in
+    Python; every merge and check of a release's variant wheels uses one of the two."""
+    return File.validated.asc().nulls_last(), File.id.asc()
+
+
+def _published(f: File) -> tuple[bool, datetime, int]:
+    return (f.validated is None, f.validated or datetime.min, f.id)
+
+
 def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
     """The variants.json of each release among ``rows`` (validated files and their
     versions) that has variant wheels, by version; each merged in the order they were
     published (validated), so a later wheel never changes what a label meant."""
     by_version: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for f, version in sorted(rows, key=lambda row: (row[0].validated or datetime.min, row[0].id)):
+    for f, version in sorted(rows, key=lambda row: _published(row[0])):
         if f.variant is not None:
             by_version[version].append((f.filename, f.variant))
     found = {}
@@ -102,7 +113,7 @@ def check_release_variants(session: Session, info: WheelInfo) -> None:
             File.status != FileStatus.REJECTED,
             File.filename != info.filename,
         )
-        .order_by(File.validated.asc().nulls_last(), File.id)
+        .order_by(*_published_order())
     ).all()
     from packaging.version import Version
 
@@ -153,7 +164,7 @@ def _build(state: AppState, normalized: str, filename: str) -> bytes:
                 File.status == FileStatus.VALIDATED,
                 File.variant.is_not(None),
             )
-            .order_by(File.validated, File.id)
+            .order_by(*_published_order())
         ).all()
     made = variants_file(normalized, version, [(r.filename, r.variant) for r in rows])
     if made is None or made.filename != filename:

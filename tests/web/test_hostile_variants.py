@@ -12,10 +12,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from opmarket.web._demo import upload_wheel
 from opmarket.web._models import File
-from opmarket.web._variant_index import release_variants
+from opmarket.web._variant_index import _published_order, release_variants
 from opmarket.web._variants import (
     MAX_PROPERTIES,
     MAX_VARIANT_WHEELS,
@@ -146,3 +147,16 @@ def test_variants_json_keeps_what_a_label_was_published_with() -> None:
     )
     made = release_variants(DIST, [(later, "1.0.0"), (first, "1.0.0")])["1.0.0"]
     assert json.loads(made.content)["variants"]["cu13"]["nvidia"]["sm_arch"] == ["90_real"]
+
+
+def test_a_file_not_yet_validated_comes_after_the_validated_ones() -> None:
+    """The simple page's merge (in Python), the variants.json route's and the upload check's
+    (SQL) put a NULL validation date in one place: last, as the upload check did."""
+    pending = File(id=1, filename=ANY, variant=_arches("cu13", "75_real"), validated=None)
+    first = File(
+        id=2, filename=LINUX, variant=_arches("cu13", "90_real"), validated=datetime(2026, 1, 1)
+    )
+    made = release_variants(DIST, [(pending, "1.0.0"), (first, "1.0.0")])["1.0.0"]
+    assert json.loads(made.content)["variants"]["cu13"]["nvidia"]["sm_arch"] == ["90_real"]
+    sql = str(select(File.id).order_by(*_published_order()))
+    assert sql.endswith("ORDER BY files.validated ASC NULLS LAST, files.id ASC"), sql
