@@ -16,9 +16,12 @@ names are not valid wheel names to them).
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -70,10 +73,41 @@ def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, V
             by_version[version].append((f.filename, f.variant))
     found = {}
     for version, items in by_version.items():
-        made = variants_file(name, version, items)
+        made = merged(name, version, items)
         if made is not None:
             found[version] = made
     return found
+
+
+#: How many merges ``merged`` remembers (least recently used out).
+MERGES_KEPT = 256
+_merges: OrderedDict[str, VariantsFile | None] = OrderedDict()
+_building: dict[str, threading.Lock] = {}
+_guard = threading.Lock()
+
+
+def merged(name: str, version: str, items: list[tuple[str, dict[str, Any]]]) -> VariantsFile | None:
+    """:func:`~opmarket.web._variants.variants_file` of these inputs, merged once: the
+    simple page's render and the variants.json route ask for the same release's, and
+    requests that find neither kept come at once. Keyed by a digest of the inputs, so a
+    merge remembered is never stale; one build per key at a time, the others wait for it."""
+    key = hashlib.sha256(json.dumps([name, version, items], sort_keys=True).encode()).hexdigest()
+    with _guard:
+        if key in _merges:
+            _merges.move_to_end(key)
+            return _merges[key]
+        lock = _building.setdefault(key, threading.Lock())
+    with lock:
+        with _guard:
+            if key in _merges:
+                return _merges[key]
+        made = variants_file(name, version, items)
+        with _guard:
+            _merges[key] = made
+            while len(_merges) > MERGES_KEPT:
+                _merges.popitem(last=False)
+            _building.pop(key, None)
+    return made
 
 
 def variant_links(
@@ -166,7 +200,7 @@ def _build(state: AppState, normalized: str, filename: str) -> bytes:
             )
             .order_by(*_published_order())
         ).all()
-    made = variants_file(normalized, version, [(r.filename, r.variant) for r in rows])
+    made = merged(normalized, version, [(r.filename, r.variant) for r in rows])
     if made is None or made.filename != filename:
         raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
     return state.pages.keep_file(
