@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, func, or_, select
 
-__all__ = ["INDEX", "PageCache", "prune_changes", "read_changes"]
+__all__ = ["FILE_BUDGET", "INDEX", "PageCache", "prune_changes", "read_changes"]
 
 #: The key of the project index page.
 INDEX = ""
@@ -81,15 +82,34 @@ def prune_changes(engine: Engine, keep: int = 100_000) -> int:
     return int(getattr(gone, "rowcount", 0) or 0)
 
 
+#: The most bytes of generated files (project pages, variants.json) kept in all: past it the
+#: least recently used go first.
+FILE_BUDGET = 64 * 1024 * 1024
+
+
 class PageCache:
-    def __init__(self, ttl: float) -> None:
+    """Rendered pages and generated files, dropped by :meth:`sync` or :meth:`forget`.
+
+    Files are kept by (project, kind, name), each kind of a project capped separately
+    (``most``: a project's page per base URL the clients use must not crowd out its
+    variants.json files or the reverse), least recently used first out, and all of them
+    within :data:`FILE_BUDGET` bytes."""
+
+    def __init__(self, ttl: float, budget: int = FILE_BUDGET) -> None:
         self.ttl = ttl
+        self.budget = budget
         self._pages: dict[str, tuple[object, bytes, bytes]] = {}
-        self._files: dict[str, dict[str, bytes]] = {}  # project -> file name -> its bytes
+        # project -> (kind, name) -> bytes, least recently used first; and every file's size
+        self._files: dict[str, OrderedDict[tuple[str, str], bytes]] = {}
+        self._lru: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._bytes = 0
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one sync at a time
+        # Held while the generation moves and pages go, and by keep*: a render that began
+        # before a check is never stored after it (reentrant: see the tests).
+        self._store = threading.RLock()
 
     def due(self) -> bool:
         """Whether the change log should be read again before serving."""
@@ -103,7 +123,7 @@ class PageCache:
         """Unless another thread is at it: read the oldest and newest change's ids; when
         the newest moved (or ids were skipped), read those changes and drop the pages of the
         projects they name; when changes not yet read were deleted (``prune_changes``), drop
-        every page."""
+        every page. The generation moves before anything is dropped."""
         if not self._lock.acquire(blocking=False):
             return
         try:
@@ -111,30 +131,33 @@ class PageCache:
                 return
             oldest, newest = read_last()
             if self._generation is None or oldest > self._generation + 1:
-                self._pages.clear()  # rendered before the first look, or changes lost
-                self._files.clear()
+                with self._store:
+                    self._generation = newest
+                    self._pages.clear()  # rendered before the first look, or changes lost
+                    self._files.clear()
+                    self._lru.clear()
+                    self._bytes = 0
                 self._gaps.clear()
-                self._generation = newest
             elif newest != self._generation or self._gaps:
                 seen = self._generation
                 changes = read_after(seen, self._gaps)
                 got = {change_id for change_id, _ in changes}
-                for _, project in changes:
-                    self._pages.pop(project, None)
-                    self._files.pop(project, None)
-                if changes:
-                    self._pages.pop(INDEX, None)
+                top = max(got | {seen})
+                with self._store:
+                    self._generation = top
+                    for _, project in changes:
+                        self._drop(project)
+                    if changes:
+                        self._pages.pop(INDEX, None)
                 now = time.monotonic()
                 for change_id in got:
                     self._gaps.pop(change_id, None)
-                top = max(got | {seen})
                 for change_id in range(seen + 1, top):
                     if change_id not in got:
                         self._gaps.setdefault(change_id, now)
                 for change_id, since in list(self._gaps.items()):
                     if now - since > GAP_S:
                         del self._gaps[change_id]
-                self._generation = top
             self._checked = time.monotonic()
         finally:
             self._lock.release()
@@ -144,27 +167,58 @@ class PageCache:
         until then the pages kept are served as they are)."""
         self._checked = time.monotonic()
 
+    def _drop(self, project: str) -> None:
+        self._pages.pop(project, None)
+        for kind, name in self._files.pop(project, {}):
+            self._bytes -= self._lru.pop((project, kind, name), 0)
+
     def get(self, key: str) -> tuple[bytes, bytes] | None:
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], hit[2])
 
-    def get_file(self, project: str, filename: str) -> bytes | None:
-        """A file generated for ``project`` (a release's variants.json) kept by
-        :meth:`keep_file`; None when it is not kept."""
-        return self._files.get(project, {}).get(filename)
+    def get_file(self, project: str, filename: str, kind: str = "file") -> bytes | None:
+        """A file of ``kind`` generated for ``project`` (a release's variants.json, a
+        rendering of its page) kept by :meth:`keep_file`; None when it is not kept."""
+        with self._store:
+            files = self._files.get(project)
+            body = None if files is None else files.get((kind, filename))
+            if body is not None and files is not None:
+                files.move_to_end((kind, filename))
+                self._lru.move_to_end((project, kind, filename))
+            return body
 
     def keep_file(
-        self, project: str, filename: str, body: bytes, *, seen: object, most: int = 0
+        self,
+        project: str,
+        filename: str,
+        body: bytes,
+        *,
+        seen: object,
+        kind: str = "file",
+        most: int = 0,
     ) -> bytes:
         """Keep a file generated from ``project``'s rows, dropped with its pages; as
-        :meth:`keep` does, only when no check moved the generation since ``seen``, and
-        (``most``) while the project has fewer files kept."""
-        files = self._files.get(project, {})
-        if most and len(files) >= most and filename not in files:
+        :meth:`keep` does, only when no check moved the generation since ``seen``. Past
+        ``most`` files of this kind for the project, or past the byte budget, the least
+        recently used go."""
+        with self._store:
+            if seen != self._generation or seen is None or len(body) > self.budget:
+                return body
+            files = self._files.setdefault(project, OrderedDict())
+            self._bytes -= self._lru.pop((project, kind, filename), 0)
+            files[(kind, filename)] = body
+            self._lru[(project, kind, filename)] = len(body)
+            self._bytes += len(body)
+            if most:
+                same = [key for key in files if key[0] == kind]
+                for old in same[: max(0, len(same) - most)]:
+                    del files[old]
+                    self._bytes -= self._lru.pop((project, *old))
+            while self._bytes > self.budget:
+                (owner, old_kind, old_name), size = self._lru.popitem(last=False)
+                del self._files[owner][(old_kind, old_name)]
+                self._bytes -= size
             return body
-        if seen == self._generation and seen is not None:
-            self._files.setdefault(project, {})[filename] = body
-        return body
 
     @property
     def generation(self) -> object:
@@ -177,12 +231,13 @@ class PageCache:
         """Keep a page rendered at ``serial``, unless a check moved the generation since
         the render began (``seen``): the page may predate a change the check already
         handled, so it is served once and not kept."""
-        if seen == self._generation and seen is not None:
-            self._pages[key] = (serial, html, js)
+        with self._store:
+            if seen == self._generation and seen is not None:
+                self._pages[key] = (serial, html, js)
         return html, js
 
     def forget(self, key: str) -> None:
         """Drop a project's page and files (and the index, which lists it)."""
-        self._pages.pop(key, None)
-        self._files.pop(key, None)
-        self._pages.pop(INDEX, None)
+        with self._store:
+            self._drop(key)
+            self._pages.pop(INDEX, None)

@@ -113,7 +113,9 @@ def home(
     )
 
 
-#: How many renderings of one project's page (one per base URL the clients use) are kept.
+#: How many renderings of one project's page (one per base URL the clients use, from their
+#: Host header) are kept: the least recently used goes first, so made-up Host headers cannot
+#: keep the real host's page out.
 PAGES_PER_PROJECT = 4
 
 
@@ -126,7 +128,7 @@ async def package(name: str, request: Request) -> HTMLResponse:
     key = f"project page {request.base_url}"
     if state.pages.due():
         await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
-    page = state.pages.get_file(normalized, key)
+    page = state.pages.get_file(normalized, key, kind="page")
     if page is not None:
         return HTMLResponse(page)
     return await run_in_threadpool(_package, state, request, name, key)
@@ -141,7 +143,7 @@ def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResp
     readme = readme_html(state.storage, found.readme_sha256)
     page = _render(request, "package.html", p=found, readme=Markup(readme))
     state.pages.keep_file(
-        found.normalized, key, bytes(page.body), seen=seen, most=PAGES_PER_PROJECT
+        found.normalized, key, bytes(page.body), seen=seen, kind="page", most=PAGES_PER_PROJECT
     )
     return page
 

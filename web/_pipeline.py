@@ -32,6 +32,7 @@ from opmarket.web._gpu_tools import ToolSandbox
 from opmarket.web._owned import import_problems, others_packages
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
+from opmarket.web._shown import MAX_OPSET_BYTES, manifest_size_problems
 from opmarket.web._status import FileStatus
 from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 
@@ -256,7 +257,7 @@ def validate_wheel(
     except WheelError as exc:
         verdict.steps.append(Step("inspect", "failed", [str(exc)]))
         return verdict
-    clashes = import_problems(path, info.normalized)
+    clashes = import_problems(path, info.normalized) + manifest_size_problems(path)
     if dependencies is not None:  # another project's package, by the name it installs under
         clashes += others_packages(path, info.normalized, dependencies.projects)
     if clashes:
@@ -415,6 +416,11 @@ def _manifest(
     from opmarket.sdk import OpmarketError, opset_from_json
     from opmarket.web._shown import MAX_KERNEL_ROWS, MAX_OPS, not_run, shown_kernels, shown_ops
 
+    if len(verdict.opset) > MAX_OPSET_BYTES:  # not parsed: see _shown
+        verdict.steps.append(
+            Step("manifest", "failed", [f"the reported op-set is over {MAX_OPSET_BYTES} bytes"])
+        )
+        return
     try:
         have = {o.name: o for o in opset_from_json(verdict.opset).ops}
     except (OpmarketError, ValueError) as exc:

@@ -9,21 +9,50 @@ signatures and summaries made here; a kernel row is listed only for an op of the
 run tested, and where the manifest declares kernels for that op, for a declared device;
 each (op, device, dtypes) once. A manifest past :data:`MAX_OPS` ops, or rows past
 :data:`MAX_KERNEL_ROWS`, fail the step: no real plugin comes near, and a page of 60,000
-rows took seconds to render. What validation cannot prove is whether a listed row's
+rows took seconds to render. A manifest (or reported op-set) past :data:`MAX_OPSET_BYTES`
+is refused before it is parsed: 1,000 ops fit in about 1 MiB, and a 6.6 MiB one took 81 MiB
+of the server's memory to parse. What validation cannot prove is whether a listed row's
 ``passed`` is true: the plugin's code ran the conformance it reports.
 """
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_KERNEL_ROWS", "MAX_OPS", "not_run", "shown_kernels", "shown_ops", "signature"]
+__all__ = [
+    "MAX_KERNEL_ROWS",
+    "MAX_OPS",
+    "MAX_OPSET_BYTES",
+    "manifest_size_problems",
+    "not_run",
+    "shown_kernels",
+    "shown_ops",
+    "signature",
+]
 
 #: The most ops one file's manifest may declare (TensorFlow itself has about 1,500).
 MAX_OPS = 1_000
+#: The most bytes one manifest or reported op-set may have: parsed only below this.
+MAX_OPSET_BYTES = 4 * 1024 * 1024
 #: The most kernel rows (op, device, dtypes) one file may list.
 MAX_KERNEL_ROWS = 4_096
+
+
+def manifest_size_problems(wheel: Path) -> list[str]:
+    """The wheel's op-set manifests (``opmarket.opset.json`` anywhere in it) past
+    :data:`MAX_OPSET_BYTES`, read from the archive's directory without unpacking them."""
+    with zipfile.ZipFile(wheel) as zf:
+        return [
+            f"{info.filename}: {info.file_size} bytes; a manifest may have at most "
+            f"{MAX_OPSET_BYTES // 2**20} MiB (1,000 ops, the most one file may declare, "
+            "fit in about 1 MiB)"
+            for info in zf.infolist()
+            if info.filename.rpartition("/")[2] == "opmarket.opset.json"
+            and info.file_size > MAX_OPSET_BYTES
+        ]
 
 
 def signature(op: Any) -> str:

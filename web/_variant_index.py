@@ -16,9 +16,12 @@ names are not valid wheel names to them).
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -45,21 +48,66 @@ __all__ = ["check_release_variants", "release_variants", "router", "variant_link
 
 router = APIRouter(tags=["simple"])
 
+#: How many releases' variants.json files of one project are kept (least recently used out).
+VARIANTS_PER_PROJECT = 32
+
+
+def _published_order() -> tuple[Any, Any]:
+    """The order files were published in, for queries: by validation date, a file not yet
+    validated (NULL) after every validated one, then by id. ``_published`` is the same in
+    Python; every merge and check of a release's variant wheels uses one of the two."""
+    return File.validated.asc().nulls_last(), File.id.asc()
+
+
+def _published(f: File) -> tuple[bool, datetime, int]:
+    return (f.validated is None, f.validated or datetime.min, f.id)
+
 
 def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
     """The variants.json of each release among ``rows`` (validated files and their
     versions) that has variant wheels, by version; each merged in the order they were
     published (validated), so a later wheel never changes what a label meant."""
     by_version: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for f, version in sorted(rows, key=lambda row: (row[0].validated or datetime.min, row[0].id)):
+    for f, version in sorted(rows, key=lambda row: _published(row[0])):
         if f.variant is not None:
             by_version[version].append((f.filename, f.variant))
     found = {}
     for version, items in by_version.items():
-        made = variants_file(name, version, items)
+        made = merged(name, version, items)
         if made is not None:
             found[version] = made
     return found
+
+
+#: How many merges ``merged`` remembers (least recently used out).
+MERGES_KEPT = 256
+_merges: OrderedDict[str, VariantsFile | None] = OrderedDict()
+_building: dict[str, threading.Lock] = {}
+_guard = threading.Lock()
+
+
+def merged(name: str, version: str, items: list[tuple[str, dict[str, Any]]]) -> VariantsFile | None:
+    """:func:`~opmarket.web._variants.variants_file` of these inputs, merged once: the
+    simple page's render and the variants.json route ask for the same release's, and
+    requests that find neither kept come at once. Keyed by a digest of the inputs, so a
+    merge remembered is never stale; one build per key at a time, the others wait for it."""
+    key = hashlib.sha256(json.dumps([name, version, items], sort_keys=True).encode()).hexdigest()
+    with _guard:
+        if key in _merges:
+            _merges.move_to_end(key)
+            return _merges[key]
+        lock = _building.setdefault(key, threading.Lock())
+    with lock:
+        with _guard:
+            if key in _merges:
+                return _merges[key]
+        made = variants_file(name, version, items)
+        with _guard:
+            _merges[key] = made
+            while len(_merges) > MERGES_KEPT:
+                _merges.popitem(last=False)
+            _building.pop(key, None)
+    return made
 
 
 def variant_links(
@@ -99,7 +147,7 @@ def check_release_variants(session: Session, info: WheelInfo) -> None:
             File.status != FileStatus.REJECTED,
             File.filename != info.filename,
         )
-        .order_by(File.validated.asc().nulls_last(), File.id)
+        .order_by(*_published_order())
     ).all()
     from packaging.version import Version
 
@@ -125,7 +173,7 @@ async def variants_json(project: str, filename: str, request: Request) -> Respon
         raise HTTPError(404, "not-found", f"no file {filename!r} under /simple/{normalized}/")
     if state.pages.due():
         await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
-    content = state.pages.get_file(normalized, filename)
+    content = state.pages.get_file(normalized, filename, kind="variants")
     if content is None:
         content = await run_in_threadpool(_build, state, normalized, filename)
     return Response(content, media_type="application/json")
@@ -150,9 +198,11 @@ def _build(state: AppState, normalized: str, filename: str) -> bytes:
                 File.status == FileStatus.VALIDATED,
                 File.variant.is_not(None),
             )
-            .order_by(File.validated, File.id)
+            .order_by(*_published_order())
         ).all()
-    made = variants_file(normalized, version, [(r.filename, r.variant) for r in rows])
+    made = merged(normalized, version, [(r.filename, r.variant) for r in rows])
     if made is None or made.filename != filename:
         raise HTTPError(404, "not-found", f"no {filename!r} for {normalized!r}")
-    return state.pages.keep_file(normalized, filename, made.content, seen=seen)
+    return state.pages.keep_file(
+        normalized, filename, made.content, seen=seen, kind="variants", most=VARIANTS_PER_PROJECT
+    )

@@ -21,6 +21,7 @@ import pytest
 
 from .plugins import build_plugin, handmade_wheel
 from .postgres import PostgresServer, pg_bin, running_postgres
+from .sandbox_required import pytest_runtest_makereport  # noqa: F401  (a hook: see there)
 
 BIN = Path(sys.executable).parent
 OPMARKET = str(BIN / "opmarket")

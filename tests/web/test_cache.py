@@ -3,7 +3,7 @@ project (written by database triggers, read by id)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sqlalchemy import update
@@ -134,3 +134,78 @@ def test_the_triggers_log_every_new_project_and_serial_bump(tmp_path: Path) -> N
         session.execute(update(Project).where(Project.normalized == "a").values(serial=5))
     assert after(changes[-1][0], []) == [(changes[-1][0] + 1, "a")]
     db.dispose()
+
+
+def test_made_up_hosts_cannot_keep_the_real_hosts_project_page_out() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    for host in ("evil1", "evil2", "evil3", "evil4"):  # Host headers a client made up
+        cache.keep_file("a", f"page {host}", b"x", seen=cache.generation, kind="page", most=4)
+    cache.keep_file("a", "page real", b"real", seen=cache.generation, kind="page", most=4)
+    for host in ("evil5", "evil6", "evil7"):
+        assert cache.get_file("a", "page real", kind="page") == b"real"  # in use: stays
+        cache.keep_file("a", f"page {host}", b"x", seen=cache.generation, kind="page", most=4)
+    assert cache.get_file("a", "page real", kind="page") == b"real"
+    assert cache.get_file("a", "page evil1", kind="page") is None
+
+
+def test_variants_files_and_project_pages_are_capped_apart() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    for n in range(10):
+        cache.keep_file("a", f"a-{n}-variants.json", b"{}", seen=cache.generation, most=3)
+    cache.keep_file("a", "page real", b"real", seen=cache.generation, kind="page", most=4)
+    assert cache.get_file("a", "page real", kind="page") == b"real"
+    kept = [n for n in range(10) if cache.get_file("a", f"a-{n}-variants.json") is not None]
+    assert kept == [7, 8, 9]
+    assert cache.get_file("a", "a-9-variants.json", kind="page") is None  # kinds apart
+
+
+def test_generated_files_stay_within_the_byte_budget() -> None:
+    log, cache = Log(), PageCache(ttl=0, budget=1000)
+    cache.sync(log.last, log.after)
+    for project in ("a", "b", "c", "d"):
+        cache.keep_file(project, "page", b"x" * 400, seen=cache.generation, kind="page")
+    kept = [p for p in "abcd" if cache.get_file(p, "page", kind="page") is not None]
+    assert kept == ["c", "d"]
+    cache.keep_file("e", "page", b"x" * 1001, seen=cache.generation, kind="page")
+    assert cache.get_file("e", "page", kind="page") is None
+    log.add("c")
+    cache.sync(log.last, log.after)  # dropped with its project: its bytes are free again
+    for project in ("f", "g"):
+        cache.keep_file(project, "page", b"x" * 300, seen=cache.generation, kind="page")
+    kept = [p for p in "cdfg" if cache.get_file(p, "page", kind="page") is not None]
+    assert kept == ["d", "f", "g"]
+
+
+class _Hooked(str):
+    """A project name from the change log whose hashing (when the check drops its pages)
+    runs ``hook``: a render finishing inside the check."""
+
+    hook: Callable[[], None] = staticmethod(lambda: None)
+
+    def __hash__(self) -> int:
+        type(self).hook()
+        return str.__hash__(self)
+
+
+def test_a_render_finishing_while_a_check_drops_pages_is_not_kept() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    _fill(cache, "b")  # dicts with something in them hash what they are asked for
+    cache.keep_file("b", "page", b"b", seen=cache.generation, kind="page")
+    seen = cache.generation  # a render of "a" starts...
+    log.rows.append((2, _Hooked("a")))  # ...and "a" changes
+    _Hooked.hook = staticmethod(
+        lambda: (
+            cache.keep("a", 1, b"old", b"old", seen=seen),
+            cache.keep_file("a", "page", b"old", seen=seen, kind="page"),
+        )
+    )
+    try:
+        cache.sync(log.last, log.after)
+    finally:
+        _Hooked.hook = staticmethod(lambda: None)
+    assert cache.get("a") is None
+    assert cache.get_file("a", "page", kind="page") is None

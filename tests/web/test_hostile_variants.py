@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from opmarket.web import _variant_index
 from opmarket.web._demo import upload_wheel
 from opmarket.web._models import File
-from opmarket.web._variant_index import release_variants
+from opmarket.web._variant_index import _published_order, release_variants
 from opmarket.web._variants import (
     MAX_PROPERTIES,
     MAX_VARIANT_WHEELS,
@@ -146,3 +151,45 @@ def test_variants_json_keeps_what_a_label_was_published_with() -> None:
     )
     made = release_variants(DIST, [(later, "1.0.0"), (first, "1.0.0")])["1.0.0"]
     assert json.loads(made.content)["variants"]["cu13"]["nvidia"]["sm_arch"] == ["90_real"]
+
+
+def test_a_file_not_yet_validated_comes_after_the_validated_ones() -> None:
+    """The simple page's merge (in Python), the variants.json route's and the upload check's
+    (SQL) put a NULL validation date in one place: last, as the upload check did."""
+    pending = File(id=1, filename=ANY, variant=_arches("cu13", "75_real"), validated=None)
+    first = File(
+        id=2, filename=LINUX, variant=_arches("cu13", "90_real"), validated=datetime(2026, 1, 1)
+    )
+    made = release_variants(DIST, [(pending, "1.0.0"), (first, "1.0.0")])["1.0.0"]
+    assert json.loads(made.content)["variants"]["cu13"]["nvidia"]["sm_arch"] == ["90_real"]
+    sql = str(select(File.id).order_by(*_published_order()))
+    assert sql.endswith("ORDER BY files.validated ASC NULLS LAST, files.id ASC"), sql
+
+
+def test_a_release_is_merged_once_however_many_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 4: the simple page's render and the variants.json route merged the same
+    wheels each, and requests that found neither kept each merged again. Eight at once
+    (behind a barrier), then the route's and the page's again: one merge."""
+    calls: list[str] = []
+    real = _variant_index.variants_file
+
+    def counted(name: str, version: str, items: Any) -> Any:
+        calls.append(version)
+        return real(name, version, items)
+
+    monkeypatch.setattr(_variant_index, "variants_file", counted)
+    one = File(id=1, filename=ANY.replace("1.0.0", "4.0.0"), variant=_arches("cu13", "90_real"))
+    two = File(id=2, filename=LINUX.replace("1.0.0", "4.0.0"), variant=_arches("cu12", "80_real"))
+    rows = [(one, "4.0.0"), (two, "4.0.0")]
+    barrier = threading.Barrier(8)
+
+    def ask(_: int) -> str:
+        barrier.wait()
+        return release_variants(DIST, rows)["4.0.0"].sha256
+
+    with ThreadPoolExecutor(8) as pool:
+        digests = set(pool.map(ask, range(8)))
+    items = [(f.filename, f.variant) for f, _ in rows]
+    again = _variant_index.merged(DIST, "4.0.0", items)  # what the route asks
+    assert again is not None and digests == {again.sha256}
+    assert calls == ["4.0.0"]
