@@ -3,7 +3,7 @@ reserves whatever its own environment holds, read from this environment's metada
 
 Run with the development environment's interpreter after a dependency changes
 (``.venv/bin/python scripts/reserved_names.py``); tests/web/test_reserved.py fails while a
-distribution installed there is missing. Every distribution there that is not an opmarket
+distribution opmarket requires is missing. Every distribution there that is not an opmarket
 plugin is listed: the dependency closure of opmarket's extras, and the development tools.
 """
 
