@@ -24,10 +24,10 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from opmarket.web._steps import Step, Verdict
 from opmarket.web._storage import copy_out
 
 if TYPE_CHECKING:
-    from opmarket.web._pipeline import Verdict
     from opmarket.web._state import AppState
 
 __all__ = ["Candidate", "Resolution", "CatalogSource", "requirements_of", "resolve"]
@@ -203,8 +203,6 @@ def dependency_step(
     """Add the ``dependencies`` step to ``verdict``: the wheels to unpack beside the file,
     or None when a requirement cannot be met from ``source`` (the step failed). Without a
     source (``opmarket validate``) what is missing is reported and skipped."""
-    from opmarket.web._pipeline import Step
-
     found = resolve(metadata, source)
     if not (found.wheels or found.provided or found.missing or found.invalid):
         verdict.steps.append(Step("dependencies", "passed", ["none declared"]))

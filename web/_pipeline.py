@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ from opmarket.web._owned import import_problems, others_packages
 from opmarket.web._report import HarnessResult, ReportError, parse_harness
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 from opmarket.web._shown import MAX_OPSET_BYTES, manifest_size_problems
-from opmarket.web._status import FileStatus
+from opmarket.web._steps import Previous, Step, Verdict
 from opmarket.web._wheels import WheelError, WheelLimits, inspect_wheel
 
 if TYPE_CHECKING:
@@ -43,71 +42,6 @@ __all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
 _RESULT_CAP = 16 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class Step:
-    """One validation step: name, status (passed, failed, skipped, not available, or for
-    compat allowed: breaking changes a major bump admits) and log."""
-
-    name: str
-    status: str  # one of _STATUSES
-    log: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.log = [line for line in self.log if line]
-
-
-@dataclass(frozen=True, slots=True)
-class Previous:
-    """The release to compare against: its label, and its op-set as canonical JSON."""
-
-    label: str
-    opset: str
-
-
-@dataclass(slots=True)
-class Verdict:
-    """The outcome: ``validated`` or ``rejected``, every step, and what was learned."""
-
-    filename: str
-    steps: list[Step] = field(default_factory=list)
-    opset: str = ""  # canonical op-set JSON, when the snapshot worked
-    ops: list[dict[str, str]] = field(default_factory=list)
-    kernels: list[dict[str, str]] = field(default_factory=list)
-    compat: dict[str, Any] | None = None
-    gpu: dict[str, Any] | None = None  # the static GPU checks' findings (see _gpu)
-
-    @property
-    def status(self) -> FileStatus:
-        """``validated`` when at least one step ran and none failed, else ``rejected``."""
-        ok = self.steps and all(s.status != "failed" for s in self.steps)
-        return FileStatus.VALIDATED if ok else FileStatus.REJECTED
-
-    @property
-    def failures(self) -> list[Step]:
-        """The steps that failed, in order."""
-        return [s for s in self.steps if s.status == "failed"]
-
-    def log_text(self) -> str:
-        """What a person reads: the verdict, then each step's status and name, its log indented."""
-        lines = [f"{self.filename}: {self.status}"]
-        for step in self.steps:
-            lines.append(f"[{step.status}] {step.name}")
-            lines.extend(f"    {line}" for text in step.log for line in text.splitlines())
-        return "\n".join(lines) + "\n"
-
-    def to_json(self) -> dict[str, Any]:
-        """The verdict as the marketplace stores it and ``opmarket validate --json`` prints it."""
-        return {
-            "filename": self.filename,
-            "status": self.status,
-            "steps": [asdict(s) for s in self.steps],
-            "ops": self.ops,
-            "kernels": self.kernels,
-            "compat": self.compat,
-            "gpu": self.gpu,
-        }
 
 
 def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
