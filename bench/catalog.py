@@ -118,7 +118,8 @@ def show_plans(url: str) -> None:
     seen: list[tuple[str, Any]] = []
 
     def capture(_c: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
+        if not statement.startswith("BEGIN"):  # SQLite's BEGIN, which opmarket emits itself
+            seen.append((statement, params))
 
     event.listen(db.engine, "before_cursor_execute", capture)
     with db.session() as session:

@@ -253,23 +253,18 @@ def seed_projects(db: Database, count: int, *, random_seed: int = 0) -> Iterator
         rows = _Rows()
         for n in range(first + done, first + min(done + _BATCH, count)):
             _project(rng, n, owner, ids, rows)
-        with db.engine.begin() as conn:
+        with db.engine.connect() as conn:
             if db.engine.dialect.name == "sqlite":
                 # No fsync per batch: a seed that dies half-way is seeded again. A cache
                 # that holds the indexes: names and digests go into them in random order.
-                conn.exec_driver_sql("PRAGMA synchronous=OFF")
-                conn.exec_driver_sql("PRAGMA cache_size=-262144")  # KiB
-            for model, values in (
-                (Project, rows.projects),
-                (Release, rows.releases),
-                (File, rows.files),
-                (OpEntry, rows.ops),
-                (KernelEntry, rows.kernels),
-                (ProjectSummary, rows.summaries),
-                (ProjectKernel, rows.pairs),
-            ):
-                if values:
-                    _write(conn, model, values)
+                # Set on the driver's connection, outside any transaction (SQLite refuses
+                # to change the safety level inside one, and SQLAlchemy begins one itself).
+                raw = conn.connection.driver_connection
+                assert raw is not None
+                raw.execute("PRAGMA synchronous=OFF")
+                raw.execute("PRAGMA cache_size=-262144")  # KiB
+            with conn.begin():
+                _write_rows(conn, rows)
         done = min(done + _BATCH, count)
         yield done
     if db.engine.dialect.name == "postgresql":
@@ -315,3 +310,17 @@ def seed_command(count: int, data: Path | None, random_seed: int) -> None:
     finally:
         db.dispose()
     click.echo(f"seeded {count} projects in {time.monotonic() - start:.1f} s")
+
+
+def _write_rows(conn: Connection, rows: _Rows) -> None:
+    for model, values in (
+        (Project, rows.projects),
+        (Release, rows.releases),
+        (File, rows.files),
+        (OpEntry, rows.ops),
+        (KernelEntry, rows.kernels),
+        (ProjectSummary, rows.summaries),
+        (ProjectKernel, rows.pairs),
+    ):
+        if values:
+            _write(conn, model, values)
