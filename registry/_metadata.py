@@ -1,7 +1,8 @@
 """Distribution metadata, read one way: ``importlib.metadata`` over a ``.dist-info`` (or
 ``.egg-info``) folder, on disk or inside a wheel (a ``zipfile.Path``). Discovery, compat's
 wheel and distribution sources and the marketplace's wheel checks all read names, versions and
-``opmarket`` entry points through these functions."""
+``opmarket`` entry points through these functions, and order versions with
+:func:`version_key`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from opmarket.sdk._hookspecs import PROJECT
 
 __all__ = [
@@ -19,7 +22,9 @@ __all__ = [
     "distribution_at",
     "name_and_version",
     "parse_entry_points",
+    "parse_version",
     "plugin_entry_points",
+    "version_key",
     "wheel_distribution",
 ]
 
@@ -57,6 +62,21 @@ def name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
     # long description can be most of the file).
     meta = email.parser.HeaderParser().parsestr(text.partition("\n\n")[0])
     return meta.get("Name") or "", meta.get("Version") or ""
+
+
+def parse_version(text: str) -> Version | None:
+    """``text`` as a PEP 440 version, or None when it is not one."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def version_key(text: str) -> tuple[int, Version | str]:
+    """The sort key of a version string: PEP 440 order, with strings that are not PEP 440
+    versions first, among themselves by text (so the newest valid version sorts last)."""
+    version = parse_version(text)
+    return (0, text) if version is None else (1, version)
 
 
 def plugin_entry_points(dist: importlib.metadata.Distribution) -> list[tuple[str, str]]:

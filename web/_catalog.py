@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
+from opmarket.registry._metadata import version_key
 from opmarket.sdk import OpmarketError
 from opmarket.web._gpu_index import gpu_filter
 from opmarket.web._hosted import HOSTED
@@ -127,13 +127,6 @@ class OpDetail(BaseModel):
     providers: list[Provider]
 
 
-def _vkey(v: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(v))
-    except InvalidVersion:
-        return (0, v)
-
-
 def _summary(row: ProjectSummary) -> PackageSummary:
     return PackageSummary(
         name=row.name,
@@ -246,7 +239,7 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
     ).one()
     files = sorted(
         (f for r in project.releases for f in r.files),
-        key=lambda f: (_vkey(f.release.version), f.filename),
+        key=lambda f: (version_key(f.release.version), f.filename),
         reverse=True,
     )
     latest = next((f for f in files if f.id == row.latest_file_id), None)
@@ -260,7 +253,7 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
     return PackageDetail(
         **_summary(row).model_dump(),
         owner=project.owner.name,
-        versions=sorted({r.version for r in project.releases}, key=_vkey, reverse=True),
+        versions=sorted({r.version for r in project.releases}, key=version_key, reverse=True),
         files=[_file_info(f) for f in files],
         op_details=[
             OpInfo(
@@ -296,7 +289,7 @@ def get_op(session: Session, name: str) -> OpDetail | None:
                 kernels[entry.file_id].append(_kernel(k))
     for entry in sorted(
         by_file.values(),
-        key=lambda e: (e.file.release.project.normalized, _vkey(e.file.release.version)),
+        key=lambda e: (e.file.release.project.normalized, version_key(e.file.release.version)),
     ):
         f = entry.file
         providers.append(

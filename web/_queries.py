@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -34,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from opmarket.registry._metadata import version_key
 from opmarket.web._models import (
     File,
     FileStatus,
@@ -78,18 +78,11 @@ def dtypes_of(dtypes: str) -> set[str]:
     return out or {""}
 
 
-def _vkey(v: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(v))
-    except InvalidVersion:
-        return (0, v)
-
-
 def _latest(rows: Sequence[tuple[int, str, str, datetime]]) -> tuple[int, str, str] | None:
     """(file id, version, status) of the newest validated file, else of the newest file."""
     if not rows:
         return None
-    ordered = sorted(rows, key=lambda r: (_vkey(r[1]), r[3], r[0]))
+    ordered = sorted(rows, key=lambda r: (version_key(r[1]), r[3], r[0]))
     validated = [r for r in ordered if r[2] == FileStatus.VALIDATED]
     fid, version, status, _ = (validated or ordered)[-1]
     return fid, version, status

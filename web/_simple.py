@@ -14,12 +14,12 @@ from datetime import datetime
 
 from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from opmarket.registry._metadata import version_key
 from opmarket.web._cache import INDEX, read_changes
 from opmarket.web._errors import HTTPError
 from opmarket.web._models import File, FileStatus, Project, Release
@@ -46,13 +46,6 @@ def file_url(sha256: str, filename: str) -> str:
 
 def _when(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _version_key(v: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(v))
-    except InvalidVersion:
-        return (0, v)
 
 
 def _answer(request: Request, body: bytes, content_type: str) -> Response:
@@ -199,7 +192,7 @@ def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
     doc = {
         "meta": {"api-version": API_VERSION},
         "name": name,
-        "versions": sorted(versions, key=_version_key),
+        "versions": sorted(versions, key=version_key),
         "files": entries,
     }
     page = (

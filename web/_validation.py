@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import InvalidVersion, Version
 from sqlalchemy import delete, select
 from sqlalchemy.exc import OperationalError
 
+from opmarket.registry._metadata import parse_version
 from opmarket.web._cache import prune_changes
 from opmarket.web._cgroup import pid_alive, sweep_stale
 from opmarket.web._deps import CatalogSource
@@ -47,16 +47,9 @@ _JOB_PREFIX = "opmarket-job-"
 log = logging.getLogger("opmarket.web.validation")
 
 
-def _vkey(v: str) -> Version | None:
-    try:
-        return Version(v)
-    except InvalidVersion:
-        return None
-
-
 def previous_release(state: AppState, project_id: int, version: str) -> Previous | None:
     """The op-set of the project's newest validated release older than ``version``."""
-    mine = _vkey(version)
+    mine = parse_version(version)
     with state.db.session() as session:
         rows = session.execute(
             select(File.filename, File.opset, Release.version)
@@ -70,7 +63,7 @@ def previous_release(state: AppState, project_id: int, version: str) -> Previous
     older = [
         (v, r)
         for r in rows
-        if (v := _vkey(r.version)) is not None and mine is not None and v < mine
+        if (v := parse_version(r.version)) is not None and mine is not None and v < mine
     ]
     if not older:
         return None
