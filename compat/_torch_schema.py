@@ -22,6 +22,7 @@ from opmarket.compat._torch_types import (
     make_type,
     make_union,
 )
+from opmarket.registry._bounded import BoundedCache
 
 __all__ = [
     "AliasInfo",
@@ -128,7 +129,8 @@ def _joined(tokens: list[str]) -> str:
 
 _OPEN = frozenset("([")
 _CLOSE = frozenset(")]")
-_ARGUMENTS: dict[tuple[object, ...], Argument] = {}  # see _Parser.cached_argument
+# Arguments by their tokens (see _Parser.cached_argument).
+_ARGUMENTS: BoundedCache[tuple[object, ...], Argument] = BoundedCache(100_000)
 
 
 class _Parser:
@@ -220,16 +222,14 @@ class _Parser:
                 break
             j += 1
         key = (*vals[self.i : j], kwarg_only)
-        arg = _ARGUMENTS.get(key)
+        arg = _ARGUMENTS.data.get(key)
         if arg is not None:
             self.i = j
             return arg
         counter = self.next_id
         arg = self.argument(kwarg_only=kwarg_only, is_return=False)
         if self.i == j and self.next_id == counter:  # no "Tensor!": it numbers its alias set
-            if len(_ARGUMENTS) > 100_000:
-                _ARGUMENTS.clear()
-            _ARGUMENTS[key] = arg
+            _ARGUMENTS.put(key, arg)
         return arg
 
     def returns(self) -> tuple[tuple[Argument, ...], bool]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opmarket.registry._binding import Binder, dtype_of, show_attr
+from opmarket.registry._bounded import BoundedCache
 from opmarket.registry._device import DEVICE_PREFERENCE, current_device, device, device_scope
 from opmarket.registry._entry import Entry
 from opmarket.registry._errors import KernelNotFoundError
@@ -46,13 +47,16 @@ class Dispatcher:
         self.keyword_attrs = tuple(a for a in op_def.attrs if a.name not in self.inferred)
         self.binder = Binder(op_def)
         self.single_input = len(op_def.inputs) == 1 and not op_def.inputs[0].is_list
-        self.cache: dict[Any, Entry] = {}
-        self.graph_cache: dict[Any, Entry] = {}
+        # The wrappers' fast path (its keys spell inputs and attrs as calls do) and the
+        # entries by bound attrs; an entry of the first is one of the second, so the second
+        # overflowing closes both, while the first overflowing only forgets spellings.
+        self.cache: BoundedCache[Any, Entry] = BoundedCache(_MAX_ENTRIES)
+        self.graph_cache: BoundedCache[Any, Entry] = BoundedCache(_MAX_ENTRIES, self.invalidate)
         self._wrapper: Callable[..., Any] | None = None
 
     def invalidate(self) -> None:
         """Drop every prepared entry (kernels changed), closing lifecycle kernels."""
-        for e in (*self.cache.values(), *self.graph_cache.values()):
+        for e in (*self.cache.data.values(), *self.graph_cache.data.values()):
             e.close()
         self.cache.clear()
         self.graph_cache.clear()
@@ -154,9 +158,7 @@ class Dispatcher:
         entry = Entry(self, spec, attrs)
         if key is None:
             return entry, True, False
-        if len(self.graph_cache) >= _MAX_ENTRIES:
-            self.invalidate()
-        self.graph_cache[key] = entry
+        self.graph_cache.put(key, entry)
         return entry, True, True
 
     def slow_call(self, inputs: tuple[Any, ...], given: dict[str, Any], key: Any = None) -> Any:
@@ -164,8 +166,6 @@ class Dispatcher:
         ``key`` is the wrapper's cache key for this call (None if it could not make one)."""
         bound, attrs = self.bind(inputs, given)
         dev = device_scope.get()
-        if len(self.cache) >= _MAX_ENTRIES:
-            self.invalidate()
         entry, created, cached = self._shared_entry(attrs, dev, "", None)
         # Mode 1 hands the wrapper's own arguments to the kernel: right only while every
         # spelling that reaches this entry is exactly the bound value (no list for a tuple,
@@ -185,7 +185,7 @@ class Dispatcher:
             except TypeError:
                 pass
             else:
-                self.cache[key] = entry
+                self.cache.put(key, entry)
         try:
             return entry.run(bound, _shapes(bound, self.single_input))
         finally:

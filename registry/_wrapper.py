@@ -63,7 +63,7 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     op = d.op_def
     ins, attrs = _parameters(op, d.keyword_attrs)
     env: dict[str, Any] = {
-        "_cache": d.cache,
+        "_cache": d.cache.data,
         "_slow": d.slow_call,
         "_nd": np.ndarray,
         "_dev": device_scope.get,
