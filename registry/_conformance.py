@@ -5,19 +5,29 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from opmarket.registry._binding import dtype_of
-from opmarket.registry._executor import _registry
 from opmarket.registry._registry import Registry
-from opmarket.sdk import DType, UnknownDTypeError
+from opmarket.registry._runtime import registry_or_default
+from opmarket.sdk import DType, NotFoundError, UnknownDTypeError
 from opmarket.sdk._kernel import KernelSpec
 
-__all__ = ["ConformanceReport", "ConformanceResult", "ConformanceStatus", "check_conformance"]
+__all__ = [
+    "ConformanceReport",
+    "ConformanceResult",
+    "ConformanceStatus",
+    "Sample",
+    "check_conformance",
+    "check_kernel",
+    "compare_outputs",
+    "generated_samples",
+    "type_bindings",
+]
 
 # (rtol, atol) by dtype; anything not listed must match exactly.
 _TOLERANCE: dict[DType, tuple[float, float]] = {
@@ -31,7 +41,8 @@ _TOLERANCE: dict[DType, tuple[float, float]] = {
 
 
 class ConformanceStatus(enum.StrEnum):
-    """A conformance result: the kernel agreed with the reference, did not, or was not run."""
+    """How a check went: passed, failed, or skipped (not applicable; its message says why).
+    Conformance results and ``opcheck``'s (``OpCheckStatus``) use this one enum."""
 
     PASSED = "passed"
     FAILED = "failed"
@@ -80,9 +91,12 @@ class ConformanceReport:
             raise AssertionError("conformance failed:\n" + "\n".join(str(r) for r in self.failures))
 
 
-def _bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
+def type_bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
+    """Every binding of the op's type attrs the kernel supports (its constraints within the
+    op's allowed values; an unconstrained attr takes its default, else float)."""
     op = registry.op_def(spec.op)
-    assert op is not None
+    if op is None:
+        raise NotFoundError(f"kernel {spec.name!r} is for op {spec.op!r}, which is not registered")
     names: list[str] = []
     choices: list[tuple[DType, ...]] = []
     for attr in op.attrs:
@@ -100,14 +114,42 @@ def _bindings(spec: KernelSpec, registry: Registry) -> list[dict[str, DType]]:
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*choices)]
 
 
-def _compare(got: Any, want: Any) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One call to check: a type binding, the op's inputs and its other attrs; ``label``
+    (``trial 1``) is what a failure on it says, empty for inputs a caller gave."""
+
+    types: dict[str, DType]
+    inputs: list[Any]
+    attrs: dict[str, Any]
+    label: str = ""
+
+
+def generated_samples(
+    registry: Registry, spec: KernelSpec, types: dict[str, DType], *, trials: int, seed: int
+) -> list[Sample]:
+    """``trials`` samples for the kernel's binding ``types`` from the op's input generator,
+    reproducible from ``seed`` (none without a generator); raises what the generator raises."""
+    gen = registry.input_generator(spec.op)
+    if gen is None:
+        return []
+    out: list[Sample] = []
+    for trial in range(trials):
+        inputs, attrs = gen.fn(np.random.default_rng([seed, trial]), dict(types))
+        out.append(Sample(types, list(inputs), dict(attrs), f"trial {trial}"))
+    return out
+
+
+def compare_outputs(got: Any, want: Any) -> str | None:
+    """What differs between a kernel's outputs and the reference's (tolerances by dtype:
+    floating point within them, everything else exactly), or None when they agree."""
     got_items = got if isinstance(got, (tuple, list)) else (got,)
     want_items = want if isinstance(want, (tuple, list)) else (want,)
     if len(got_items) != len(want_items):
         return f"{len(got_items)} outputs, reference has {len(want_items)}"
     for i, (got_i, want_i) in enumerate(zip(got_items, want_items, strict=True)):
         if isinstance(want_i, (tuple, list)):
-            problem = _compare(got_i, want_i)
+            problem = compare_outputs(got_i, want_i)
             if problem:
                 return f"output {i}: {problem}"
             continue
@@ -149,7 +191,7 @@ def check_conformance(
     """Run every kernel of ``ops`` (default: every op with a reference) against the op's
     reference on inputs from its input generator, for each dtype binding the kernel
     supports; ``trials`` inputs per binding, reproducible from ``seed``."""
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     if ops is None:
         names = [o.name for o in reg if reg.reference(o.name) is not None]
     else:
@@ -159,93 +201,58 @@ def check_conformance(
         ref, gen = reg.reference(name), reg.input_generator(name)
         kernels = [k for k in reg.kernels(name) if devices is None or k.device in devices]
         for spec in kernels:
-            for types in _bindings(spec, reg):
-                shown = tuple((k, v.spec_name) for k, v in types.items())
+            for types in type_bindings(spec, reg):
                 if ref is None or gen is None:
                     missing = "reference" if ref is None else "input generator"
                     results.append(
-                        ConformanceResult(
-                            name,
-                            spec.name,
-                            spec.device,
-                            shown,
-                            ConformanceStatus.SKIPPED,
-                            f"the op has no {missing}",
+                        _result(spec, types, ConformanceStatus.SKIPPED, f"the op has no {missing}")
+                    )
+                    continue
+                try:
+                    samples = generated_samples(reg, spec, types, trials=trials, seed=seed)
+                except Exception as exc:
+                    results.append(
+                        _result(
+                            spec, types, ConformanceStatus.FAILED, f"input generator raised {exc!r}"
                         )
                     )
                     continue
-                results.append(
-                    _run(
-                        reg,
-                        spec,
-                        types,
-                        shown=shown,
-                        ref=ref.fn,
-                        gen=gen.fn,
-                        trials=trials,
-                        seed=seed,
-                    )
-                )
+                results.append(check_kernel(reg, spec, types, samples, ref.fn))
     return ConformanceReport(tuple(results))
 
 
-def _run(
-    reg: Registry,
+def _result(
+    spec: KernelSpec, types: dict[str, DType], status: ConformanceStatus, message: str = ""
+) -> ConformanceResult:
+    shown = tuple((k, v.spec_name) for k, v in types.items())
+    return ConformanceResult(spec.op, spec.name, spec.device, shown, status, message)
+
+
+def check_kernel(
+    registry: Registry,
     spec: KernelSpec,
     types: dict[str, DType],
-    *,
-    shown: tuple[tuple[str, str], ...],
-    ref: Any,
-    gen: Any,
-    trials: int,
-    seed: int,
+    samples: Sequence[Sample],
+    reference: Callable[..., Any],
 ) -> ConformanceResult:
-    dispatcher = reg.dispatcher(spec.op)
-    for trial in range(trials):
-        rng = np.random.default_rng([seed, trial])
+    """Call the kernel (through dispatch, with the binding ``types``) and ``reference`` on
+    each sample: failed at the first sample where either raises or they differ."""
+    dispatcher = registry.dispatcher(spec.op)
+    for s in samples:
+        where = f" ({s.label})" if s.label else ""
         try:
-            inputs, attrs = gen(rng, dict(types))
+            want = reference(*s.inputs, **s.attrs)
         except Exception as exc:
-            return ConformanceResult(
-                spec.op,
-                spec.name,
-                spec.device,
-                shown,
-                ConformanceStatus.FAILED,
-                f"input generator raised {exc!r}",
-            )
-        try:
-            want = ref(*inputs, **attrs)
-        except Exception as exc:
-            return ConformanceResult(
-                spec.op,
-                spec.name,
-                spec.device,
-                shown,
-                ConformanceStatus.FAILED,
-                f"reference raised {exc!r} (trial {trial})",
+            return _result(
+                spec, types, ConformanceStatus.FAILED, f"reference raised {exc!r}{where}"
             )
         try:
             got = dispatcher.call(
-                inputs, {**types, **attrs}, device=spec.device, label=spec.label, kernel=spec
+                s.inputs, {**types, **s.attrs}, device=spec.device, label=spec.label, kernel=spec
             )
         except Exception as exc:
-            return ConformanceResult(
-                spec.op,
-                spec.name,
-                spec.device,
-                shown,
-                ConformanceStatus.FAILED,
-                f"kernel raised {exc!r} (trial {trial})",
-            )
-        problem = _compare(got, want)
+            return _result(spec, types, ConformanceStatus.FAILED, f"kernel raised {exc!r}{where}")
+        problem = compare_outputs(got, want)
         if problem is not None:
-            return ConformanceResult(
-                spec.op,
-                spec.name,
-                spec.device,
-                shown,
-                ConformanceStatus.FAILED,
-                f"{problem} (trial {trial})",
-            )
-    return ConformanceResult(spec.op, spec.name, spec.device, shown, ConformanceStatus.PASSED)
+            return _result(spec, types, ConformanceStatus.FAILED, f"{problem}{where}")
+    return _result(spec, types, ConformanceStatus.PASSED)

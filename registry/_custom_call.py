@@ -8,21 +8,13 @@ from typing import Any
 import numpy as np
 
 from opmarket.registry._registry import Registry
+from opmarket.registry._runtime import registry_or_default
 from opmarket.sdk import NotFoundError
 from opmarket.sdk._custom_call import CustomCallTarget, install_runner
 
 __all__ = ["custom_call", "register_custom_call_target"]
 
 ResultSpec = tuple[Sequence[int], Any]
-
-
-def _registry(registry: Registry | None) -> Registry:
-    if registry is not None:
-        return registry
-    from opmarket.registry._runtime import get_registry, load_plugins  # cycle
-
-    load_plugins()
-    return get_registry()
 
 
 def register_custom_call_target(
@@ -33,7 +25,7 @@ def register_custom_call_target(
     registry: Registry | None = None,
 ) -> None:
     """Register ``fn(out, inputs, opaque)`` as target ``name`` on ``platform``."""
-    reg = registry if registry is not None else _registry(None)
+    reg = registry_or_default(registry)
     reg.register(CustomCallTarget(name, fn, platform), source=f"custom call {name}")
 
 
@@ -52,7 +44,7 @@ def custom_call(
     result (XLA's tuple-shaped custom call: the target gets a tuple of buffers, and may use
     some as scratch). Returns the output array, or the tuple.
     """
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     found = reg.custom_call_target(target, platform)
     if found is None:
         have = sorted(f"{t.name} ({t.platform})" for t in reg.custom_call_targets())

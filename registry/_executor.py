@@ -11,6 +11,7 @@ from opmarket.registry._errors import InvalidGraphError
 from opmarket.registry._graph import Graph, Node, parse_input
 from opmarket.registry._graph_validation import fill_defaults, topological_order, validate_graph
 from opmarket.registry._registry import Registry
+from opmarket.registry._runtime import registry_or_default
 from opmarket.registry._signature import arg_dtypes
 from opmarket.sdk import DType, InvalidArgumentError, OpDef
 from opmarket.sdk._kernel import KernelSpec
@@ -20,15 +21,6 @@ if TYPE_CHECKING:
     from opmarket.registry._resolver import OpResolver
 
 __all__ = ["execute", "infer_graph_shapes", "prepare_graph", "run_graph", "structure"]
-
-
-def _registry(registry: Registry | None) -> Registry:
-    if registry is not None:
-        return registry
-    from opmarket.registry._runtime import get_registry, load_plugins  # cycle
-
-    load_plugins()
-    return get_registry()
 
 
 def prepare_graph(graph: Graph, registry: Registry) -> Graph:
@@ -164,7 +156,7 @@ def run_graph(
     """Run ``graph``: ``feeds`` give placeholders values (by node name), ``fetches`` name
     outputs (``"node:index"``, or ``"node"`` for output 0); one array per fetch, or one
     array when ``fetches`` is a string. The graph is validated and defaults filled first."""
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     prepared = prepare_graph(graph, reg)
     names = [fetches] if isinstance(fetches, str) else list(fetches)
     values = execute(prepared, feeds, names, reg, resolver=resolver)
@@ -189,7 +181,7 @@ def infer_graph_shapes(
     name) and the registered shape functions, without running a kernel. An op without a
     shape function gives unknown shapes; InvalidGraphError lists every node whose shape
     function rejects its inputs."""
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     prepared = prepare_graph(graph, reg)
     shapes: dict[str, list[Shape]] = {}
     problems: list[str] = []

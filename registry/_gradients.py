@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.registry._executor import _registry, execute, prepare_graph, structure
+from opmarket.registry._executor import execute, prepare_graph, structure
 from opmarket.registry._graph import Graph, Node, parse_input
 from opmarket.registry._registry import Registry
+from opmarket.registry._runtime import registry_or_default
 from opmarket.sdk import NotFoundError
 from opmarket.sdk._gradients import GradientOp, as_input_grads
 
@@ -34,7 +35,7 @@ def gradients(
     ``grad_ys`` weights each y (ones by default). An op on the path without a registered
     gradient is an error; a ``not_differentiable`` op stops the gradient there.
     """
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     prepared = prepare_graph(graph, reg)
     y_refs = [ys] if isinstance(ys, str) else list(ys)
     x_refs = [xs] if isinstance(xs, str) else list(xs)
@@ -120,7 +121,7 @@ def compute_gradient(
     (central differences) Jacobians of ``y``, each of shape (x size, y size)."""
     from opmarket.registry._executor import run_graph  # cycle-free, kept local
 
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     base = {k: np.array(v) for k, v in feeds.items()}
     y0 = np.asarray(run_graph(graph, base, y, registry=reg))
     out: list[tuple[_Array, _Array]] = []
@@ -168,7 +169,7 @@ def check_gradient(
 
     ``wrt`` picks the inputs to differentiate (default: every floating-point input).
     """
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     g = Graph()
     names = []
     for i, value in enumerate(inputs):

@@ -348,10 +348,9 @@ def _with_defaults(graph: Graph, ops: OpLookup | None) -> Graph:
     from opmarket.registry._graph_validation import fill_defaults
 
     if ops is None:
-        from opmarket.registry._runtime import get_registry, load_plugins
+        from opmarket.registry._runtime import registry_or_default
 
-        load_plugins()
-        ops = get_registry().op_defs
+        ops = registry_or_default(None).op_defs
     return fill_defaults(graph, ops)
 
 

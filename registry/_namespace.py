@@ -11,7 +11,7 @@ from opmarket.sdk import NotFoundError, OpDef, snake_case
 if TYPE_CHECKING:
     from opmarket.registry._registry import Registry
 
-__all__ = ["Loader", "OpsNamespace", "matches"]
+__all__ = ["Loader", "OpsNamespace", "matches", "ops_named"]
 
 #: ``loader(prefix, name, full=...)`` loads what resolving ``name`` under the namespace
 #: ``prefix`` needs (``name`` None: everything); see ``_runtime.load_plugins_for``.
@@ -33,6 +33,18 @@ def matches(op: str, prefix: str, name: str, *, full: bool = False) -> bool:
         return True
     rest = ns if not prefix else (ns[len(prefix) + 1 :] if ns.startswith(prefix + ">") else "")
     return bool(rest) and _segment(rest.split(">")[0]) == name
+
+
+def ops_named(registry: Registry, name: str) -> list[OpDef]:
+    """The ops ``name`` names, by ``opmarket.ops``' rules, sorted: the op with that full
+    name (``ops["Opm>ZeroOut"]``), else every op whose Python name it is (``ops.zero_out``)
+    or, as written in specs, whose short name (``ZeroOut``). More than one is ambiguous."""
+    found = registry.op_def(name)
+    if found is not None:
+        return [found]
+    return sorted(
+        (o for o in registry if name in (o.python_name, o.short_name)), key=lambda o: o.name
+    )
 
 
 class OpsNamespace:

@@ -32,6 +32,7 @@ __all__ = [
     "ops_namespace",
     "plugins",
     "register",
+    "registry_or_default",
 ]
 
 BUILTIN_SOURCE = "opmarket (built-in)"
@@ -64,6 +65,15 @@ def get_registry() -> Registry:
     if _registry is None:
         _registry = new_registry()
     return _registry
+
+
+def registry_or_default(registry: Registry | None) -> Registry:
+    """``registry``, or when it is None the process's with every installed plugin loaded:
+    the default of each function that takes ``registry=``."""
+    if registry is not None:
+        return registry
+    load_plugins()
+    return get_registry()
 
 
 def _discover() -> list[PluginInfo]:

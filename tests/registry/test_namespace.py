@@ -55,3 +55,16 @@ def test_nested_namespaces(registry: Registry) -> None:
 def test_ops_cannot_be_assigned() -> None:
     with pytest.raises(AttributeError, match="read-only"):
         opmarket.ops.zero_out = None
+
+
+def test_ops_named_follows_the_namespace_rules(registry: Registry, zero_out: OpDef) -> None:
+    from opmarket.registry._namespace import ops_named
+
+    def names(name: str) -> list[str]:
+        return [o.name for o in ops_named(registry, name)]
+
+    assert names("Opm>ZeroOut") == names("zero_out") == names("ZeroOut") == ["Opm>ZeroOut"]
+    assert names("zero_in") == [] and names("opm") == []  # a namespace is not an op
+    registry.register(op("Acme>ZeroOut").input("x: float").output("y: float").build())
+    assert names("zero_out") == ["Acme>ZeroOut", "Opm>ZeroOut"]
+    assert names("Acme>ZeroOut") == ["Acme>ZeroOut"]

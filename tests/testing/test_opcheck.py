@@ -241,3 +241,30 @@ def test_a_compiled_kernel_whose_default_drifted_is_named(
         "the kernel clip_float's default drifted from the spec's 6.0 (it declares "
         "clip_max=1.0): calling it without clip_max differs from calling it with clip_max=6.0"
     ]
+
+
+def test_one_status_enum_and_conformance_messages_for_given_inputs(registry: Registry) -> None:
+    from opmarket.registry._conformance import ConformanceStatus
+
+    assert OpCheckStatus is ConformanceStatus
+    register(registry, kernel=make_kernel(wrong=True))
+    x = np.array([-1.0, 2.0, 7.0], np.float32)
+    report = opcheck("Test>Clip", [x], checks=["conformance"], raise_on_failure=False)
+    (failure,) = report.failures
+    # The same wording as check_conformance, without a trial number: the inputs were given.
+    assert failure.subject == "clip_kernel [CPU, T=float]"
+    assert failure.message.startswith("output 0 differs from the reference at (0,)")
+    assert "trial" not in failure.message
+
+
+def test_names_resolve_as_opmarket_ops_resolves_them(registry: Registry) -> None:
+    import opmarket
+    from opmarket.registry import AmbiguousOpNameError
+
+    register(registry)
+    registry.register(op("Other>Clip").input("x: float").output("y: float").build())
+    with pytest.raises(AmbiguousOpNameError):
+        _ = opmarket.ops.clip
+    with pytest.raises(NotFoundError, match="'clip' is ambiguous: Other>Clip, Test>Clip; pass"):
+        opcheck("clip")
+    assert opcheck("Test>Clip", checks=["conformance"]).op == "Test>Clip"

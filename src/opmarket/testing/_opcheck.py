@@ -5,7 +5,6 @@ attr defaults of the spec, the kernels and the reference against one another."""
 
 from __future__ import annotations
 
-import enum
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -14,13 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.registry._conformance import _bindings, _compare, check_conformance
+from opmarket.registry._conformance import (
+    ConformanceResult,
+    ConformanceStatus,
+    Sample,
+    check_conformance,
+    check_kernel,
+    compare_outputs,
+    generated_samples,
+    type_bindings,
+)
 from opmarket.registry._dispatch import Dispatcher
 from opmarket.registry._entry import Entry
-from opmarket.registry._executor import _registry
 from opmarket.registry._gradients import check_gradient
+from opmarket.registry._namespace import ops_named
 from opmarket.registry._registry import Registry
-from opmarket.sdk import DType, NotFoundError, OpDef, snake_case
+from opmarket.registry._runtime import registry_or_default
+from opmarket.sdk import DType, NotFoundError, OpDef
 from opmarket.sdk._kernel import KernelSpec
 
 __all__ = ["CHECKS", "OpCheckError", "OpCheckReport", "OpCheckResult", "OpCheckStatus", "opcheck"]
@@ -28,16 +37,8 @@ __all__ = ["CHECKS", "OpCheckError", "OpCheckReport", "OpCheckResult", "OpCheckS
 #: The checks ``opcheck`` runs, in order.
 CHECKS: tuple[str, ...] = ("conformance", "shape", "gradient", "defaults")
 
-# A sample: the kernel's type binding, the op's inputs and its non-type attrs.
-_Sample = tuple[dict[str, DType], list[Any], dict[str, Any]]
-
-
-class OpCheckStatus(enum.StrEnum):
-    """How one check went: passed, failed, or not applicable (``message`` says why)."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
+#: How one check went: conformance's own statuses (passed, failed, skipped), one enum.
+OpCheckStatus = ConformanceStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ def opcheck(
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown opcheck checks {unknown}; the checks are {list(CHECKS)}")
-    reg = _registry(registry)
+    reg = registry_or_default(registry)
     op_def = _resolve(op, reg)
     name = op_def.name
     dispatcher = reg.dispatcher(name)
@@ -169,14 +170,11 @@ def _resolve(op: str | OpDef, reg: Registry) -> OpDef:
         if found is None:
             raise NotFoundError(f"op {op.name!r} is not registered in this registry")
         return found
-    found = reg.op_def(op)
-    if found is not None:
-        return found
-    short = [o for o in reg if op in ((s := o.name.rpartition(">")[2]), snake_case(s))]
-    if len(short) == 1:
-        return short[0]
-    if short:
-        names = ", ".join(sorted(o.name for o in short))
+    named = ops_named(reg, op)
+    if len(named) == 1:
+        return named[0]
+    if named:
+        names = ", ".join(o.name for o in named)
         raise NotFoundError(f"op name {op!r} is ambiguous: {names}; pass the full name")
     raise NotFoundError(
         f"no op {op!r} is registered; is the plugin under test installed and loaded "
@@ -190,8 +188,16 @@ def _short(name: str) -> str:
 
 
 def _label(spec: KernelSpec, types: Mapping[str, DType]) -> str:
-    shown = ", ".join(f"{k}={v.spec_name}" for k, v in types.items())
-    return f"{_short(spec.name)} [{spec.device}{', ' + shown if shown else ''}]"
+    return _subject(spec.name, spec.device, tuple((k, v.spec_name) for k, v in types.items()))
+
+
+def _subject(kernel: str, device: str, types: tuple[tuple[str, str], ...]) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in types)
+    return f"{_short(kernel)} [{device}{', ' + shown if shown else ''}]"
+
+
+def _result(r: ConformanceResult) -> OpCheckResult:
+    return OpCheckResult("conformance", _subject(r.kernel, r.device, r.types), r.status, r.message)
 
 
 def _samples(
@@ -203,30 +209,26 @@ def _samples(
     *,
     trials: int,
     seed: int,
-) -> list[_Sample]:
+) -> list[Sample]:
     if inputs is not None:
         _, full = dispatcher.bind(list(inputs), dict(attrs or {}))
         op_def = dispatcher.op_def
         types = {a.name: full[a.name] for a in op_def.attrs if a.type == "type"}
         if any(k in types and types[k] not in allowed for k, allowed in spec.constraints):
             return []
-        return [(types, list(inputs), dict(attrs or {}))]
-    gen = reg.input_generator(spec.op)
-    if gen is None:
-        return []
-    out: list[_Sample] = []
-    for types in _bindings(spec, reg):
-        for trial in range(trials):
-            made, made_attrs = gen.fn(np.random.default_rng([seed, trial]), dict(types))
-            out.append((types, list(made), dict(made_attrs)))
-    return out
+        return [Sample(types, list(inputs), dict(attrs or {}))]
+    return [
+        sample
+        for types in type_bindings(spec, reg)
+        for sample in generated_samples(reg, spec, types, trials=trials, seed=seed)
+    ]
 
 
 def _conformance(
     reg: Registry,
     name: str,
     kernels: list[KernelSpec],
-    samples: Mapping[KernelSpec, list[_Sample]],
+    samples: Mapping[KernelSpec, list[Sample]],
     *,
     inputs: Sequence[Any] | None,
     trials: int,
@@ -235,38 +237,21 @@ def _conformance(
 ) -> list[OpCheckResult]:
     if inputs is None:
         report = check_conformance(name, registry=reg, trials=trials, seed=seed, devices=devices)
+        return [_result(r) for r in report.results]
+    ref = reg.reference(name)
+    if ref is None:
         return [
             OpCheckResult(
-                "conformance",
-                f"{_short(r.kernel)} [{r.device}{', ' if r.types else ''}"
-                f"{', '.join(f'{k}={v}' for k, v in r.types)}]",
-                OpCheckStatus(r.status.value),
-                r.message,
+                "conformance", _label(spec, s.types), OpCheckStatus.SKIPPED, "no reference"
             )
-            for r in report.results
+            for spec in kernels
+            for s in samples[spec]
         ]
-    ref = reg.reference(name)
-    results: list[OpCheckResult] = []
-    for spec in kernels:
-        for types, ins, at in samples[spec]:
-            subject = _label(spec, types)
-            if ref is None:
-                results.append(
-                    OpCheckResult("conformance", subject, OpCheckStatus.SKIPPED, "no reference")
-                )
-                continue
-            try:
-                want = ref.fn(*ins, **at)
-                got = reg.dispatcher(name).call(
-                    ins, {**types, **at}, device=spec.device, label=spec.label, kernel=spec
-                )
-            except Exception as exc:
-                results.append(_fail("conformance", subject, f"raised {exc!r}"))
-                continue
-            problem = _compare(got, want)
-            status = OpCheckStatus.FAILED if problem else OpCheckStatus.PASSED
-            results.append(OpCheckResult("conformance", subject, status, problem or ""))
-    return results
+    return [
+        _result(check_kernel(reg, spec, s.types, [s], ref.fn))
+        for spec in kernels
+        for s in samples[spec]
+    ]
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -276,7 +261,7 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def _shapes(
-    reg: Registry, dispatcher: Dispatcher, samples: Mapping[KernelSpec, list[_Sample]]
+    reg: Registry, dispatcher: Dispatcher, samples: Mapping[KernelSpec, list[Sample]]
 ) -> list[OpCheckResult]:
     name = dispatcher.op_def.name
     if reg.shape_fn(name) is None:
@@ -291,11 +276,11 @@ def _shapes(
     results: list[OpCheckResult] = []
     for spec, items in samples.items():
         by_binding: dict[str, OpCheckResult] = {}
-        for types, ins, at in items:
-            subject = _label(spec, types)
+        for s in items:
+            subject = _label(spec, s.types)
             if subject in by_binding and by_binding[subject].status is OpCheckStatus.FAILED:
                 continue
-            problem = _shape_problem(dispatcher, spec, types, ins, at)
+            problem = _shape_problem(dispatcher, spec, s.types, s.inputs, s.attrs)
             status = OpCheckStatus.FAILED if problem else OpCheckStatus.PASSED
             by_binding[subject] = OpCheckResult("shape", subject, status, problem or "")
         results.extend(by_binding.values())
@@ -340,33 +325,34 @@ def _shape_problem(
 
 
 def _gradient(
-    reg: Registry, name: str, samples: Mapping[KernelSpec, list[_Sample]], tolerance: float
+    reg: Registry, name: str, samples: Mapping[KernelSpec, list[Sample]], tolerance: float
 ) -> list[OpCheckResult]:
     spec = reg.gradient(name)
     if spec is None or spec.fn is None:
         why = "no gradient is registered" if spec is None else "the op is not differentiable"
         return [OpCheckResult("gradient", name, OpCheckStatus.SKIPPED, why)]
     # The widest floating-point binding any kernel has: numeric differences need precision.
-    best: dict[tuple[tuple[str, str], ...], tuple[int, list[_Sample]]] = {}
+    best: dict[tuple[tuple[str, str], ...], tuple[int, list[Sample]]] = {}
     for items in samples.values():
-        for types, ins, at in items:
+        for s in items:
             width = max(
                 (
                     np.asarray(v).dtype.itemsize
-                    for v in _leaves(ins)
+                    for v in _leaves(s.inputs)
                     if np.asarray(v).dtype.kind == "f"
                 ),
                 default=0,
             )
             if width:
-                key = tuple((k, v.spec_name) for k, v in types.items())
-                best.setdefault(key, (width, []))[1].append((types, ins, at))
+                key = tuple((k, v.spec_name) for k, v in s.types.items())
+                best.setdefault(key, (width, []))[1].append(s)
     if not best:
         return [OpCheckResult("gradient", name, OpCheckStatus.SKIPPED, "no float inputs")]
     key, (_, chosen) = max(best.items(), key=lambda kv: kv[1][0])
     subject = f"{name} [{', '.join(f'{k}={v}' for k, v in key)}]".replace(" []", "")
     worst = 0.0
-    for _types, ins, at in chosen[:2]:
+    for s in chosen[:2]:
+        ins, at = s.inputs, s.attrs
         try:
             worst = max(worst, check_gradient(name, ins, at, tolerance=tolerance, registry=reg))
         except AssertionError as exc:
@@ -391,7 +377,7 @@ def _declared_default(fn: Callable[..., Any], attr: str) -> str | None:
 
 
 def _defaults(
-    reg: Registry, dispatcher: Dispatcher, samples: Mapping[KernelSpec, list[_Sample]]
+    reg: Registry, dispatcher: Dispatcher, samples: Mapping[KernelSpec, list[Sample]]
 ) -> list[OpCheckResult]:
     op_def = dispatcher.op_def
     defaulted = [a for a in op_def.attrs if a.type != "type" and a.default is not None]
@@ -406,8 +392,8 @@ def _defaults(
         for spec, items in samples.items():
             if spec.is_lifecycle:
                 continue  # constructed with every attr, filled from the spec by dispatch
-            for types, ins, at in items[:1]:
-                bound, full = dispatcher.bind(ins, {**types, **at, attr.name: default})
+            for s in items[:1]:
+                bound, full = dispatcher.bind(s.inputs, {**s.types, **s.attrs, attr.name: default})
                 entry = Entry(dispatcher, spec, full)
                 try:
                     if attr.name not in entry.kw:
@@ -424,9 +410,8 @@ def _defaults(
         if ref is not None:
             sample = next((s for items in samples.values() for s in items), None)
             if sample is not None:
-                _, ins, at = sample
-                rest = {k: v for k, v in at.items() if k != attr.name}
-                outcome = _compare_calls(ref.fn, ins, rest, attr.name, default)
+                rest = {k: v for k, v in sample.attrs.items() if k != attr.name}
+                outcome = _compare_calls(ref.fn, sample.inputs, rest, attr.name, default)
                 if outcome is not None:
                     drift["reference"] = (outcome, _declared_default(ref.fn, attr.name))
         results += _drift_results(op_def.name, attr.name, default, drift)
@@ -443,7 +428,7 @@ def _compare_calls(
     except TypeError:
         return None
     explicit = fn(*args, **rest, **{attr: default})
-    return _compare(omitted, explicit) is not None
+    return compare_outputs(omitted, explicit) is not None
 
 
 def _drift_results(
