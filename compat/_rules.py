@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opmarket.compat import _checks as c
+from opmarket.compat import _rule_checks as c
 from opmarket.compat._change import OpChange
 from opmarket.compat._rule import Example, Rule, Scope, Severity
 from opmarket.compat._torch_rules import TORCH_RULES

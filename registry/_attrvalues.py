@@ -18,7 +18,7 @@ from opmarket.sdk import (
     as_dtype,
 )
 
-__all__ = ["coerce_attr", "normalize_attr", "tensor_value"]
+__all__ = ["coerce_attr", "model_attr_value", "tensor_value"]
 
 
 def tensor_value(array: Any) -> TensorValue:
@@ -43,13 +43,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def normalize_attr(value: Any) -> Any:
+def model_attr_value(value: Any) -> Any:
     """A Python attr value as the model holds it: numpy dtypes to DType, lists to tuples,
     numpy scalars to Python ones, arrays to TensorValue."""
     if isinstance(value, (DType, bool, str, TensorShape, TensorValue, FuncValue)):
         return value
     if isinstance(value, (list, tuple)):
-        return tuple(normalize_attr(v) for v in value)
+        return tuple(model_attr_value(v) for v in value)
     if isinstance(value, np.ndarray):
         return tensor_value(value)
     if isinstance(value, np.generic):
@@ -75,7 +75,7 @@ def coerce_attr(value: Any, attr_type: str, *, strict: bool = False) -> Any:
             if strict:
                 raise
             return value
-    value = normalize_attr(value)
+    value = model_attr_value(value)
 
     def one(v: Any) -> Any:
         if base == "type" and isinstance(v, str):

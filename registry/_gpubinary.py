@@ -19,7 +19,7 @@ from pathlib import Path
 
 from opmarket.registry._elf import read_library
 
-__all__ = ["DeviceCode", "read_device_code"]
+__all__ = ["DeviceCode", "arch_key", "read_device_code"]
 
 _FATBIN_MAGIC = 0xBA55ED50
 _KIND_PTX, _KIND_ELF = 1, 2
@@ -28,7 +28,9 @@ _KIND_PTX, _KIND_ELF = 1, 2
 @dataclass(frozen=True, slots=True)
 class DeviceCode:
     """A shared library's CUDA facts: ``sass`` (``sm_80``...) and ``ptx`` (``compute_75``...)
-    sorted by architecture, ``needed`` its DT_NEEDED names, ``runpath`` its run paths."""
+    sorted by architecture (:func:`arch_key`), ``needed`` its DT_NEEDED names, ``runpath``
+    its run paths. Read here from the ELF file, or by the index from ``cuobjdump``'s
+    listing (which leaves ``needed`` and ``runpath`` empty)."""
 
     sass: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
@@ -51,7 +53,8 @@ class DeviceCode:
         return bool(self.sass or self.ptx)
 
 
-def _arch_key(name: str) -> tuple[int, str]:
+def arch_key(name: str) -> tuple[int, str]:
+    """The sort key of an architecture name: by its number (``sm_80`` before ``sm_100a``)."""
     digits = "".join(ch for ch in name.partition("_")[2] if ch.isdigit())
     return (int(digits or 0), name)
 
@@ -65,8 +68,8 @@ def read_device_code(path: Path) -> DeviceCode:
     if ".nv_fatbin" in library.sections:
         _fatbins(library.sections[".nv_fatbin"], sass, ptx)
     return DeviceCode(
-        tuple(sorted(sass, key=_arch_key)),
-        tuple(sorted(ptx, key=_arch_key)),
+        tuple(sorted(sass, key=arch_key)),
+        tuple(sorted(ptx, key=arch_key)),
         library.needed,
         library.runpath,
     )

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from opmarket.registry._attrvalues import normalize_attr, tensor_value
+from opmarket.registry._attrvalues import model_attr_value, tensor_value
 from opmarket.registry._graph_v1 import decode_v1_attr
 from opmarket.sdk import (
     DocumentError,
@@ -189,7 +189,7 @@ class Graph:
             name=name if name is not None else self.unique_name(base),
             op=op,
             inputs=refs,
-            attrs={k: normalize_attr(v) for k, v in attrs.items()},
+            attrs={k: model_attr_value(v) for k, v in attrs.items()},
             device=device,
         )
         return self.add_node(node)

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opmarket.registry._gpubinary import DeviceCode, arch_key
 from opmarket.web._sandbox import Limits, SandboxUnavailableError, run_sandboxed
 
 __all__ = [
@@ -53,15 +54,6 @@ AUDITWHEEL_EXCLUDE = ("libcuda.so.1", "libcudart.so.*")
 
 class ToolError(RuntimeError):
     """A tool could not run or said something that cannot be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceCode:
-    """The device code in one library: SASS architectures (``sm_80``) and PTX versions
-    (``compute_75``), sorted and without repeats."""
-
-    sass: tuple[str, ...]
-    ptx: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +153,7 @@ def list_device_code(tool: Path, library: Path, sandbox: ToolSandbox | None = No
             sass.add(f"sm_{number}{suffix}")
         else:  # a PTX file is named for its virtual architecture: compute_XY
             ptx.add(f"compute_{number}{suffix}")
-    return DeviceCode(tuple(sorted(sass, key=_arch_key)), tuple(sorted(ptx, key=_arch_key)))
-
-
-def _arch_key(arch: str) -> tuple[int, str]:
-    digits = re.sub(r"\D", "", arch)
-    return int(digits or 0), arch
+    return DeviceCode(tuple(sorted(sass, key=arch_key)), tuple(sorted(ptx, key=arch_key)))
 
 
 @dataclass(frozen=True, slots=True)
