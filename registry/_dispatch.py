@@ -149,7 +149,7 @@ class Dispatcher:
                 label,
                 kernel,
             )
-            entry = self.graph_cache.get(key)
+            entry = self.graph_cache.data.get(key)
         except TypeError:  # an attr value nothing makes hashable
             key, entry = None, None
         if entry is not None:
