@@ -15,11 +15,14 @@ Debian's ``postgresql`` package started here, as tests/web/postgres.py starts it
   (``after=`` a name at a random depth), the same way;
 - simple page: ``/simple/<name>/`` of random projects with wrk (2 threads, 16 connections).
 
-It prints the query plans of the search's SQL (EXPLAIN) to show the indexes in use. The last
-line is the result:
+The search is then measured again under a fixed background load the bench starts itself
+(two CPU-bound processes for the whole measurement, as validations beside the index would
+be), so busy-machine figures compare from run to run. It prints the query plans of the
+search's SQL (EXPLAIN) to show the indexes in use. The last line is the result:
 
     catalog: search p99 X ms, package page p99 Y ms, simple page Z req/s at N projects
-    (sqlite); search p99 X2 ms, package page p99 Y2 ms, simple page Z2 req/s (postgresql)
+    (sqlite); search p99 X2 ms, package page p99 Y2 ms, simple page Z2 req/s (postgresql);
+    loaded search p99 L1 ms (sqlite), L2 ms (postgresql)
 
     python bench/catalog.py [--projects 100000] [--requests 400] [--duration 10]
 """
@@ -43,7 +46,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index import free_port, stop, wait_up, wrk  # bench/index.py
+from index import LOAD_PROCESSES, cpu_load, free_port, stop, wait_up, wrk  # bench/index.py
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,8 +171,11 @@ def serving(data: Path, env: dict[str, str]) -> Iterator[int]:
         stop(proc)
 
 
-def measure(kind: str, url: str, projects: int, args: argparse.Namespace, work: Path) -> str:
-    """Seed, serve and measure one database; its part of the last line."""
+def measure(
+    kind: str, url: str, projects: int, args: argparse.Namespace, work: Path
+) -> tuple[str, float]:
+    """Seed, serve and measure one database: its part of the last line, and its search p99
+    under the background load."""
     data = work / kind
     data.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPMARKET_")}
@@ -234,10 +240,18 @@ def measure(kind: str, url: str, projects: int, args: argparse.Namespace, work: 
         )
         rps, simple_p99 = wrk(f"http://127.0.0.1:{port}", names, "", args.duration, work)
         print(f"{kind}: simple page {rps:.0f} req/s, p99 {simple_p99:.1f} ms", flush=True)
-    return (
+        with cpu_load():
+            loaded = latencies(port, searches(rng, args.requests))
+        print(
+            f"{kind}: loaded ({LOAD_PROCESSES} CPU-bound processes) search "
+            f"p50 {sorted(loaded)[len(loaded) // 2]:.1f} ms p99 {p99(loaded):.1f} ms",
+            flush=True,
+        )
+    idle = (
         f"search p99 {p99(search):.1f} ms, package page p99 {p99(package):.1f} ms, "
         f"simple page {rps:.0f} req/s"
     )
+    return idle, p99(loaded)
 
 
 def _json(port: int, path: str) -> Any:
@@ -265,10 +279,14 @@ def main() -> None:
         raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
     work = Path(tempfile.mkdtemp(prefix="opmarket-bench-"))
     try:
-        sqlite = measure("sqlite", "", args.projects, args, work)
+        sqlite, sqlite_loaded = measure("sqlite", "", args.projects, args, work)
         with postgres.running_postgres(bin_dir) as server:
-            pg = measure("postgresql", server.new_database("bench"), args.projects, args, work)
-        print(f"catalog: {sqlite} at {args.projects} projects (sqlite); {pg} (postgresql)")
+            url = server.new_database("bench")
+            pg, pg_loaded = measure("postgresql", url, args.projects, args, work)
+        print(
+            f"catalog: {sqlite} at {args.projects} projects (sqlite); {pg} (postgresql); "
+            f"loaded search p99 {sqlite_loaded:.1f} ms (sqlite), {pg_loaded:.1f} ms (postgresql)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -13,12 +13,20 @@ pypiserver's folder. The last line is the result:
 
     index: X req/s html, Y req/s json, p99 Z ms (pypiserver: W req/s html)
 
+Before it, the same HTML measurement of opmarket runs once more under a fixed background
+load the bench starts itself (``cpu_load``: two CPU-bound processes for the whole
+measurement, as validations beside the index would be), so busy-machine figures compare
+from run to run:
+
+    opmarket html loaded (2 CPU-bound processes): X req/s, p99 Y ms
+
     python bench/index.py [--projects 1000] [--files 10] [--duration 10] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import re
@@ -31,6 +39,7 @@ import tempfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -41,6 +50,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+LOAD_PROCESSES = 2
+
+
+@contextlib.contextmanager
+def cpu_load(processes: int = LOAD_PROCESSES) -> Iterator[None]:
+    """``processes`` CPU-bound processes (a busy loop each) for the length of the block: the
+    fixed background load under which the loaded figures are measured."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(processes)
+    ]
+    try:
+        time.sleep(0.5)  # let them take their share of the CPUs before measuring
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 def make_wheels(folder: Path, projects: int, files: int) -> list[tuple[str, str, Path]]:
@@ -263,6 +292,13 @@ def main() -> None:
         print(f"opmarket json: {js:.0f} req/s, p99 {p99_json:.1f} ms", flush=True)
         html, p99_html = wrk(f"http://127.0.0.1:{ours}", names, "", args.duration, work)
         print(f"opmarket html: {html:.0f} req/s, p99 {p99_html:.1f} ms", flush=True)
+        with cpu_load():
+            loaded, p99_loaded = wrk(f"http://127.0.0.1:{ours}", names, "", args.duration, work)
+        print(
+            f"opmarket html loaded ({LOAD_PROCESSES} CPU-bound processes): {loaded:.0f} req/s, "
+            f"p99 {p99_loaded:.1f} ms",
+            flush=True,
+        )
         base, p99_base = wrk(f"http://127.0.0.1:{theirs}", names, "", args.duration, work, warmup=8)
         print(f"pypiserver html: {base:.0f} req/s, p99 {p99_base:.1f} ms", flush=True)
         print(

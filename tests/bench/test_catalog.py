@@ -37,6 +37,8 @@ def test_prints_the_summary_line(tmp_path: Path) -> None:
     assert "VIRTUAL TABLE INDEX" in done.stdout  # the plans: SQLite's search uses FTS5
     last = done.stdout.strip().splitlines()[-1]
     figures = r"search p99 \d+\.\d ms, package page p99 \d+\.\d ms, simple page \d+ req/s"
+    loaded = r"loaded search p99 \d+\.\d ms \(sqlite\), \d+\.\d ms \(postgresql\)"
     assert re.fullmatch(
-        rf"catalog: {figures} at 150 projects \(sqlite\); {figures} \(postgresql\)", last
+        rf"catalog: {figures} at 150 projects \(sqlite\); {figures} \(postgresql\); {loaded}",
+        last,
     ), last
