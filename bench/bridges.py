@@ -47,6 +47,7 @@ ROW = re.compile(
     r"(?P<row>\S+ \S+ \S+): (?P<ours>[\d.]+) us \(own custom op: (?P<theirs>[\d.]+) us, "
     r"ratio (?P<ratio>[\d.]+), path (?P<path>native|python)\)"
 )
+TIMEOUT_S = 1800  # a framework's process, builds included
 MODULES = {
     "tensorflow": "tf_rows",
     "jax": "jax_rows",
@@ -72,13 +73,17 @@ def run_framework(name: str, timing: Timing) -> None:
 def gather(name: str, argv: list[str]) -> tuple[list[str], str]:
     """A framework's lines from a process of its own, and why it failed if it did."""
     env = {**os.environ, "OPMARKET_INTRA_OP_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, __file__, "--framework", name, *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--framework", name, *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return [], f"its process took over {TIMEOUT_S} s"
     for line in done.stderr.splitlines():
         if done.returncode or line.startswith("bridges: "):  # what it built, once
             print(line, file=sys.stderr)

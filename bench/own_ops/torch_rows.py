@@ -97,10 +97,10 @@ def rows(timing: Timing) -> Iterator[str]:
         theirs_op = getattr(own, case.op)
 
         def ours(v: torch.Tensor) -> torch.Tensor:
-            return op(v, **case.attrs)  # type: ignore[no-any-return]
+            return op(v, **case.attrs)
 
         def theirs(v: torch.Tensor) -> torch.Tensor:
-            return theirs_op(v, **case.attrs)  # type: ignore[no-any-return]
+            return theirs_op(v, **case.attrs)
 
         if mode == "torch.compile":
             ours = torch.compile(ours, fullgraph=True, dynamic=False)
