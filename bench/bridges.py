@@ -34,12 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # own_ops, run from anywhere
 
 from own_ops._common import (
-    EXTRA_MODES,
     FRAMEWORKS,
     MODES,
     OPS,
     Timing,
     describe,
+    modes_of,
     skip_line,
 )
 
@@ -59,13 +59,12 @@ MODULES = {
 def run_framework(name: str, timing: Timing) -> None:
     """This framework's lines, in this process."""
     title = next(t for t, n in FRAMEWORKS.items() if n == name)
-    modes = [m for t, m in [*MODES, *EXTRA_MODES] if t == title]
     try:
         module = importlib.import_module(f"own_ops.{MODULES[name]}")
         for line in module.rows(timing):
             print(line, flush=True)
     except Exception as exc:  # the framework is missing or its baseline did not build
-        for mode in modes:
+        for mode in modes_of(title):
             for op in OPS:
                 print(skip_line(f"{title} {mode} {op}", describe(exc)), flush=True)
 
@@ -114,14 +113,14 @@ def main() -> None:
         for line in lines:
             head = line.split(":", 1)[0]
             found.setdefault(head, line)
-        for mode in [m for t, m in [*MODES, *EXTRA_MODES] if t == title]:
+        for mode in modes_of(title):
             for op in OPS:
                 head = f"{title} {mode} {op}"
                 found.setdefault(head, skip_line(head, reason or "its process printed no line"))
     worst: tuple[float, str] | None = None
     native = 0
     counted = {f"{t} {m} {op}" for t, m in MODES for op in OPS}
-    for title, mode in [*MODES[:4], *EXTRA_MODES, *MODES[4:]]:
+    for title, mode in [(t, m) for t in FRAMEWORKS for m in modes_of(t)]:
         for op in OPS:
             head = f"{title} {mode} {op}"
             line = found[head]

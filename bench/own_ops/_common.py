@@ -38,6 +38,11 @@ EXTRA_MODES = [("PyTorch", "training")]
 OPS = ["zero_out", "time_two", "median_pool"]
 
 
+def modes_of(framework: str) -> list[str]:
+    """A framework's modes in the order its lines are printed: its rows', then the extras."""
+    return [m for t, m in [*MODES, *EXTRA_MODES] if t == framework]
+
+
 @dataclass(frozen=True)
 class Case:
     """One op's call: opmarket's op name, the kernel label asked for, input and attrs."""

@@ -20,8 +20,8 @@ ROWS = [
     ("TensorFlow", "tf.function", "tensorflow"),
     ("JAX", "jit", "jax"),
     ("PyTorch", "eager", "torch"),
-    ("PyTorch", "training", "torch"),
     ("PyTorch", "torch.compile", "torch"),
+    ("PyTorch", "training", "torch"),
     ("LiteRT", "invoke", "ai_edge_litert"),
 ]
 OPS = ["zero_out", "time_two", "median_pool"]
