@@ -24,8 +24,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ),
         (
             "bridge_torch.py",
-            r"bridge_torch: \d+\.\d\d us per call \(torch\.library\.custom_op "
-            r"written directly: \d+\.\d\d us, ratio \d+\.\d\d\)",
+            r"bridge_torch: \d+\.\d\d us per call \(C\+\+ TORCH_LIBRARY op: "
+            r"\d+\.\d\d us, ratio \d+\.\d\d\)",
         ),
     ],
 )
