@@ -1,0 +1,582 @@
+"""``opmarket env-check`` against the dynamic linker itself: for every wheel here, built in
+this session (tiny libraries compiled with the C compiler, each made to break one way, and
+first-party plugins) or downloaded once from PyPI (a TensorFlow op library built for an
+older TensorFlow), the prediction for each library must equal what loading it for real does
+in a fresh Python that imported the frameworks the wheel declares: the same libraries load,
+no false alarm, and every failure's symbol or version is named in the prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CACHE = Path(
+    os.environ.get("OPMARKET_TEST_WHEELS", Path.home() / ".cache" / "opmarket-test-wheels")
+)
+
+
+def _site(name: str) -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+TORCH = _site("torch")
+TENSORFLOW = _site("tensorflow")
+
+# name -> (C source, what to link (after the object), the frameworks it declares, the
+# problem kinds predicted: empty when it loads). Names are linked by asm labels, so the
+# sources are C whatever the symbol's language.
+CASES: dict[str, tuple[str, list[str], list[str], set[str]]] = {
+    # A pybind11-like module: Py* symbols come from the interpreter, not from DT_NEEDED.
+    "python_global": (
+        "extern void *PyLong_FromLong(long);\n"
+        "void *opm_case(long v) { return PyLong_FromLong(v); }\n",
+        [],
+        [],
+        set(),
+    ),
+    # Built against a newer libstdc++ than this system's (the stub defines the version).
+    "glibcxx_future": (
+        "extern int opm_future(void);\nint opm_case(void) { return opm_future(); }\n",
+        ["{stub}/libstdc++.so.6"],
+        [],
+        {"version"},
+    ),
+    "needed_missing": (
+        "extern int opm_nowhere(void);\nint opm_case(void) { return opm_nowhere(); }\n",
+        ["{stub}/libopm_nowhere.so"],
+        [],
+        {"needed"},
+    ),
+    # libc10.so needed by name and matched to the one torch's import loaded: no run path.
+    "torch_needed": (
+        'extern char opm_s __asm__("_ZN3c1019UndefinedTensorImpl10_singletonE");\n'
+        "void *opm_case(void) { return &opm_s; }\n",
+        ["-L{torch}", "-Wl,--no-as-needed", "-lc10"],
+        ["torch"],
+        set(),
+    ),
+    # The same symbol without DT_NEEDED: torch loads libc10 locally, so it is not there.
+    "torch_global_only": (
+        'extern char opm_s __asm__("_ZN3c1019UndefinedTensorImpl10_singletonE");\n'
+        "void *opm_case(void) { return &opm_s; }\n",
+        [],
+        ["torch"],
+        {"symbol"},
+    ),
+    # Two symbols this torch does not have: the loader names one, the prediction both.
+    "torch_missing": (
+        'extern void opm_a(void) __asm__("_ZN3c1013opm_not_thereEv");\n'
+        'extern void opm_b(void) __asm__("_ZN2at9opm_neverEi");\n'
+        "void opm_case(void) { opm_a(); opm_b(); }\n",
+        ["-L{torch}", "-Wl,--no-as-needed", "-lc10"],
+        ["torch"],
+        {"symbol"},
+    ),
+    # TF_Version is libtensorflow_cc's, which TensorFlow's import loads globally.
+    "tensorflow_global": (
+        "extern const char *TF_Version(void);\n"
+        "const char *opm_case(void) { return TF_Version(); }\n",
+        ["-L{tensorflow}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2"],
+        ["tensorflow"],
+        set(),
+    ),
+    # The issue's example: built for a TensorFlow whose logging constructor had this form.
+    "tensorflow_missing": (
+        "extern void opm_f(const char *, int)"
+        ' __asm__("_ZN3tsl8internal15LogMessageFatalC1EPKci");\n'
+        'void opm_case(void) { opm_f("x", 1); }\n',
+        ["-L{tensorflow}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2"],
+        ["tensorflow"],
+        {"symbol"},
+    ),
+}
+
+
+def _needs(frameworks: list[str]) -> str | None:
+    """Why a case cannot run here (a framework missing), or None."""
+    missing = [f for f in frameworks if {"torch": TORCH, "tensorflow": TENSORFLOW}[f] is None]
+    return f"{', '.join(missing)} not installed" if missing else None
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd)
+    assert done.returncode == 0, " ".join(cmd) + "\n" + done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def _stubs(folder: Path) -> None:
+    """A libstdc++.so.6 defining GLIBCXX_3.4.99 and a libopm_nowhere.so, to link against."""
+    folder.mkdir()
+    (folder / "v.map").write_text("GLIBCXX_3.4.99 { global: opm_future; local: *; };\n")
+    (folder / "future.c").write_text("int opm_future(void) { return 1; }\n")
+    (folder / "nowhere.c").write_text("int opm_nowhere(void) { return 1; }\n")
+    _run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(folder / "libstdc++.so.6"),
+            str(folder / "future.c"),
+            "-Wl,-soname,libstdc++.so.6",
+            f"-Wl,--version-script={folder / 'v.map'}",
+        ]
+    )
+    _run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(folder / "libopm_nowhere.so"),
+            str(folder / "nowhere.c"),
+            "-Wl,-soname,libopm_nowhere.so",
+        ]
+    )
+
+
+def _project(root: Path, name: str, library: Path, requires: list[str]) -> Path:
+    """A project whose package ships ``library`` as data, declaring ``requires``."""
+    package = f"opm_case_{name}"
+    src = root / name
+    (src / package).mkdir(parents=True)
+    (src / package / "__init__.py").write_text("")
+    shutil.copy(library, src / package / f"_{name}.so")
+    deps = ", ".join(f'"{r}"' for r in requires)
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=69"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "opm-case-{name.replace("_", "-")}"\nversion = "1.0"\n'
+        f"dependencies = [{deps}]\n\n"
+        f'[tool.setuptools.package-data]\n{package} = ["*.so"]\n'
+    )
+    return src
+
+
+@pytest.fixture(scope="session")
+def case_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A wheel per runnable CASE, built by pip in one call."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc)")
+    root = tmp_path_factory.mktemp("env-cases")
+    _stubs(root / "stub")
+    folders = {
+        "stub": str(root / "stub"),
+        "torch": str(TORCH and TORCH / "lib"),
+        "tensorflow": str(TENSORFLOW),
+    }
+    sources = []
+    for name, (code, link, requires, _) in CASES.items():
+        if _needs(requires):
+            continue
+        (root / f"{name}.c").write_text(code)
+        library = root / f"lib{name}.so"
+        _run(
+            ["cc", "-shared", "-fPIC", "-o", str(library), str(root / f"{name}.c")]
+            + [arg.format(**folders) for arg in link]
+        )
+        sources.append(str(_project(root / "src", name, library, requires)))
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(root / "wheels"),
+            *sources,
+        ]
+    )
+    return {
+        w.name.removeprefix("opm_case_").split("-")[0]: w for w in (root / "wheels").glob("*.whl")
+    }
+
+
+def predict(wheels: list[Path], *extra: str) -> tuple[int, dict[str, Any]]:
+    """``opmarket env-check --format json`` on ``wheels``: its exit code and document."""
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", "--format", "json", *extra, *map(str, wheels)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+_LOAD = """
+import ctypes, importlib, json, sys
+frameworks, libraries = json.loads(sys.argv[1])
+for name in frameworks:
+    importlib.import_module(name)
+out = {}
+for library in libraries:
+    try:
+        ctypes.CDLL(library)
+        out[library] = None
+    except OSError as exc:
+        out[library] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def load_for_real(wheels: list[Path], target: Path) -> dict[str, dict[str, str | None]]:
+    """Install each wheel with pip (no dependencies) into ``target`` and load each of its
+    libraries with ctypes in a fresh Python that first imported the frameworks the wheel
+    declares (one process per set of frameworks): wheel name -> library in the wheel ->
+    None when it loaded, else the loader's message."""
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *map(str, wheels),
+        ]
+    )
+    groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            names = z.namelist()
+            metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        declared = {
+            line.split(":", 1)[1]
+            .strip()
+            .split("<")[0]
+            .split(">")[0]
+            .split("=")[0]
+            .split(";")[0]
+            .strip()
+            for line in metadata.splitlines()
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        }
+        frameworks = tuple(sorted({"torch", "tensorflow"} & {d.split("-")[0] for d in declared}))
+        for name in names:
+            if name.endswith(".so") or ".so." in name:
+                groups.setdefault(frameworks, []).append((wheel.name, name))
+    results: dict[str, dict[str, str | None]] = {w.name: {} for w in wheels}
+    for frameworks, members in groups.items():
+        libraries = [str(target / member) for _, member in members]
+        done = subprocess.run(
+            [sys.executable, "-c", _LOAD, json.dumps([list(frameworks), libraries])],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        loaded = json.loads(done.stdout.strip().splitlines()[-1])
+        for (wheel_name, member), library in zip(members, libraries, strict=True):
+            results[wheel_name][member] = loaded[library]
+    return results
+
+
+def compare(prediction: dict[str, Any], real: dict[str, str | None]) -> None:
+    """Every library predicted to fail fails for real and the reverse; the symbol, version
+    or library the loader names is named in the prediction."""
+    problems: dict[str, list[dict[str, str]]] = {}
+    for problem in prediction["problems"]:
+        problems.setdefault(problem["library"], []).append(problem)
+    assert sorted(m for m, error in real.items() if error) == sorted(m for m in problems if m), (
+        prediction,
+        real,
+    )
+    for member, error in real.items():
+        if error is None:
+            continue
+        details = " ".join(p["detail"] for p in problems[member])
+        if "undefined symbol: " in error:
+            assert error.rsplit("undefined symbol: ", 1)[1].split(",")[0].strip() in details
+        elif "version `" in error:
+            assert error.split("version `", 1)[1].split("'")[0] in details
+        elif "cannot open shared object file" in error:
+            assert error.split(":", 1)[0] in details
+
+
+@pytest.fixture(scope="session")
+def case_outcomes(
+    case_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], dict[str, dict[str, str | None]]]:
+    """The prediction (one env-check of every case wheel) and the real loads."""
+    wheels = list(case_wheels.values())
+    _, document = predict(wheels)
+    real = load_for_real(wheels, tmp_path_factory.mktemp("env-cases-installed"))
+    return {Path(f["file"]).name: f for f in document["files"]}, real
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_prediction_is_what_loading_does(
+    case: str,
+    case_wheels: dict[str, Path],
+    case_outcomes: tuple[dict[str, Any], dict[str, dict[str, str | None]]],
+) -> None:
+    *_, requires, kinds = CASES[case]
+    if _needs(requires):
+        pytest.skip(_needs(requires) or "")
+    predicted, real = case_outcomes
+    wheel = case_wheels[case].name
+    compare(predicted[wheel], real[wheel])
+    assert {p["kind"] for p in predicted[wheel]["problems"]} == kinds
+    assert predicted[wheel]["works"] is (not kinds)
+
+
+def test_every_missing_symbol_is_named_mangled_and_demangled(
+    case_wheels: dict[str, Path],
+    case_outcomes: tuple[dict[str, Any], dict[str, dict[str, str | None]]],
+) -> None:
+    if "torch_missing" not in case_wheels:
+        pytest.skip("torch not installed")
+    predicted, real = case_outcomes
+    wheel = case_wheels["torch_missing"].name
+    (error,) = real[wheel].values()
+    assert error is not None and error.count("undefined symbol") == 1  # the loader: the first
+    assert len(predicted[wheel]["problems"]) == 1, predicted[wheel]
+    (problem,) = predicted[wheel]["problems"]
+    assert problem["library"] == "opm_case_torch_missing/_torch_missing.so"
+    assert "_ZN3c1013opm_not_thereEv (c10::opm_not_there())" in problem["detail"]
+    assert "_ZN2at9opm_neverEi (at::opm_never(int))" in problem["detail"]
+    assert problem["detail"].startswith("2 undefined symbols that torch ")
+
+
+def test_a_symbol_torch_loads_locally_says_to_need_its_library(
+    case_wheels: dict[str, Path],
+    case_outcomes: tuple[dict[str, Any], dict[str, dict[str, str | None]]],
+) -> None:
+    if "torch_global_only" not in case_wheels:
+        pytest.skip("torch not installed")
+    (problem,) = case_outcomes[0][case_wheels["torch_global_only"].name]["problems"]
+    assert "exported only by libc10.so" in problem["detail"]
+    assert "DT_NEEDED libc10.so" in problem["detail"]
+
+
+# --- first-party plugins, built in this session ------------------------------------------
+
+FIRST_PARTY = ["zero_out_c", "atan"]
+
+
+@pytest.fixture(scope="session")
+def first_party_wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The wheels of FIRST_PARTY, each built by pip from a clean copy of its source."""
+    work = tmp_path_factory.mktemp("first-party")
+    for name in FIRST_PARTY:
+        shutil.copytree(
+            REPO / "plugins" / name,
+            work / name,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+        )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(work / "dist"),
+            *(str(work / n) for n in FIRST_PARTY),
+        ]
+    )
+    return sorted((work / "dist").glob("*.whl"))
+
+
+@pytest.mark.slow
+def test_first_party_plugin_wheels_load_and_are_predicted_to(
+    first_party_wheels: list[Path], tmp_path: Path
+) -> None:
+    code, document = predict(first_party_wheels)
+    real = load_for_real(first_party_wheels, tmp_path / "site")
+    assert code == 0
+    for report in document["files"]:
+        assert report["works"] and report["problems"] == []
+        compare(report, real[Path(report["file"]).name])
+    native = [m for libs in real.values() for m in libs]
+    assert native, "zero_out_c ships a compiled library"
+
+
+# --- a third-party op library from PyPI, downloaded once -----------------------------------
+
+# Built for TensorFlow 2.18: with another TensorFlow most of its op libraries miss symbols
+# (tsl::internal::LogMessageFatal's old form, absl's of that time), a few load.
+TENSORFLOW_TEXT = "tensorflow-text==2.18.1"
+
+
+@pytest.fixture(scope="session")
+def tensorflow_text() -> Path:
+    """The tensorflow-text wheel for this Python, from the cache or downloaded into it by pip;
+    a skip when it cannot be had (offline)."""
+    if TENSORFLOW is None:
+        pytest.skip("tensorflow not installed")
+    found = sorted(CACHE.glob("tensorflow_text-2.18.1-cp311-*.whl"))
+    if not found:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-d",
+                str(CACHE),
+                TENSORFLOW_TEXT,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = sorted(CACHE.glob("tensorflow_text-2.18.1-*.whl"))
+        if done.returncode != 0 or not found:
+            pytest.skip(
+                f"cannot download {TENSORFLOW_TEXT} (offline?): {done.stderr.strip()[-300:]}"
+            )
+    return found[0]
+
+
+@pytest.mark.slow
+def test_a_tensorflow_op_library_from_pypi_is_predicted_library_by_library(
+    tensorflow_text: Path, tmp_path: Path
+) -> None:
+    code, document = predict([tensorflow_text])
+    real = load_for_real([tensorflow_text], tmp_path / "site")[tensorflow_text.name]
+    (report,) = document["files"]
+    compare(report, real)
+    assert 0 < sum(e is None for e in real.values()) < len(real)  # some load, most do not
+    assert code == (0 if report["works"] else 1)
+    # It declares tensorflow; tensorflow-cpu is what is installed: a note, not a verdict.
+    if "tensorflow" not in {k.replace("_", "-") for k in document["environment"]["frameworks"]}:
+        assert any("declares tensorflow" in n["detail"] for n in report["notes"])
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_the_text_report_is_a_line_per_file_then_one_per_problem(
+    case_wheels: dict[str, Path],
+) -> None:
+    wheels = [case_wheels["python_global"], case_wheels["needed_missing"]]
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", *map(str, wheels)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{wheels[0]}: works",
+        f"{wheels[1]}: does not load",
+        "  needed: opm_case_needed_missing/_needed_missing.so: needs libopm_nowhere.so, "
+        "found nowhere the dynamic linker looks",
+    ]
+
+
+def test_a_wheel_for_another_python_is_a_tag_problem(
+    case_wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    other = tmp_path / case_wheels["python_global"].name.replace(
+        "py3-none-any", "cp27-cp27mu-linux_x86_64"
+    )
+    shutil.copy(case_wheels["python_global"], other)
+    code, document = predict([other])
+    assert code == 1
+    (problem,) = [p for p in document["files"][0]["problems"] if p["kind"] == "tag"]
+    assert "cp27-cp27mu-linux_x86_64" in problem["detail"]
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(tmp_path / "t"),
+            str(other),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0 and "not a supported wheel" in refused.stderr
+
+
+@pytest.mark.slow
+def test_python_names_another_environment(case_wheels: dict[str, Path], tmp_path: Path) -> None:
+    # A bare virtual environment of this Python: no packaging, no torch in it.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True
+    )
+    python = tmp_path / "venv" / "bin" / "python"
+    wheels = [case_wheels["python_global"]]
+    if "torch_needed" in case_wheels:
+        wheels.append(case_wheels["torch_needed"])
+    code, document = predict(wheels, "--python", str(python))
+    assert document["environment"]["frameworks"] == {}
+    assert document["environment"]["python"] == os.path.realpath(python)
+    assert document["files"][0]["works"]
+    if len(wheels) > 1:
+        assert code == 1
+        torch_report = document["files"][1]
+        assert {p["kind"] for p in torch_report["problems"]} == {"needed"}
+        assert any("declares torch, not installed" in n["detail"] for n in torch_report["notes"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nowhere.whl"], "nowhere.whl: no such file"),
+        (["README.md"], "give a wheel file (.whl) or NAME==VERSION"),
+        (["x==not a version"], "not NAME==VERSION"),
+        (["--python", "/nonexistent/python", "x.whl"], "no such file"),
+        (["--python", "README.md", "pyproject.toml"], "give a wheel file"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+
+
+def test_a_broken_wheel_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken-1.0-py3-none-any.whl"
+    broken.write_bytes(b"not a zip")
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", str(broken)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
