@@ -295,22 +295,20 @@ def _tags_here(facts: dict[str, Any]) -> list[str]:
 
 def _distributions(
     path: tuple[str, ...],
-) -> dict[str, tuple[str, str, importlib.metadata.Distribution]]:
-    found: dict[str, tuple[str, str, importlib.metadata.Distribution]] = {}
+) -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
     for dist in importlib.metadata.distributions(path=list(path)):
         name = dist.metadata["Name"] or ""
         key = canonicalize_name(name) if name else ""
         if key and key not in found:  # the first on the path is the one imported
-            found[key] = (name, dist.version, dist)
+            found[key] = (name, dist.version)
     return found
 
 
-def _frameworks(
-    path: tuple[str, ...], dists: dict[str, tuple[str, str, importlib.metadata.Distribution]]
-) -> dict[str, Framework]:
+def _frameworks(path: tuple[str, ...], dists: dict[str, tuple[str, str]]) -> dict[str, Framework]:
     found: dict[str, Framework] = {}
     for kind in FRAMEWORKS:
-        installed = next((dists[d] for d in kind.distributions if d in dists), None)
+        installed = next(((d, dists[d][1]) for d in kind.distributions if d in dists), None)
         if installed is None:
             continue
         for entry in path:
@@ -355,7 +353,7 @@ def read_environment(python: str | None = None) -> Environment:
     glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc ")
     return Environment(
         interpreter=interpreter,
-        distributions={k: (n, v) for k, (n, v, _) in dists.items()},
+        distributions=dists,
         frameworks=_frameworks(interpreter.path, dists),
         search=search,
         glibc=glibc,

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -236,11 +238,36 @@ print(json.dumps(out))
 """
 
 
+# A library that needs one of these by name runs after its framework's import (torchaudio
+# declares no torch, yet `import torchaudio` imports it first).
+_FRAMEWORK_LIBRARIES = {
+    "libc10.so": "torch",
+    "libtorch.so": "torch",
+    "libtorch_cpu.so": "torch",
+    "libtorch_python.so": "torch",
+    "libtensorflow_framework.so.2": "tensorflow",
+    "libtensorflow_cc.so.2": "tensorflow",
+}
+
+
+def _needed_frameworks(target: Path, members: list[str]) -> set[str]:
+    """The frameworks whose libraries the installed ``members`` need, as ``readelf -d`` says."""
+    found: set[str] = set()
+    for member in members:
+        dynamic = subprocess.run(
+            ["readelf", "-d", str(target / member)], capture_output=True, text=True, check=False
+        ).stdout
+        for name, framework in _FRAMEWORK_LIBRARIES.items():
+            if f"Shared library: [{name}]" in dynamic:
+                found.add(framework)
+    return found
+
+
 def load_for_real(wheels: list[Path], target: Path) -> dict[str, dict[str, str | None]]:
     """Install each wheel with pip (no dependencies) into ``target`` and load each of its
     libraries with ctypes in a fresh Python that first imported the frameworks the wheel
-    declares (one process per set of frameworks): wheel name -> library in the wheel ->
-    None when it loaded, else the loader's message."""
+    declares or its libraries need (one process per set of frameworks): wheel name ->
+    library in the wheel -> None when it loaded, else the loader's message."""
     _run(
         [
             sys.executable,
@@ -261,20 +288,15 @@ def load_for_real(wheels: list[Path], target: Path) -> dict[str, dict[str, str |
             names = z.namelist()
             metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         declared = {
-            line.split(":", 1)[1]
-            .strip()
-            .split("<")[0]
-            .split(">")[0]
-            .split("=")[0]
-            .split(";")[0]
-            .strip()
+            canonicalize_name(Requirement(line.split(":", 1)[1]).name)
             for line in metadata.splitlines()
             if line.startswith("Requires-Dist:") and "extra ==" not in line
         }
-        frameworks = tuple(sorted({"torch", "tensorflow"} & {d.split("-")[0] for d in declared}))
+        frameworks = {"torch", "tensorflow"} & {d.split("-")[0] for d in declared}
+        frameworks |= _needed_frameworks(target, [n for n in names if ".so" in n])
         for name in names:
             if name.endswith(".so") or ".so." in name:
-                groups.setdefault(frameworks, []).append((wheel.name, name))
+                groups.setdefault(tuple(sorted(frameworks)), []).append((wheel.name, name))
     results: dict[str, dict[str, str | None]] = {w.name: {} for w in wheels}
     for frameworks, members in groups.items():
         libraries = [str(target / member) for _, member in members]
@@ -357,20 +379,29 @@ def first_party_wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return sorted((work / "dist").glob("*.whl"))
 
 
-# --- a third-party op library from PyPI, downloaded once -----------------------------------
+# --- third-party op libraries from PyPI, downloaded once ---------------------------------
 
-# Built for TensorFlow 2.18: with another TensorFlow most of its op libraries miss symbols
-# (tsl::internal::LogMessageFatal's old form, absl's of that time), a few load.
-TENSORFLOW_TEXT = "tensorflow-text==2.18.1"
+#: requirement -> (the framework it runs with, the file name's start in the cache). Built for
+#: other framework releases than the ones the tests install: tensorflow-text 2.18.1 for
+#: TensorFlow 2.18 (with another, most of its op libraries miss symbols, a few load);
+#: torchvision 0.28.0 and torchaudio 2.11.0 are CUDA builds (libc10_cuda.so is nowhere
+#: with a CPU torch).
+PYPI = {
+    "tensorflow-text==2.18.1": ("tensorflow", "tensorflow_text-2.18.1-cp311-"),
+    "torchvision==0.28.0": ("torch", "torchvision-0.28.0-cp311-"),
+    "torchaudio==2.11.0": ("torch", "torchaudio-2.11.0-cp311-"),
+}
 
 
-@pytest.fixture(scope="session")
-def tensorflow_text() -> Path:
-    """The tensorflow-text wheel for this Python, from the cache or downloaded into it by pip;
-    a skip when it cannot be had (offline)."""
-    if TENSORFLOW is None:
-        pytest.skip("tensorflow not installed")
-    found = sorted(CACHE.glob("tensorflow_text-2.18.1-cp311-*.whl"))
+@pytest.fixture(scope="session", params=sorted(PYPI))
+def pypi_wheel(request: pytest.FixtureRequest) -> Path:
+    """A PYPI wheel for this Python, from the cache or downloaded into it by pip; a skip
+    when its framework is not installed or it cannot be had (offline)."""
+    requirement = request.param
+    framework, start = PYPI[requirement]
+    if {"torch": TORCH, "tensorflow": TENSORFLOW}[framework] is None:
+        pytest.skip(f"{framework} not installed")
+    found = sorted(CACHE.glob(f"{start}*.whl"))
     if not found:
         done = subprocess.run(
             [
@@ -385,15 +416,14 @@ def tensorflow_text() -> Path:
                 "--disable-pip-version-check",
                 "-d",
                 str(CACHE),
-                TENSORFLOW_TEXT,
+                requirement,
             ],
             capture_output=True,
             text=True,
             check=False,
         )
-        found = sorted(CACHE.glob("tensorflow_text-2.18.1-*.whl"))
+        found = sorted(CACHE.glob(f"{start}*.whl"))
         if done.returncode != 0 or not found:
-            pytest.skip(
-                f"cannot download {TENSORFLOW_TEXT} (offline?): {done.stderr.strip()[-300:]}"
-            )
+            reason = done.stderr.strip()[-300:]
+            pytest.skip(f"cannot download {requirement} (offline?): {reason}")
     return found[0]
