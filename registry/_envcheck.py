@@ -29,11 +29,13 @@ from opmarket.registry._environment import Environment, Framework
 from opmarket.registry._gpubinary import read_device_code
 from opmarket.registry._linker import Problem, Process
 from opmarket.registry._machine import CudaRuntime
-from opmarket.registry._wheelzip import BadWheel, open_wheel, read_member
+from opmarket.registry._wheelzip import UNREADABLE, BadWheel, describe, open_wheel, read_member
 
-__all__ = ["FileReport", "check_wheel", "report_json", "report_text"]
+__all__ = ["UNPACK_LIMIT", "FileReport", "check_wheel", "report_json", "report_text"]
 
 _METADATA_LIMIT = 16 * 1024 * 1024
+#: The most bytes of native libraries unpacked from one wheel (TensorFlow's are 1 GiB).
+UNPACK_LIMIT = 8 * 1024**3
 _ELF = b"\x7fELF"
 
 
@@ -197,21 +199,33 @@ def _needed(library: Path) -> tuple[str, ...]:
 
 def _unpack_libraries(archive: zipfile.ZipFile, tree: Path) -> dict[str, Path]:
     """Every ELF file the wheel installs into site-packages, unpacked into ``tree`` at the
-    path it installs to, by that path."""
+    path it installs to, by that path; BadWheel past :data:`UNPACK_LIMIT` bytes in all or
+    for a member that cannot be read."""
     found: dict[str, Path] = {}
+    budget = UNPACK_LIMIT
     for info in archive.infolist():
         target = _install_path(info.filename)
         if target is None or info.is_dir() or ".." in Path(target).parts or target.startswith("/"):
             continue
         if not (target.endswith(".so") or ".so." in Path(target).name):
             continue
-        with archive.open(info) as member:
-            if member.read(4) != _ELF:
-                continue
-        out = tree / target
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with archive.open(info) as member, open(out, "wb") as f:
-            shutil.copyfileobj(member, f)
+        try:
+            with archive.open(info) as member:
+                if member.read(4) != _ELF:
+                    continue
+            # zipfile reads no more than the declared size, so the declared sizes bound it.
+            budget -= info.file_size
+            if budget < 0:
+                raise BadWheel(
+                    f"its libraries unpack to more than {UNPACK_LIMIT // 2**30} GiB, "
+                    "the most env-check unpacks"
+                )
+            out = tree / target
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as member, open(out, "wb") as f:
+                shutil.copyfileobj(member, f)
+        except UNREADABLE as exc:
+            raise BadWheel(f"{info.filename}: {describe(exc)}") from None
         found[target] = out
     return found
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,43 @@ def test_a_broken_wheel_is_one_line_and_exit_2(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def handmade_wheel(path: Path, library: bytes) -> Path:
+    """A wheel holding ``library`` as x/_lib.so, and its METADATA."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("x/_lib.so", library)
+        z.writestr("x-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n")
+    return path
+
+
+def test_a_wheel_whose_libraries_unpack_past_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opmarket.registry import _envcheck
+    from opmarket.registry._environment import read_environment
+    from opmarket.registry._wheelzip import BadWheel
+
+    libm = Path("/lib/x86_64-linux-gnu/libm.so.6").read_bytes()
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", libm)
+    env = read_environment()
+    assert _envcheck.check_wheel(wheel, env).works
+    monkeypatch.setattr(_envcheck, "UNPACK_LIMIT", len(libm) - 1)
+    with pytest.raises(BadWheel, match="unpack to more than"):
+        _envcheck.check_wheel(wheel, env)
+
+
+def test_a_member_that_does_not_inflate_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", b"\x7fELF" + bytes(range(256)) * 64)
+    data = bytearray(wheel.read_bytes())
+    start = data.index(b"x/_lib.so") + len("x/_lib.so") + 8  # into the deflated bytes
+    data[start : start + 32] = bytes(32)
+    wheel.write_bytes(bytes(data))
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "x/_lib.so" in done.stderr
