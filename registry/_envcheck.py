@@ -14,9 +14,11 @@ but what decides is whether the files load with what is there.
 from __future__ import annotations
 
 import email.parser
+import importlib.metadata
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,13 +27,22 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from opmarket.registry._elf import needed_libraries
 from opmarket.registry._environment import Environment, Framework
 from opmarket.registry._gpubinary import read_device_code
 from opmarket.registry._linker import Problem, Process
 from opmarket.registry._machine import CudaRuntime
 from opmarket.registry._wheelzip import UNREADABLE, BadWheel, describe, open_wheel, read_member
 
-__all__ = ["UNPACK_LIMIT", "FileReport", "check_wheel", "report_json", "report_text"]
+__all__ = [
+    "UNPACK_LIMIT",
+    "FileReport",
+    "check_installed",
+    "installed_problems",
+    "check_wheel",
+    "report_json",
+    "report_text",
+]
 
 _METADATA_LIMIT = 16 * 1024 * 1024
 #: The most bytes of native libraries unpacked from one wheel (TensorFlow's are 1 GiB).
@@ -179,22 +190,54 @@ def check_wheel(path: Path, env: Environment, label: str | None = None) -> FileR
                 else ""
             )
             libraries = _unpack_libraries(archive, tree)
-        requirements = _requirements(text, env.interpreter.markers)
-        report.notes += _dependency_notes(env, requirements)
-        report.problems += _extension_problems(env, libraries)
-        needed = {name for lib in libraries.values() for name in _needed(lib)}
-        frameworks = _frameworks(env, requirements, needed)
-        process = Process(env, frameworks, tree, Path(env.interpreter.platlib))
-        for member, library in sorted(libraries.items()):
-            report.problems += process.check(library, member)
-            _cuda(env, process, library, member, report)
+        _check_libraries(env, report, text, libraries, (tree, Path(env.interpreter.platlib)))
     return report
 
 
-def _needed(library: Path) -> tuple[str, ...]:
-    from opmarket.registry._elf import needed_libraries
+def check_installed(
+    distribution: importlib.metadata.Distribution, env: Environment, *, cuda: bool = True
+) -> FileReport:
+    """Whether the installed ``distribution``'s libraries load in ``env``, where they are
+    (the report's file is ``NAME VERSION``); ``cuda=False`` leaves its GPU code out."""
+    name = distribution.metadata["Name"] or "?"
+    report = FileReport(f"{name} {distribution.version}")
+    libraries: dict[str, Path] = {}
+    for file in distribution.files or ():
+        if file.name.endswith(".so") or ".so." in file.name:
+            path = Path(str(distribution.locate_file(file)))
+            try:
+                with open(path, "rb") as f:
+                    if f.read(4) == _ELF:
+                        libraries[str(file)] = path
+            except OSError:
+                continue
+    text = distribution.read_text("METADATA") or ""
+    _check_libraries(env, report, text, libraries, None, cuda=cuda)
+    return report
 
-    return needed_libraries(library)
+
+def _check_libraries(
+    env: Environment,
+    report: FileReport,
+    metadata: str,
+    libraries: dict[str, Path],
+    unpacked: tuple[Path, Path] | None,
+    *,
+    cuda: bool = True,
+) -> None:
+    """Add to ``report`` what the libraries (path in the wheel -> file) and the METADATA
+    of one distribution say about loading it in ``env``."""
+    requirements = _requirements(metadata, env.interpreter.markers)
+    report.notes += _dependency_notes(env, requirements)
+    report.problems += _extension_problems(env, libraries)
+    needed = {name for lib in libraries.values() for name in needed_libraries(lib)}
+    frameworks = _frameworks(env, requirements, needed)
+    tree, install = unpacked or (None, None)
+    process = Process(env, frameworks, tree, install)
+    for member, library in sorted(libraries.items()):
+        report.problems += process.check(library, member)
+        if cuda:
+            _cuda(env, process, library, member, report)
 
 
 def _unpack_libraries(archive: zipfile.ZipFile, tree: Path) -> dict[str, Path]:
@@ -272,3 +315,25 @@ def _cuda(
     fits, why = gpu_fit(replace(env.machine, runtimes=runtimes), [code])
     if not fits:
         report.problems.append(Problem("cuda", member, why))
+
+
+def installed_problems(metadata_dirs: Iterable[str], machine: Any = None) -> list[str]:
+    """One line per reason an installed distribution (by its metadata folder) would not
+    load in this interpreter's environment, its GPU code left out (doctor weighs that):
+    ``opmarket-x 1.0: would not load: version: x/_lib.so: needs GLIBCXX_3.4.32 ...``."""
+    from opmarket.registry._environment import read_environment
+
+    folders = sorted(set(metadata_dirs))
+    if not folders:
+        return []
+    try:
+        env = read_environment(machine=machine)
+    except ValueError as exc:
+        return [f"cannot read this environment: {exc}"]
+    lines: list[str] = []
+    for folder in folders:
+        report = check_installed(importlib.metadata.PathDistribution(Path(folder)), env, cuda=False)
+        for p in report.problems:
+            where = f"{p.library}: " if p.library else ""
+            lines.append(f"{report.file}: would not load: {p.kind}: {where}{p.detail}")
+    return lines

@@ -340,9 +340,10 @@ def _newest_glibcxx(search: LibrarySearch, exports: dict[Path, Exports]) -> str:
     return max(versions, key=key, default="")
 
 
-def read_environment(python: str | None = None) -> Environment:
-    """The environment of ``python`` (this interpreter when None) on this machine;
-    ValueError with a one-line reason when ``python`` cannot be asked."""
+def read_environment(python: str | None = None, machine: Any = None) -> Environment:
+    """The environment of ``python`` (this interpreter when None) on this machine (its
+    :class:`~._machine.Machine` facts read now unless given); ValueError with a one-line
+    reason when ``python`` cannot be asked."""
     from opmarket.registry._machine import machine_facts
 
     interpreter = ask_interpreter(python or sys.executable)
@@ -358,6 +359,6 @@ def read_environment(python: str | None = None) -> Environment:
         search=search,
         glibc=glibc,
         libstdcxx=_newest_glibcxx(search, exports),
-        machine=machine_facts(),
+        machine=machine or machine_facts(),
         exports=exports,
     )
