@@ -1,6 +1,7 @@
 """``opmarket install NAME`` installs the newest release whose wheel loads here, with real pip
 from a file index: a newer release built against a libstdc++ this system lacks is skipped,
-and the reason is printed; when no release loads, nothing is installed."""
+and the reason is printed; when no release loads, nothing is installed. Also env-check
+reading NAME==VERSION from the same index."""
 
 from __future__ import annotations
 
@@ -97,3 +98,29 @@ def test_install_installs_nothing_when_no_release_loads(
     assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["  2.0", "  1.0"]
     assert "opm-loads: no release on" in done.stderr and "loads here" in done.stderr
     assert not (tmp_path / "site").exists()
+
+
+def test_env_check_reads_name_version_from_the_index(
+    case_wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    loads = library_of(case_wheels["python_global"])
+    future = library_of(case_wheels["glibcxx_future"])
+    index = file_index(tmp_path / "index", {"1.0": loads, "2.0": future})
+
+    def env_check(*targets: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "opmarket"), "env-check", "--index-url", index, *targets],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    done = env_check("opm-loads==1.0", "opm-loads==2.0")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "opm-loads==1.0: works"
+    assert lines[1] == "opm-loads==2.0: does not load"
+    assert lines[2].startswith("  version: opm_loads/_lib.so: needs GLIBCXX_3.4.99")
+    missing = env_check("opm-loads==3.0")
+    assert missing.returncode == 2
+    assert "opm-loads==3.0: no wheel of that release on" in missing.stderr
