@@ -25,7 +25,7 @@ __all__ = ["env_check"]
     "python",
     metavar="PATH",
     help="The interpreter whose environment to check (a virtual environment's python); "
-    "default: this one. It is asked its version and tags; nothing installed is imported.",
+    "default: this one. It is asked its version and tags, importing only packaging.",
 )
 @click.option(
     "--index-url",
@@ -44,14 +44,14 @@ __all__ = ["env_check"]
 def env_check(
     targets: tuple[str, ...], python: str | None, index_url: str | None, fmt: str
 ) -> None:
-    """Tell whether each TARGET (a wheel file, or NAME==VERSION from the index) loads in
-    this environment, without loading it.
+    """Tell whether each wheel loads in this environment, without loading it.
 
-    Read from the files: the wheel's tags against the interpreter's; each native library's
-    needed libraries, symbol versions (GLIBC_, GLIBCXX_, CXXABI_) and undefined symbols
-    against what the interpreter, the frameworks it uses (TensorFlow, PyTorch, as installed)
-    and this machine provide; its CUDA code against the GPUs and driver. Exit code 0 when
-    every file loads, 1 when one does not, 2 on bad usage.
+    TARGET is a wheel file, or NAME==VERSION from the index. Read from the files: the
+    wheel's tags against the interpreter's; each native library's needed libraries, symbol
+    versions (GLIBC_, GLIBCXX_, CXXABI_) and undefined symbols against what the
+    interpreter, the frameworks it uses (TensorFlow, PyTorch, as installed) and this machine
+    provide; its CUDA code against the GPUs and driver. Exit code 0 when every file loads,
+    1 when one does not, 2 on bad usage.
 
     \b
     Examples:
