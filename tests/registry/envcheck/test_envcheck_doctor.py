@@ -71,3 +71,37 @@ def test_doctor_names_an_installed_plugin_whose_library_would_not_load(
     del env["PYTHONPATH"]
     clean = doctor(env)
     assert "would not load" not in clean.stdout + clean.stderr
+
+
+@pytest.mark.parametrize(
+    ("capability", "driver", "reason"),
+    [
+        ((9, 0), (13, 0), ""),
+        ((8, 6), (13, 0), ""),  # sm_80 SASS runs on 8.6
+        ((7, 0), (13, 0), "sm_70 GPU but the build has sm_80/sm_90 and no PTX <= 7.0"),
+        (
+            (9, 0),
+            (12, 4),
+            "the NVIDIA driver supports CUDA 12.4, the build needs CUDA 13; update the driver",
+        ),
+    ],
+)
+def test_a_cuda_companions_code_is_weighed_against_the_gpus(
+    capability: tuple[int, int], driver: tuple[int, int], reason: str
+) -> None:
+    # The installed companion's own library (SASS sm_80/sm_90, PTX compute_75) on made-up
+    # GPUs, as doctor's tests do: its libcudart is found where it really is.
+    import importlib.metadata
+
+    from opmarket.registry._envcheck import check_installed
+    from opmarket.registry._environment import read_environment
+    from opmarket.registry._machine import Gpu, Machine
+
+    try:
+        companion = importlib.metadata.distribution("opmarket-time-two-cuda13")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the time_two CUDA companion is not installed (no nvcc at set-up)")
+    machine = Machine(gpus=(Gpu(0, "Test GPU", capability),), driver_cuda=driver)
+    report = check_installed(companion, read_environment(machine=machine))
+    assert report.works is (not reason), report
+    assert [p.detail for p in report.problems] == ([reason] if reason else [])
