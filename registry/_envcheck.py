@@ -31,7 +31,7 @@ from opmarket.registry._elf import needed_libraries
 from opmarket.registry._environment import Environment, Framework
 from opmarket.registry._gpubinary import read_device_code
 from opmarket.registry._linker import Problem, Process
-from opmarket.registry._machine import CudaRuntime
+from opmarket.registry._machine import CudaRuntime, Machine
 from opmarket.registry._wheelzip import UNREADABLE, BadWheel, describe, open_wheel, read_member
 
 __all__ = [
@@ -317,7 +317,7 @@ def _cuda(
         report.problems.append(Problem("cuda", member, why))
 
 
-def installed_problems(metadata_dirs: Iterable[str], machine: Any = None) -> list[str]:
+def installed_problems(metadata_dirs: Iterable[str], machine: Machine | None = None) -> list[str]:
     """One line per reason an installed distribution (by its metadata folder) would not
     load in this interpreter's environment, its GPU code left out (doctor weighs that):
     ``opmarket-x 1.0: would not load: version: x/_lib.so: needs GLIBCXX_3.4.32 ...``."""

@@ -21,6 +21,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from opmarket.registry._elfsymbols import Exports, elf_kind
+from opmarket.registry._machine import Machine
 
 __all__ = [
     "FRAMEWORKS",
@@ -209,7 +210,7 @@ class Environment:
     search: LibrarySearch
     glibc: str
     libstdcxx: str  # the newest GLIBCXX_ version the system's libstdc++ defines
-    machine: Any  # registry._machine.Machine, read once
+    machine: Machine  # read once
     exports: dict[Path, Exports] = field(default_factory=dict)  # read once, shared
 
     def exported(self, path: Path) -> Exports:
@@ -340,7 +341,7 @@ def _newest_glibcxx(search: LibrarySearch, exports: dict[Path, Exports]) -> str:
     return max(versions, key=key, default="")
 
 
-def read_environment(python: str | None = None, machine: Any = None) -> Environment:
+def read_environment(python: str | None = None, machine: Machine | None = None) -> Environment:
     """The environment of ``python`` (this interpreter when None) on this machine (its
     :class:`~._machine.Machine` facts read now unless given); ValueError with a one-line
     reason when ``python`` cannot be asked."""
