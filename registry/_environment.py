@@ -265,19 +265,22 @@ def ask_interpreter(python: str) -> Interpreter:
         raise ValueError(f"{python}: not a Python that answers: {last}")
     try:
         facts = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise ValueError(f"{python}: not a Python that answers: {done.stdout[:200]!r}") from None
-    tags = facts["tags"] or _tags_here(facts)
-    return Interpreter(
-        executable=facts["executable"],
-        version=facts["version"],
-        implementation=facts["implementation"],
-        tags=tuple(tags),
-        extension_suffixes=tuple(facts["extension_suffixes"]),
-        path=tuple(facts["path"]),
-        platlib=facts["platlib"],
-        markers=facts["markers"],
-    )
+        tags = facts["tags"] or _tags_here(facts)
+        return Interpreter(
+            executable=facts["executable"],
+            version=facts["version"],
+            implementation=facts["implementation"],
+            tags=tuple(tags),
+            extension_suffixes=tuple(facts["extension_suffixes"]),
+            path=tuple(facts["path"]),
+            platlib=facts["platlib"],
+            markers=facts["markers"],
+        )
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        said = done.stdout.strip()[:200]
+        raise ValueError(
+            f"{python}: not a Python that answers: {repr(said) if said else 'no output'}"
+        ) from None
 
 
 def _tags_here(facts: dict[str, Any]) -> list[str]:

@@ -159,3 +159,18 @@ def test_a_member_that_does_not_inflate_is_one_line_and_exit_2(tmp_path: Path) -
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "x/_lib.so" in done.stderr
+
+
+@pytest.mark.parametrize("python", ["/bin/true", "/bin/false"])
+def test_a_python_that_does_not_answer_is_one_line_and_exit_2(python: str, tmp_path: Path) -> None:
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", b"not ELF")
+    done = subprocess.run(
+        [str(BIN / "opmarket"), "env-check", "--python", python, str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"opmarket: error: --python {python}: not a Python that answers: no output"
+    ]
