@@ -236,6 +236,7 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
     """Load the installed plugins (into the process-wide registry) and decide every op's
     kernels on ``machine``; also the problems found (plugins that failed to load)."""
     from opmarket.registry._cli import kernel_dtypes
+    from opmarket.registry._envcheck import installed_problems
     from opmarket.registry._manifest import read_manifest
     from opmarket.registry._plugins import discover
     from opmarket.registry._runtime import get_registry, load_plugins
@@ -244,6 +245,8 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
     infos = {i.name: i for i in load_plugins()}
     reg = get_registry()
     problems = [f"plugin {i.name}: {i.error}" for i in infos.values() if i.status == "failed"]
+    # Read from the files (opmarket env-check): a library a plugin loads only when used.
+    problems += installed_problems((e.metadata_dir for e in discover()), machine)
     reports: dict[str, OpReport] = {}
     owner: dict[Any, str] = {}
     for info in infos.values():

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 __all__ = [
     "MAX_DYNAMIC",
@@ -50,7 +50,7 @@ MAX_NAMES = 256 * 1024
 _MAGIC = b"\x7fELF"
 _SHT_DYNSYM = 11
 _SHT_DYNAMIC = 6
-_DT_NEEDED, _DT_RPATH, _DT_RUNPATH = 1, 15, 29
+_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 1, 14, 15, 29
 _DYN = {1: "iI", 2: "qQ"}  # d_tag, d_val
 _SHN_UNDEF = 0
 _SHN_XINDEX = 0xFFFF  # e_shstrndx: the index is in section 0's sh_link
@@ -90,12 +90,17 @@ class Library:
     (DT_NEEDED sonames, in the dynamic linker's order), ``runpath`` (DT_RPATH and
     DT_RUNPATH entries, split at ``:``), ``sections`` (name -> bytes, for those present),
     and ``problem``: why an ELF file was not read (truncated, or past a limit such as
-    :data:`MAX_DYNAMIC`), empty when it was or when the file is not ELF at all."""
+    :data:`MAX_DYNAMIC`), empty when it was or when the file is not ELF at all;
+    ``soname`` (DT_SONAME, "" without one) and ``rpath_only``: True when ``runpath`` came
+    from DT_RPATH alone, which the dynamic linker searches before ``LD_LIBRARY_PATH`` and
+    for the libraries loaded on its behalf too (DT_RUNPATH: after it, for its own needs)."""
 
     needed: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     sections: dict[str, bytes] = field(default_factory=dict)
     problem: str = ""
+    soname: str = ""
+    rpath_only: bool = False
 
 
 def read_library(path: Path, sections: tuple[str, ...] = ()) -> Library:
@@ -107,8 +112,15 @@ def read_library(path: Path, sections: tuple[str, ...] = ()) -> Library:
             elf = _Elf.parse(f)
             if elf is None:
                 return Library()
-            needed, runpath = _dynamic(elf)
-            return Library(needed, runpath, _named(elf, sections) if sections else {})
+            dynamic = _dynamic(elf)
+            named = _named(elf, sections) if sections else {}
+            return Library(
+                dynamic.needed,
+                dynamic.runpath,
+                named,
+                soname=dynamic.soname,
+                rpath_only=dynamic.rpath_only,
+            )
     except _BAD as exc:
         return Library(problem=str(exc) or type(exc).__name__)
 
@@ -220,11 +232,18 @@ class _Names:
         return name
 
 
-def _dynamic(elf: _Elf) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """DT_NEEDED and DT_RPATH/DT_RUNPATH of the first dynamic section."""
+class _Dynamic(NamedTuple):
+    needed: tuple[str, ...]
+    runpath: tuple[str, ...]
+    soname: str
+    rpath_only: bool
+
+
+def _dynamic(elf: _Elf) -> _Dynamic:
+    """DT_NEEDED, DT_RPATH/DT_RUNPATH and DT_SONAME of the first dynamic section."""
     sh = elf.first(_SHT_DYNAMIC)
     if sh is None:
-        return (), ()
+        return _Dynamic((), (), "", False)
     entry = struct.Struct(elf.order + _DYN[elf.klass])
     _exact(elf.f, elf.size, 0, sh[_SH_OFFSET] + sh[_SH_SIZE])  # the section lies in the file
     count = sh[_SH_SIZE] // entry.size
@@ -232,20 +251,27 @@ def _dynamic(elf: _Elf) -> tuple[tuple[str, ...], tuple[str, ...]]:
     name_at = _Names(elf, elf.header(sh[_SH_LINK]), MAX_NAMES)
     needed: list[str] = []
     runpath: list[str] = []
+    soname, tags = "", set[int]()
     done: set[tuple[int, int]] = set()  # an entry repeated adds nothing
+    wanted = (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH)
     for tag, value in entry.iter_unpack(table):
         if tag == 0:  # DT_NULL ends the table
-            return tuple(needed), tuple(runpath)
-        if (tag, value) in done or tag not in (_DT_NEEDED, _DT_RPATH, _DT_RUNPATH):
+            break
+        if (tag, value) in done or tag not in wanted:
             continue
         done.add((tag, value))
+        tags.add(tag)
         if tag == _DT_NEEDED:
             needed.append(name_at(value))
+        elif tag == _DT_SONAME:
+            soname = soname or name_at(value)
         else:
             runpath.extend(p for p in name_at(value).split(":") if p)
-    if count > MAX_DYNAMIC:
-        raise _Refused(f"no DT_NULL in {MAX_DYNAMIC} dynamic entries, the most the index reads")
-    return tuple(needed), tuple(runpath)
+    else:
+        if count > MAX_DYNAMIC:
+            raise _Refused(f"no DT_NULL in {MAX_DYNAMIC} dynamic entries, the most the index reads")
+    rpath_only = _DT_RPATH in tags and _DT_RUNPATH not in tags
+    return _Dynamic(tuple(needed), tuple(runpath), soname, rpath_only)
 
 
 def _named(elf: _Elf, wanted: tuple[str, ...]) -> dict[str, bytes]:

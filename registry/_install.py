@@ -1,4 +1,5 @@
-"""``opmarket install NAME``: a plugin, and the GPU companion that fits this machine.
+"""``opmarket install NAME``: a plugin's newest release that loads here
+(:mod:`._install_loads`), and the GPU companion that fits this machine.
 
 The companions a plugin offers are its extras named ``cuda<major>`` (``opmarket-time-two``'s
 ``cuda13`` requires ``opmarket-time-two-cuda13``), read from the newest wheel's METADATA on
@@ -225,8 +226,10 @@ def wheel_extras(wheel: IndexFile, fetcher: Fetcher | None = None) -> list[str]:
 def install(name: str, index_url: str | None, dry_run: bool) -> None:
     """Install plugin NAME and the GPU companion that fits this machine, with pip.
 
-    The companions are NAME's extras named cuda<major> on the index; one is installed when a
-    GPU is visible and its driver supports that CUDA version. What was chosen and why is
+    The release is the newest whose wheel loads here (read as opmarket env-check reads it);
+    a newer one that would not is skipped, and why is printed. The companions are NAME's
+    extras named cuda<major> on the index; one is installed when a GPU is visible and its
+    driver supports that CUDA version. What was chosen and why is
     printed first. Exit code 1 when pip fails, 2 when NAME is not on the index.
 
     \b
@@ -234,6 +237,8 @@ def install(name: str, index_url: str | None, dry_run: bool) -> None:
       opmarket install opmarket-time-two --index-url http://127.0.0.1:8000/simple/
       opmarket install opmarket-time-two --dry-run
     """
+    from opmarket.registry._environment import read_environment
+    from opmarket.registry._install_loads import newest_that_loads
     from opmarket.registry._machine import machine_facts
 
     index = index_url or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
@@ -243,13 +248,23 @@ def install(name: str, index_url: str | None, dry_run: bool) -> None:
         fetcher = Fetcher()  # one deadline for every request to the index below
     except FetchError as exc:
         raise UsageError(str(exc)) from None
-    wheel = newest_wheel(project_files(index, name, fetcher))
-    if wheel is None:
+    files = project_files(index, name, fetcher)
+    if newest_wheel(files) is None:
         raise UsageError(f"{name!r}: no wheel for this Python and platform on {index}")
+    machine = machine_facts()
+    # The newest release whose wheel loads here, as opmarket env-check reads it.
+    wheel, skipped = newest_that_loads(files, read_environment(machine=machine), fetcher)
+    if wheel is None:
+        for line in skipped:
+            click.echo(f"  {line}")
+        click.echo(f"{name}: no release on {index} loads here", err=True)
+        sys.exit(EXIT_PROBLEM)
     version = parse_wheel_filename(wheel.filename)[1]
-    choice = choose_extra(machine_facts(), wheel_extras(wheel, fetcher))
+    choice = choose_extra(machine, wheel_extras(wheel, fetcher))
     requirement = f"{name}[{choice.extra}]=={version}" if choice.extra else f"{name}=={version}"
     click.echo(f"{name} {version}: {printable(wheel.filename)}")
+    for line in skipped:
+        click.echo(f"  {line}")
     for reason in choice.reasons:
         click.echo(f"  {reason}")
     cmd = [sys.executable, "-m", "pip", "install", "--index-url", index, requirement]

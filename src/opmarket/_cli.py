@@ -40,6 +40,11 @@ _LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "ops",
         "List the installed plugins' ops: op, plugin, signature, kernels.",
     ),
+    "env-check": (
+        "opmarket._cli_envcheck",
+        "env_check",
+        "Tell whether each wheel loads in this environment, without loading it.",
+    ),
     "doctor": (
         "opmarket.registry._doctor",
         "doctor",
