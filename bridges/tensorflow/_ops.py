@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from opmarket.registry import AmbiguousOpNameError, get_registry
-from opmarket.sdk import DType, InvalidArgumentError, NotFoundError, OpDef, snake_case
-from opmarket.tensorflow import _attrs
-from opmarket.tensorflow._plumbing import (
+from opmarket._bridge import (
+    BridgeNamespace,
+    group_outputs,
     normalize_attr,
     normalize_dtype,
     num_outputs,
+    op_def,
 )
+from opmarket.sdk import DType, InvalidArgumentError, NotFoundError, OpDef
+from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._register import ensure_op, shape_hint
 
-__all__ = ["TensorFlowOps", "call_op", "wrapper"]
+__all__ = ["call_op", "tf_op", "tf_ops", "wrapper"]
 
 _wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
 
@@ -125,21 +127,6 @@ def _bind(
     return flat, attrs, inferred
 
 
-def _group(op: OpDef, attrs: Mapping[str, Any], outs: Sequence[Any]) -> Any:
-    counts = num_outputs(op, attrs)
-    grouped: list[Any] = []
-    pos = 0
-    for arg, n in zip(op.outputs, counts, strict=True):
-        if arg.is_list:
-            grouped.append(list(outs[pos : pos + n]))
-        else:
-            grouped.append(outs[pos])
-        pos += n
-    if len(grouped) == 1:
-        return grouped[0]
-    return tuple(grouped) if grouped else None
-
-
 def _node_name(op: OpDef) -> str:
     return op.short_name or "op"
 
@@ -179,7 +166,7 @@ def call_op(
             )
             if execute.must_record_gradient():
                 execute.record_gradient(op.name, flat, tuple(flat_attrs), outs)
-            return _group(op, attrs, outs)
+            return group_outputs(op, attrs, outs)
         keywords: dict[str, Any] = {}
         pos = 0
         for arg in op.inputs:
@@ -198,7 +185,7 @@ def call_op(
         outs = list(node.outputs)
         if execute.must_record_gradient():  # a GradientTape inside the function
             execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
-        return _group(op, attrs, outs)
+        return group_outputs(op, attrs, outs)
     except InvalidArgumentError as exc:
         if eager:
             raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
@@ -276,61 +263,15 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     return typed
 
 
-def _segments(op: OpDef) -> list[str]:
-    return [snake_case(part) for part in op.namespace.split(">") if part] if op.namespace else []
+def tf_op(name: str) -> Callable[..., Any]:
+    """The TensorFlow wrapper of the registered op of full name ``name``."""
+    found = op_def(name)
+    if found is None:
+        raise NotFoundError(f"no opmarket op {name!r} is installed")
+    return wrapper(found)
 
 
-class TensorFlowOps:
+def tf_ops() -> BridgeNamespace:
     """Every installed opmarket op as a TensorFlow function, named as in ``opmarket.ops``:
     ``ops.zero_out``, ``ops.opm.zero_out``, ``ops["Opm>ZeroOut"]``."""
-
-    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
-        object.__setattr__(self, "_prefix", prefix)
-
-    def _ops(self) -> Iterator[OpDef]:
-        yield from get_registry()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        prefix: tuple[str, ...] = self._prefix
-        full = [
-            op for op in self._ops() if op.python_name == name and tuple(_segments(op)) == prefix
-        ]
-        short = full or ([op for op in self._ops() if op.python_name == name] if not prefix else [])
-        if len(short) == 1:
-            return wrapper(short[0])
-        if len(short) > 1:
-            names = ", ".join(sorted(op.name for op in short))
-            raise AmbiguousOpNameError(
-                f"ops.{name} is ambiguous: {names}; use a namespaced name "
-                f'(ops.<namespace>.{name}) or ops["NAME"]'
-            )
-        deeper = (*prefix, name)
-        if any(tuple(_segments(op))[: len(deeper)] == deeper for op in self._ops()):
-            return TensorFlowOps(deeper)
-        raise AttributeError(f"no opmarket op {'.'.join((*prefix, name))!r} is installed")
-
-    def __getitem__(self, full_name: str) -> Callable[..., Any]:
-        op = get_registry().op_def(full_name)
-        if op is None:
-            raise NotFoundError(f"no opmarket op {full_name!r} is installed")
-        return wrapper(op)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("opmarket.tensorflow.ops is read-only")
-
-    def __dir__(self) -> list[str]:
-        prefix: tuple[str, ...] = self._prefix
-        names = set()
-        for op in self._ops():
-            seg = tuple(_segments(op))
-            if seg[: len(prefix)] == prefix:
-                names.add(op.python_name if len(seg) == len(prefix) else seg[len(prefix)])
-            if not prefix:
-                names.add(op.python_name)
-        return sorted(names)
-
-    def __repr__(self) -> str:
-        where = ".".join(self._prefix)
-        return f"<opmarket.tensorflow.ops{'.' + where if where else ''}>"
+    return BridgeNamespace(tf_op, "opmarket.tensorflow.ops")

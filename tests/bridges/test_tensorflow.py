@@ -84,7 +84,7 @@ def test_static_shapes_are_opmarket_shape_inference(
     name: str, spec: list[int | None] | None, attrs: dict[str, Any]
 ) -> None:
     from opmarket.registry import get_registry
-    from opmarket.tensorflow._plumbing import normalize_attr, output_shapes
+    from opmarket._bridge import normalize_attr, output_shapes
 
     dtype = tf.int32 if name == "zero_out" else tf.float32
     if name == "bitcast" and attrs["type"] == tf.float64:
@@ -385,3 +385,26 @@ def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> Non
             y = otf.ops.atan(v)
         g = inner.gradient(y, v)
     assert g is not None and outer.gradient(g, v) is None  # first order only
+
+
+def test_a_python_kernel_reads_tensorflows_input_memory_without_a_copy() -> None:
+    """Issue 22: a Python-path kernel gets TensorFlow's input buffer as a read-only numpy view
+    (no ``string_at`` then ``frombuffer().copy()``); its output is copied out once."""
+    from opmarket.registry import isolated_registry
+    from opmarket.sdk import kernel, op, shape_fn, unchanged
+
+    seen: list[bool] = []
+    probe_op = op("BridgeTest>TfProbe").input("x: float").output("y: float").build()
+
+    @kernel("BridgeTest>TfProbe")
+    def probe(x: Any) -> Any:
+        seen.append(x.flags.writeable)
+        return x * 2
+
+    with isolated_registry():
+        opmarket.register(probe_op, probe, shape_fn("BridgeTest>TfProbe", unchanged))
+        x = tf.range(64, dtype=tf.float32)
+        np.testing.assert_array_equal(otf.ops.tf_probe(x).numpy(), np.arange(64) * 2)
+        traced = tf.function(lambda v: otf.ops.tf_probe(v) + 1.0)
+        np.testing.assert_array_equal(traced(x).numpy(), np.arange(64) * 2 + 1)
+    assert seen == [False, False]
