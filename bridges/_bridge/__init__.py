@@ -40,6 +40,7 @@ from opmarket._bridge._plumbing import (
 )
 from opmarket._bridge._readonly import readonly_array
 from opmarket._bridge._registry import (
+    bind_inputs,
     bridge_include,
     bridge_table,
     load_all,
@@ -71,6 +72,7 @@ __all__ = [
     "Param",
     "ParamKind",
     "RegistrationError",
+    "bind_inputs",
     "bridge_include",
     "bridge_op",
     "bridge_ops",

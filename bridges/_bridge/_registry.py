@@ -24,6 +24,7 @@ from opmarket.sdk import KernelSpec, OpDef, OpmarketError
 
 __all__ = [
     "bind",
+    "bind_inputs",
     "bridge_include",
     "bridge_table",
     "builtin",
@@ -78,6 +79,15 @@ def bind(op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> dict[str
     """Every attr of ``op`` for these inputs (arrays; only their dtypes matter) and given
     attrs: inferred, defaulted and checked, InvalidArgumentError naming the op otherwise."""
     return registry().dispatcher(op.name).bind(inputs, attrs)[1]
+
+
+def bind_inputs(
+    op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """``opmarket.ops``' binding of ``op``: inputs (numpy arrays, Python values; a list per
+    list argument) as arrays of the types they bind to, and every attr, inferred, defaulted
+    and checked; InvalidArgumentError naming the op otherwise."""
+    return registry().dispatcher(op.name).bind(inputs, attrs)
 
 
 def choose_kernel(

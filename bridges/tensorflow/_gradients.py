@@ -73,7 +73,7 @@ def _grad_fn(op_def: OpDef, backward: OpDef) -> Any:
         outputs = list(tf_op.outputs)
         attrs = {a.name: from_get_attr(a, tf_op.get_attr(a.name)) for a in op_def.attrs}
         filled = [tf.zeros_like(o) if g is None else g for o, g in zip(outputs, grads, strict=True)]
-        result = call_op(backward, [*inputs, *outputs, *filled], attrs)
+        result = call_op(backward, [*inputs, *outputs, *filled], attrs, derived=True)
         computed = list(result) if isinstance(result, tuple) else [result]
         return [
             g if x.dtype.is_floating or x.dtype.is_complex else None
