@@ -10,7 +10,7 @@ path does: the shape function (and ``prepare``) only on new input shapes, output
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -26,42 +26,51 @@ __all__ = ["PreparedCall", "prepare"]
 _MISS = object()
 
 
-class PreparedCall:
-    """``op`` with bound attrs on one device: call it with the op's inputs (numpy arrays, a
-    list of them for a list argument); it returns what ``opmarket.ops.<op>`` returns."""
+class PreparedCall(Protocol):
+    """What :func:`prepare` returns: call it with the op's inputs (numpy arrays, a list of
+    them for a list argument); it returns what ``opmarket.ops.<op>`` returns."""
 
-    __slots__ = ("_entry", "_nd", "_single", "kernel", "op_def")
+    #: The op.
+    op_def: OpDef
+    #: The kernel that runs.
+    kernel: KernelSpec
 
-    def __init__(self, op_def: OpDef, entry: Entry) -> None:
-        self.op_def = op_def
-        #: The kernel that runs.
-        self.kernel: KernelSpec = entry.spec
-        self._entry = entry
-        self._single = entry.dispatcher.single_input
-        self._nd = not any(a.is_list for a in op_def.inputs)
+    def __call__(self, *inputs: Any) -> Any: ...
 
-    def __call__(self, *inputs: Any) -> Any:
-        entry = self._entry
-        if not self._nd:  # list arguments: their shapes are a list's
-            return entry.run(inputs, _shapes(inputs, self._single))
-        shapes = inputs[0].shape if self._single else tuple(a.shape for a in inputs)
-        lock = entry.lock
-        if lock is not None:
-            with lock:
-                out = entry.fn(*inputs) if shapes == entry.shapes else _MISS
-            if out is _MISS:
-                return entry.run(inputs, shapes)
-        elif shapes != entry.shapes:
-            return entry.run(inputs, shapes)
-        else:
-            out = entry.fn(*inputs, **entry.kw)
-        # As the generated wrapper: one array of the declared dtype needs no other check.
-        if out.__class__ is np.ndarray and out.dtype is entry.odt:
-            return out
-        return entry.finish(out)
 
-    def __repr__(self) -> str:
-        return f"<PreparedCall {self.op_def.name} kernel={self.kernel.name}>"
+def _call_of(op_def: OpDef, entry: Entry) -> PreparedCall:
+    """The entry's call as a closure: the per-call path, as lean as the generated wrapper's."""
+    single = entry.dispatcher.single_input
+    fn, kw, lock = entry.fn, entry.kw, entry.lock
+    run, finish, odt = entry.run, entry.finish, entry.odt
+    nd = np.ndarray
+
+    if any(a.is_list for a in op_def.inputs):  # list arguments: their shapes are a list's
+
+        def call(*inputs: Any) -> Any:
+            return run(inputs, _shapes(inputs, single))
+
+    else:
+
+        def call(*inputs: Any) -> Any:
+            shapes = inputs[0].shape if single else tuple(a.shape for a in inputs)
+            if lock is not None:
+                with lock:
+                    out = fn(*inputs) if shapes == entry.shapes else _MISS
+                if out is _MISS:
+                    return run(inputs, shapes)
+            elif shapes != entry.shapes:
+                return run(inputs, shapes)
+            else:
+                out = fn(*inputs, **kw)
+            # As the generated wrapper: one array of the declared dtype needs no other check.
+            if out.__class__ is nd and out.dtype is odt:
+                return out
+            return finish(out)
+
+    call.op_def = op_def  # type: ignore[attr-defined]  # PreparedCall's attributes
+    call.kernel = entry.spec  # type: ignore[attr-defined]
+    return cast("PreparedCall", call)
 
 
 def prepare(
@@ -97,7 +106,7 @@ def prepare(
         # Attrs nothing makes hashable: no shared entry. A closed entry creates, prepares
         # and closes its lifecycle kernel on each call, so nothing is left open.
         entry.close()
-    return PreparedCall(dispatcher.op_def, entry)
+    return _call_of(dispatcher.op_def, entry)
 
 
 def _wrapper_choice(dispatcher: Dispatcher, attrs: dict[str, Any]) -> KernelSpec | None:

@@ -27,7 +27,6 @@ from opmarket._bridge._plumbing import (
     BridgeError,
     KernelPlan,
     bridged_ops,
-    default_attrs,
     flatten_outputs,
     group_inputs,
     group_outputs,
@@ -51,7 +50,6 @@ from opmarket._bridge._registry import (
 )
 from opmarket._bridge._shapes import num_outputs, output_shapes
 from opmarket.registry import (
-    AmbiguousOpNameError,
     KernelNotFoundError,
     LibraryError,
     OpResolver,
@@ -60,7 +58,6 @@ from opmarket.registry import (
 
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
-    "AmbiguousOpNameError",
     "BridgeError",
     "BridgeNamespace",
     "BridgeOp",
@@ -80,7 +77,6 @@ __all__ = [
     "bridged_ops",
     "build_shim",
     "c_array",
-    "default_attrs",
     "flatten_outputs",
     "freeze_attrs",
     "group_inputs",

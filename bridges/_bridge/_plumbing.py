@@ -20,7 +20,6 @@ from opmarket.sdk import (
     KernelSpec,
     OpDef,
     OpmarketError,
-    Shape,
     TensorShape,
     as_dtype,
     check_attr_value,
@@ -32,7 +31,6 @@ __all__ = [
     "BridgeError",
     "KernelPlan",
     "bridged_ops",
-    "default_attrs",
     "flatten_outputs",
     "group_inputs",
     "group_outputs",
@@ -132,11 +130,6 @@ def normalize_shape(value: Any) -> TensorShape:
     return TensorShape(tuple(-1 if d is None or int(d) < 0 else int(d) for d in sizes))
 
 
-def default_attrs(op: OpDef) -> dict[str, Any]:
-    """The op's attrs that have defaults, with them."""
-    return {a.name: a.default for a in op.attrs if a.default is not None}
-
-
 def is_native(spec: KernelSpec) -> bool:
     """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
     runs with no Python)."""
@@ -185,15 +178,6 @@ def kernel_plan(
             continue
         plans.append(KernelPlan(k, "", k.priority + NATIVE_PRIORITY_BOOST + 1, True))
     return plans
-
-
-def as_shape(shape: Any) -> Shape:
-    """A static shape as opmarket's Shape: None for unknown rank, None for unknown dims."""
-    if shape is None:
-        return None
-    return tuple(
-        None if d is None or (isinstance(d, (int, np.integer)) and d < 0) else int(d) for d in shape
-    )
 
 
 def group_inputs(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:

@@ -35,20 +35,12 @@ __all__ = [
     "op_def",
     "prepare",
     "registry",
-    "run_op",
-    "version",
 ]
 
 
 def registry() -> Registry:
     """The process registry (the current isolated one inside ``isolated_registry``)."""
     return get_registry()
-
-
-def version() -> tuple[int, int]:
-    """Changes whenever the process registry is swapped or changes (caches key on it)."""
-    reg = registry()
-    return id(reg), reg.version
 
 
 def load_all() -> None:
@@ -77,8 +69,8 @@ def builtin(name: str) -> bool:
 
 def bind(op: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Every attr of ``op`` for these inputs (arrays; only their dtypes matter) and given
-    attrs: inferred, defaulted and checked, InvalidArgumentError naming the op otherwise."""
-    return registry().dispatcher(op.name).bind(inputs, attrs)[1]
+    attrs, as :func:`bind_inputs` binds them."""
+    return bind_inputs(op, inputs, attrs)[1]
 
 
 def bind_inputs(
@@ -96,23 +88,6 @@ def choose_kernel(
     """The kernel dispatch runs for bound ``attrs`` on ``device``; KernelNotFoundError lists
     the registered ones."""
     return registry().dispatcher(op.name).choose(attrs, device, label)
-
-
-def run_op(
-    op: OpDef,
-    inputs: Sequence[Any],
-    attrs: Mapping[str, Any],
-    *,
-    device: str | None,
-    label: str = "",
-    kernel: KernelSpec | None = None,
-) -> Any:
-    """Run ``op`` through opmarket's dispatch (shape and dtype checks included)."""
-    return (
-        registry()
-        .dispatcher(op.name)
-        .call(inputs, attrs, device=device, label=label, kernel=kernel)
-    )
 
 
 def native_handle(spec: KernelSpec) -> int | None:
