@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: opmarket's built-in graph ops (``opmarket.registry.BUILTIN_OPS``): every framework has its
-#: own, so no bridge registers them (tests/bridges/test_torch_schema.py keeps the two equal).
+#: own, so no bridge registers them (tests/bridges/test_bridge.py keeps the two equal).
 FRAMEWORK_OWN_OPS = frozenset({"AddN", "Const", "Identity", "NoOp", "Placeholder"})
 
 # Attr types a framework parameter can carry; others (tensor, func, list(type), ...) make
