@@ -97,7 +97,7 @@ def opset_schema_lines(opset: OpSet, label: str) -> list[SchemaLine]:
 
 
 def _opset_lines(opset: OpSet, label: str) -> list[tuple[str, SchemaLine]]:
-    from opmarket._bridge._torch_schema import torch_schemas  # lazy: the bridge plumbing
+    from opmarket.sdk.torch_schema import torch_schemas
 
     labels: dict[str, set[str]] = {}
     for k in opset.kernels:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from opmarket.registry._manifest import MANIFEST, find_manifest, manifest_locations
     from opmarket.registry._native import OpLibrary, load_library
     from opmarket.registry._plugins import PluginInfo, PluginStatus, load_plugins_from
+    from opmarket.registry._prepare import prepare
     from opmarket.registry._registry import Registry
     from opmarket.registry._resolver import OpResolver, selective_resolver
     from opmarket.registry._runtime import (
@@ -131,6 +132,7 @@ __all__ = [
     "parse_entry_points",
     "parse_input",
     "plugins",
+    "prepare",
     "register",
     "register_custom_call_target",
     "run_graph",
@@ -198,6 +200,7 @@ __getattr__, __dir__ = lazy_exports(
         "parse_entry_points": "opmarket.registry._discovery",
         "parse_input": "opmarket.registry._graph",
         "plugins": "opmarket.registry._runtime",
+        "prepare": "opmarket.registry._prepare",
         "register": "opmarket.registry._runtime",
         "register_custom_call_target": "opmarket.registry._custom_call",
         "run_graph": "opmarket.registry._executor",

@@ -44,7 +44,13 @@ def test_imports_point_one_way(folder: str) -> None:
 
 
 def test_nothing_imports_a_bridge() -> None:
-    bridges = ("opmarket.tensorflow", "opmarket.litert", "opmarket.jax", "opmarket.torch")
+    bridges = (
+        "opmarket.tensorflow",
+        "opmarket.litert",
+        "opmarket.jax",
+        "opmarket.torch",
+        "opmarket._bridge",
+    )
     wrong = [
         f"{path.relative_to(ROOT)}:{line}: imports {module}"
         for folder in ("sdk", "registry", "compat", "web", "src")
@@ -53,3 +59,81 @@ def test_nothing_imports_a_bridge() -> None:
         if module.startswith(bridges)
     ]
     assert wrong == []
+
+
+def imported_names(path: Path) -> list[tuple[int, str, str]]:
+    """Every (line, module, name) of the file's imports: ``import m`` gives (line, m, "")."""
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def public_names(init: Path) -> set[str]:
+    """The ``__all__`` of a package's ``__init__.py``, read without importing it."""
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+FRAMEWORK_BRIDGES = ("tensorflow", "litert", "jax", "torch")
+
+
+@pytest.mark.parametrize("bridge", FRAMEWORK_BRIDGES)
+def test_a_bridge_reaches_opmarket_only_through_bridge_and_public_sdk(bridge: str) -> None:
+    """One bridge architecture: a framework package imports its own modules, the public
+    names of ``opmarket._bridge`` and of ``opmarket.sdk`` (and its public submodules), and its
+    framework; the run time only through ``opmarket._bridge``."""
+    shared = public_names(ROOT / "bridges" / "_bridge" / "__init__.py")
+    wrong = []
+    for path in sorted((ROOT / "bridges" / bridge).rglob("*.py")):
+        for line, module, name in imported_names(path):
+            if module == "opmarket" or not module.startswith("opmarket."):
+                ok = module != "opmarket"
+            elif module.startswith(f"opmarket.{bridge}"):
+                ok = True
+            elif module == "opmarket._bridge":
+                ok = name in shared
+            elif module == "opmarket.sdk" or module.startswith("opmarket.sdk."):
+                ok = not any(part.startswith("_") for part in module.split(".")[2:])
+            else:
+                ok = False
+            if not ok:
+                where = f"{module}.{name}" if name else module
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: imports {where}")
+    assert wrong == []
+
+
+def test_the_shared_bridge_uses_only_public_registry_names() -> None:
+    """``opmarket._bridge`` reaches the run time through ``opmarket.registry``'s ``__all__``
+    (``prepare`` included), never a private module of it."""
+    registry = public_names(ROOT / "registry" / "__init__.py")
+    assert "prepare" in registry
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}{'.' + name if name else ''}"
+        for path in sorted((ROOT / "bridges" / "_bridge").rglob("*.py"))
+        for line, module, name in imported_names(path)
+        if module.startswith("opmarket.registry")
+        and (module != "opmarket.registry" or name not in registry)
+    ]
+    assert wrong == []
+
+
+def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
+    """The helpers above see ``from m import name`` and ``import m`` in functions too."""
+    source = tmp_path / "x.py"
+    source.write_text(
+        "def f():\n"
+        "    from opmarket.registry._dispatch import Dispatcher\n"
+        "    import opmarket.jax\n"
+    )
+    assert imported_names(source) == [
+        (2, "opmarket.registry._dispatch", "Dispatcher"),
+        (3, "opmarket.jax", ""),
+    ]

@@ -1,7 +1,8 @@
-"""Native shims built on first use: a C source compiled into a shared library in opmarket's
-cache, named by the hash of everything that goes into it (source, headers, compiler,
-framework version), so each build happens once per machine and a changed input builds anew.
-"""
+"""Native shims built on first use: a C or C++ source compiled into a shared library in
+opmarket's cache, named by the hash of everything that goes into it (source, opmarket's
+headers, compiler, flags, framework version), so each build happens once per machine and a
+changed input builds anew. Every bridge's shim (TensorFlow's kernels, JAX's FFI handler) is
+built here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,54 +24,67 @@ __all__ = ["build_shim"]
 
 def build_shim(
     name: str,
-    source: Path,
+    source: Path | str,
     includes: Sequence[str],
     *,
     key: Sequence[str] = (),
     flags: Sequence[str] = ("-std=c11",),
+    link: Sequence[str] = ("-lpthread",),
+    language: str = "c",
+    announce: str = "",
 ) -> Path:
-    """The shared library built from ``source`` (cached); LibraryError with the compiler's
-    output when it cannot be built."""
-    digest = hashlib.sha256(source.read_bytes())
+    """The shared library built from ``source`` (a file, or the source text itself) in
+    ``language`` (``c`` or ``c++``), cached; ``announce`` is printed on stderr before a build
+    (one that takes long). LibraryError with the compiler's output when it cannot be built."""
+    text = source.read_bytes() if isinstance(source, Path) else source.encode()
+    digest = hashlib.sha256(text)
     for folder in includes:
         for header in sorted(Path(folder).rglob("*.h")):
             if "opmarket" in header.parts or "ffi" in header.parts:
                 digest.update(header.read_bytes())
-    for part in (*key, *compiler("c"), *flags):
+    cc = compiler(language)
+    for part in (*key, *cc, *flags, *link):
         digest.update(part.encode())
     target = _registry.cache_dir() / "bridges" / f"{name}-{digest.hexdigest()[:16]}.so"
     if target.is_file():
         return target
+    if announce:
+        print(f"opmarket: {announce}", file=sys.stderr, flush=True)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{name}-", suffix=".so")
     except OSError:  # an unwritable cache: build for this process only
         target = Path(tempfile.mkdtemp(prefix="opmarket-bridge-"), target.name)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{name}-", suffix=".so")
-    os.close(fd)
-    command = [
-        *compiler("c"),
-        "-shared",
-        "-fPIC",
-        "-O2",
-        *flags,
-        *(f"-I{i}" for i in includes),
-        str(source),
-        "-o",
-        tmp,
-        "-lpthread",
-    ]
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as work:
+        src = source
+        if not isinstance(src, Path):
+            src = Path(work, f"{name}{'.c' if language == 'c' else '.cc'}")
+            src.write_bytes(text)
+        command = [
+            *compiler(language),
+            "-shared",
+            "-fPIC",
+            "-O2",
+            *flags,
+            *(f"-I{i}" for i in includes),
+            str(src),
+            "-o",
+            str(Path(work, f"{name}.so")),
+            *link,
+        ]
+        _compile(name, command, language)
+        os.replace(Path(work, f"{name}.so"), target)  # atomic: a concurrent builder sees one
+    return target
+
+
+def _compile(name: str, command: list[str], language: str) -> None:
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:
-        os.unlink(tmp)
         raise LibraryError(
-            f"building {name} needs a C compiler: cannot run {command[0]!r} ({exc}); set CC"
+            f"building {name} needs a compiler: cannot run {command[0]!r} ({exc}); "
+            f"set {'CC' if language == 'c' else 'CXX'}"
         ) from None
     if done.returncode != 0:
-        os.unlink(tmp)
         raise LibraryError(
             f"cannot build {name} with {shlex.join(command)}:\n{done.stderr.strip()[-2000:]}"
         )
-    os.replace(tmp, target)
-    return target

@@ -9,7 +9,6 @@ input values (an unknown dim for known inputs) cannot be traced, and says so.
 
 from __future__ import annotations
 
-import enum
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,14 +19,19 @@ import numpy as np
 from opmarket._bridge import _registry
 from opmarket._bridge._shapes import output_shapes
 from opmarket.sdk import (
-    AttrDef,
     DType,
     GradientOp,
     InvalidArgumentError,
     NotFoundError,
     OpDef,
     format_shape,
-    snake_case,
+)
+from opmarket.sdk.torch_schema import (
+    Param,
+    ParamKind,
+    framework_namespace,
+    parameters,
+    unsupported,
 )
 
 __all__ = [
@@ -44,22 +48,6 @@ __all__ = [
 
 _Array = np.ndarray[Any, Any]
 Dim = Any  # an int, or a framework's symbolic int (torch.SymInt) while tracing
-_NO_DEFAULT = object()
-# Attr types a framework parameter can carry; others (tensor, func, list(type), ...) make
-# the op unavailable in the frameworks, with the reason.
-_ATTR_TYPES = {
-    "int",
-    "float",
-    "bool",
-    "string",
-    "type",
-    "shape",
-    "list(int)",
-    "list(float)",
-    "list(bool)",
-    "list(string)",
-    "list(shape)",
-}
 
 
 def require_framework(module: str, extra: str) -> None:
@@ -71,27 +59,6 @@ def require_framework(module: str, extra: str) -> None:
             f"opmarket.{extra} needs {module}, which cannot be imported ({exc}): "
             f"pip install 'opmarket[{extra}]'"
         ) from None
-
-
-class ParamKind(enum.Enum):
-    """What a keyword parameter of a bridged op carries."""
-
-    DTYPE = "dtype"  #: a type attr not inferred from the inputs
-    ATTR = "attr"  #: any other attr
-
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    """A keyword-only parameter: its Python name, the attr, and what it carries."""
-
-    name: str
-    attr: AttrDef
-    kind: ParamKind
-
-    @property
-    def required(self) -> bool:
-        """True when the attr has no default."""
-        return self.attr.default is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,36 +97,9 @@ class BridgeOp:
         self.python_name = op_def.python_name
         #: The framework namespace: the op's namespace in lower snake case (``opm``),
         #: ``opmarket`` for an op without one.
-        self.namespace = (
-            "_".join(snake_case(p) for p in op_def.namespace.split(">"))
-            if op_def.namespace
-            else "opmarket"
-        )
-        inferred: set[str] = set()
-        for arg in op_def.inputs:
-            inferred.update(n for n in (arg.type_attr, arg.number_attr, arg.type_list_attr) if n)
-        taken: set[str] = set()
-        self.input_names = [_registry.py_name(a.name, taken) for a in op_def.inputs]
-        self.params = [
-            Param(
-                _registry.py_name(a.name, taken),
-                a,
-                ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR,
-            )
-            for a in op_def.attrs
-            if a.name not in inferred
-        ]
-        self.unsupported = self._unsupported()
-        self._runners: dict[Any, Callable[[Sequence[_Array]], list[_Array]]] = {}
-
-    def _unsupported(self) -> str | None:
-        lists = [a.name for a in (*self.op_def.inputs, *self.op_def.outputs) if a.is_list]
-        if lists:
-            return f"list arguments ({', '.join(lists)})"
-        odd = [f"{p.name}: {p.attr.type}" for p in self.params if p.attr.type not in _ATTR_TYPES]
-        if odd:
-            return f"attrs of types the bridges do not carry ({', '.join(odd)})"
-        return None
+        self.namespace = framework_namespace(op_def)
+        self.input_names, self.params = parameters(op_def)
+        self.unsupported = unsupported(op_def)
 
     def check_supported(self, framework: str) -> None:
         """NotFoundError saying why ``framework`` cannot run this op, if it cannot."""
@@ -188,6 +128,14 @@ class BridgeOp:
                     f"{self.name} has no attr {key!r} (it takes {', '.join(by_py) or 'none'})"
                 )
             attrs[name] = value
+        stand_ins = [np.empty(0, dtype=d) for d in dtypes]
+        return _registry.bind(self.op_def, stand_ins, attrs)
+
+    def bind_attrs(
+        self, dtypes: Sequence[np.dtype[Any]], attrs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """As :meth:`bind`, for attrs given by their own names (a node's attrs in a saved
+        model), inferred ones included (they must agree with ``dtypes``)."""
         stand_ins = [np.empty(0, dtype=d) for d in dtypes]
         return _registry.bind(self.op_def, stand_ins, attrs)
 
@@ -258,28 +206,25 @@ class BridgeOp:
         return self.runner(attrs, device, label)(inputs)
 
     def runner(
-        self, attrs: Mapping[str, Any], device: str = "CPU", label: str = ""
+        self, attrs: Mapping[str, Any], device: str = "CPU", label: str = "", kernel: Any = None
     ) -> Callable[[Sequence[_Array]], list[_Array]]:
-        """A prepared call for bound ``attrs`` (kernel chosen and created once, kept until
-        the registry changes): numpy arrays in, one array per output out."""
-        key = (freeze_attrs(attrs), device, label, _registry.version())
-        found = self._runners.get(key)
-        if found is None:
-            call = _registry.prepared_call(self.op_def, attrs, device, label)
-            if len(self.op_def.outputs) == 1:
+        """The registry's prepared call for bound ``attrs`` (``opmarket.registry.prepare``:
+        kernel chosen and created once, shared with ``opmarket.ops``) as a function of numpy
+        arrays that returns one array per output. ``kernel`` runs that KernelSpec instead of
+        the one dispatch chooses. Not cached here: a bridge keeps it in its own call cache."""
+        call = _registry.prepare(self.op_def, attrs, device, label, kernel=kernel)
+        if len(self.op_def.outputs) == 1:
 
-                def found(arrays: Sequence[_Array]) -> list[_Array]:
-                    return [call(arrays)]
-            else:
+            def one(arrays: Sequence[_Array]) -> list[_Array]:
+                return [call(*arrays)]
 
-                def found(arrays: Sequence[_Array]) -> list[_Array]:
-                    out = call(arrays)
-                    return list(out) if out is not None else []
+            return one
 
-            if len(self._runners) >= 256:
-                self._runners.clear()
-            self._runners[key] = found
-        return found
+        def several(arrays: Sequence[_Array]) -> list[_Array]:
+            out = call(*arrays)
+            return list(out) if out is not None else []
+
+        return several
 
     def kernel(self, attrs: Mapping[str, Any], device: str, label: str = "") -> Any:
         """The KernelSpec dispatch chooses on ``device`` (KernelNotFoundError if none)."""
@@ -296,8 +241,8 @@ class BridgeOp:
         return True
 
     def is_c_abi(self, attrs: Mapping[str, Any], device: str, label: str = "") -> bool:
-        """Whether the kernel chosen for ``attrs`` is a C-ABI plugin's."""
-        return _registry.is_c_abi(self.kernel(attrs, device, label))
+        """Whether the kernel chosen for ``attrs`` is a C-ABI plugin's with a native handle."""
+        return _registry.native_handle(self.kernel(attrs, device, label)) is not None
 
     @property
     def differentiable(self) -> bool:

@@ -16,8 +16,15 @@ from typing import Any
 import numpy as np
 
 import jax
-from opmarket._bridge import BridgeOp, OutputSpec, _registry, freeze_attrs
-from opmarket._bridge._build import build_shim
+from opmarket._bridge import (
+    BridgeOp,
+    OutputSpec,
+    bridge_include,
+    bridge_table,
+    build_shim,
+    freeze_attrs,
+    native_handle,
+)
 from opmarket.sdk import DType
 
 __all__ = ["TARGET", "call", "native_kernel"]
@@ -47,13 +54,13 @@ def library() -> ctypes.CDLL | None:
     with _lock:
         if "lib" in _state:
             return _state["lib"]  # type: ignore[no-any-return]
-        table = _registry.bridge_table()
+        table = bridge_table()
         lib = None
         if table is not None:
             path = build_shim(
                 "opmarket_jax_ffi",
                 _SOURCE,
-                [_registry.bridge_include(), jax.ffi.include_dir()],
+                [bridge_include(), jax.ffi.include_dir()],
                 key=[jax.__version__],
             )
             lib = ctypes.CDLL(str(path))
@@ -91,7 +98,7 @@ def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: st
     C-ABI kernels on the CPU, with attrs the bridge interface can read."""
     if device != "CPU":
         return None
-    handle = _registry.native_handle(op.kernel(attrs, device, label))
+    handle = native_handle(op.kernel(attrs, device, label))
     if handle is None:
         return None
     attributes = []

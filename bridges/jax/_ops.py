@@ -16,8 +16,15 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
-from opmarket._bridge import BridgeOp, OutputSpec, ParamKind, bridge_op, freeze_attrs
-from opmarket.sdk import DType, InvalidArgumentError
+from opmarket._bridge import (
+    BridgeOp,
+    OutputSpec,
+    ParamKind,
+    bridge_op,
+    freeze_attrs,
+    normalize_dtype,
+)
+from opmarket.sdk import InvalidArgumentError
 
 __all__ = ["jax_op", "native_path"]
 
@@ -54,7 +61,7 @@ def _wrapper(op: BridgeOp) -> Callable[..., Any]:
         if len(inputs) != n_in:
             raise InvalidArgumentError(f"{op.name} takes {n_in} inputs, got {len(inputs)}")
         arrays = [x if isinstance(x, jax.Array) else jnp.asarray(x) for x in inputs]
-        given = {k: _dtype_value(v) if k in dtype_params else v for k, v in kwargs.items()}
+        given = {k: normalize_dtype(v) if k in dtype_params else v for k, v in kwargs.items()}
         attrs = op.bind([np.dtype(a.dtype) for a in arrays], given)
         device = _device(arrays)
         if device == "CPU" and not any(isinstance(a, jax.core.Tracer) for a in arrays):
@@ -84,17 +91,6 @@ def _wrapper(op: BridgeOp) -> Callable[..., Any]:
     call.__module__ = "opmarket.jax.ops"
     call.__opmarket_op__ = op.name  # type: ignore[attr-defined]  # for introspection
     return call
-
-
-def _dtype_value(value: Any) -> Any:
-    """A dtype attr as opmarket reads it: names, DTypes and numbers as they are, numpy and
-    jnp dtypes (``jnp.float32``) as numpy dtypes."""
-    if isinstance(value, (str, int, DType)):
-        return value
-    try:
-        return np.dtype(value)
-    except TypeError:
-        return value  # opmarket's check quotes it
 
 
 def _device(arrays: Sequence[Any]) -> str:

@@ -12,8 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from opmarket._bridge import c_array
-from opmarket._bridge._shapes import output_shapes
+from opmarket._bridge import (
+    BridgeOp,
+    OpResolver,
+    bridge_op,
+    c_array,
+    load_all,
+    output_shapes,
+    readonly_array,
+    registry,
+)
 from opmarket.litert import _capi
 from opmarket.litert._model import (
     SCHEMA_TYPES,
@@ -23,7 +31,6 @@ from opmarket.litert._model import (
     read_model,
     text,
 )
-from opmarket.registry import OpResolver, get_registry, load_plugins
 from opmarket.sdk import (
     InvalidArgumentError,
     KernelSpec,
@@ -46,6 +53,18 @@ class _CustomOp:
     errors: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     struct: Any = None
+    #: The registry's prepared call for each tuple of input dtypes (the call path's cache).
+    calls: dict[tuple[np.dtype[Any], ...], Any] = field(default_factory=dict)
+
+    def _call(self, dtypes: tuple[np.dtype[Any], ...]) -> Any:
+        found = self.calls.get(dtypes)
+        if found is None:
+            bridged: BridgeOp = bridge_op(self.op.name)
+            attrs = bridged.bind_attrs(dtypes, self.attrs)
+            device = self.kernel.device if self.kernel is not None else None
+            found = bridged.runner(attrs, device or "CPU", kernel=self.kernel)
+            self.calls[dtypes] = found
+        return found
 
     def init(self, _user: Any, data: Any, size: int) -> int:
         return _capi.STATUS_OK  # the attrs were read from the node's options at creation
@@ -73,17 +92,20 @@ class _CustomOp:
 
     def run(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
         lib = _capi.lib()
+        locked: list[Any] = []
         try:
-            arrays = [_read(lib, inputs[i]) for i in range(n_in)]
-            result = (
-                get_registry().dispatcher(self.op.name).call(arrays, self.attrs, kernel=self.kernel)
-            )
-            results = list(result) if isinstance(result, tuple) else [result]
+            # The kernel reads LiteRT's input buffers in place (read-only views): they stay
+            # locked until the outputs are written.
+            arrays = [_read(lib, inputs[i], locked) for i in range(n_in)]
+            results = self._call(tuple(a.dtype for a in arrays))(arrays)
             for i in range(n_out):
                 _write(lib, outputs[i], np.asarray(results[i]))
             return _capi.STATUS_OK
         except Exception as exc:
             return self._fail(exc, _capi.STATUS_RUNTIME_FAILURE)
+        finally:
+            for buffer in locked:
+                lib.LiteRtUnlockTensorBuffer(buffer)
 
     def _fail(self, exc: Exception, status: int) -> int:
         # LiteRT 2.3 ignores the status a callback returns: invoke() raises this record.
@@ -113,16 +135,14 @@ def _buffer_type(lib: Any, buffer: Any) -> tuple[np.dtype[Any], tuple[int, ...]]
     return _capi.numpy_of(t.element_type), dims
 
 
-def _read(lib: Any, buffer: Any) -> np.ndarray[Any, Any]:
+def _read(lib: Any, buffer: Any, locked: list[Any]) -> np.ndarray[Any, Any]:
+    """A read-only view of an input buffer, locked for reading (added to ``locked``, which
+    the caller unlocks once the outputs are written)."""
     dtype, dims = _buffer_type(lib, buffer)
     addr = ctypes.c_void_p()
     _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_READ), "lock")
-    try:
-        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-        raw = ctypes.string_at(addr.value or 0, nbytes) if nbytes else b""
-        return np.frombuffer(raw, dtype=dtype).reshape(dims).copy()
-    finally:
-        lib.LiteRtUnlockTensorBuffer(buffer)
+    locked.append(buffer)
+    return readonly_array(addr.value, dims, dtype)
 
 
 def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
@@ -182,14 +202,13 @@ class Interpreter:
 
     def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
         """One registration per custom op and distinct attr set (see ``attr_sets``)."""
-        load_plugins()
-        registry = get_registry()
-        resolver = OpResolver.from_registry(registry)
+        load_all()
+        resolver = OpResolver.from_registry(registry())
         self._content, sets = attr_sets(self._content)
         ops: list[tuple[str, int, _CustomOp]] = []
         missing: dict[tuple[str, int], str] = {}
         for code, name, version, options in sets:
-            op = registry.op_def(name)
+            op = registry().op_def(name)
             if op is None:
                 missing[name, version] = f"{name} (version {version})"
                 continue

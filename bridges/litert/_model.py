@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.sdk import DType, InvalidArgumentError, OpDef, as_dtype
+from opmarket._bridge import normalize_attr
+from opmarket.sdk import InvalidArgumentError, OpDef
 
 __all__ = [
     "SCHEMA_TYPES",
@@ -70,15 +71,16 @@ def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
     return sorted(set(found))
 
 
-def _dtype_of_schema(number: int) -> DType:
-    if number not in SCHEMA_TYPES:
+def _numpy_of_schema(number: Any) -> np.dtype[Any]:
+    if int(number) not in SCHEMA_TYPES:
         raise InvalidArgumentError(f"LiteRT tensor type {number} has no opmarket dtype")
-    return as_dtype(np.dtype(SCHEMA_TYPES[number]))
+    found: np.dtype[Any] = np.dtype(SCHEMA_TYPES[int(number)])
+    return found
 
 
 def attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
     """A custom op's options as the converter writes them (a flexbuffer map of the node's
-    attrs) in opmarket's form."""
+    attrs) in opmarket's form (``opmarket._bridge.normalize_attr``)."""
     if not options:
         return {}
     from flatbuffers import flexbuffers
@@ -92,16 +94,8 @@ def attrs_from_options(op: OpDef, options: bytes) -> dict[str, Any]:
             continue
         value = raw[a.name]
         if a.base_type == "type":  # the converter writes LiteRT's tensor type numbers
-            value = (
-                [_dtype_of_schema(int(v)) for v in value]
-                if a.is_list
-                else _dtype_of_schema(int(value))
-            )
-        elif a.base_type == "string":
-            value = [text(v) for v in value] if a.is_list else text(value)
-        elif a.is_list:
-            value = list(value)
-        attrs[a.name] = value
+            value = [_numpy_of_schema(v) for v in value] if a.is_list else _numpy_of_schema(value)
+        attrs[a.name] = normalize_attr(op, a.name, value)
     return attrs
 
 

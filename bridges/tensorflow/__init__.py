@@ -17,16 +17,16 @@ except ImportError as _exc:  # pragma: no cover - exercised in a venv without Te
         "opmarket.tensorflow needs TensorFlow: pip install 'opmarket[tensorflow]'"
     ) from _exc
 
+from opmarket._bridge import BridgeError
 from opmarket.tensorflow._gradients import register_gradients
-from opmarket.tensorflow._ops import TensorFlowOps
-from opmarket.tensorflow._plumbing import BridgeError
+from opmarket.tensorflow._ops import tf_ops
 from opmarket.tensorflow._register import register_all
 
 __all__ = ["BridgeError", "ops", "register"]
 
 #: Every installed opmarket op as a TensorFlow function (``ops.zero_out``, ``ops.opm.zero_out``,
 #: ``ops["Opm>ZeroOut"]``).
-ops = TensorFlowOps()
+ops = tf_ops()
 
 
 def register() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from opmarket._bridge import normalize_dtype, normalize_shape, proto_field_for
 from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape
-from opmarket.sdk._attrproto import proto_field_for
 
 __all__ = [
     "disagreement",
@@ -56,17 +56,13 @@ def from_attr_value(attr: AttrDef, value: Any) -> Any:
 
 def _from_python(base: str, v: Any) -> Any:
     if base == "type":
-        enum = getattr(v, "as_datatype_enum", v)
-        return DType(int(enum))
+        return normalize_dtype(v)
     if base == "string":
         return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
     if base in ("shape", "tensor", "func") and hasattr(v, "SerializeToString"):
         return _base_from_proto(base, v)
     if base == "shape":
-        dims = getattr(v, "dims", v)
-        return TensorShape(
-            None if dims is None else tuple(-1 if d is None else int(d) for d in dims)
-        )
+        return normalize_shape(v)
     return v
 
 

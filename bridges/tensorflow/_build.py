@@ -1,25 +1,17 @@
 """Builds and loads the TensorFlow shim (``_shim.cc``, then generated trampolines, then
-``_shim_native.cc``): compiled on first use against the
-installed TensorFlow's headers into opmarket's cache folder, one file per shim source,
-opmarket C header and TensorFlow version; later processes load it at once."""
+``_shim_native.cc``): compiled on first use against the installed TensorFlow's headers by
+the bridges' one shim builder (``opmarket._bridge.build_shim``: opmarket's cache folder, one
+file per shim source, opmarket C header and TensorFlow version); later processes load it at
+once."""
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shlex
-import subprocess
-import sys
-import tempfile
 import threading
 from importlib import resources
-from pathlib import Path
 
-from opmarket.sdk import get_include
-from opmarket.sdk._files import cache_dir
-from opmarket.sdk._setup import compiler
-from opmarket.tensorflow._plumbing import BridgeError
+from opmarket._bridge import BridgeError, LibraryError, bridge_include, build_shim
 
 __all__ = ["SLOTS", "shim"]
 
@@ -86,41 +78,6 @@ def _tf_flags() -> tuple[list[str], list[str], str]:
     )
 
 
-def _build(target: Path, source: str, cflags: list[str], ldflags: list[str]) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    lib_dirs = [f[2:] for f in ldflags if f.startswith("-L")]
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        src = Path(tmp, "opm_tf_shim.cc")
-        src.write_text(source)
-        out = Path(tmp, target.name)
-        cmd = [
-            *compiler("c++"),
-            *cflags,
-            "-O2",
-            "-fPIC",
-            "-shared",
-            "-fvisibility=hidden",
-            f"-I{get_include()}",
-            str(src),
-            "-o",
-            str(out),
-            *ldflags,
-            *[f"-Wl,-rpath,{d}" for d in lib_dirs],
-        ]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise BridgeError(
-                f"opmarket.tensorflow needs a C compiler to build its shim: {cmd[0]!r}: {exc}"
-            ) from None
-        if done.returncode != 0:
-            raise BridgeError(
-                "opmarket.tensorflow could not build its shim:\n"
-                f"{shlex.join(cmd)}\n{done.stderr.strip()}"
-            )
-        os.replace(out, target)  # atomic: a concurrent builder sees the old or the new
-
-
 def shim() -> ctypes.CDLL:
     """The loaded shim, built first if this TensorFlow and source have none yet."""
     global _shim
@@ -129,19 +86,20 @@ def shim() -> ctypes.CDLL:
     with _lock:
         if _shim is None:
             cflags, ldflags, version = _tf_flags()
-            source = _source()
-            headers = [
-                Path(get_include(), "opmarket", h).read_text() for h in ("c_api.h", "capi_bridge.h")
-            ]
-            key = hashlib.sha256("\0".join([source, *headers, version, *cflags, *ldflags]).encode())
-            target = cache_dir() / "tensorflow" / f"opm_tf_shim-{version}-{key.hexdigest()[:16]}.so"
-            if not target.exists():
-                # Tens of seconds, once per TensorFlow version: say so rather than hang.
-                print(
-                    "opmarket: building the TensorFlow bridge's shim (once, ~20 s)...",
-                    file=sys.stderr,
-                    flush=True,
+            lib_dirs = [f[2:] for f in ldflags if f.startswith("-L")]
+            try:
+                target = build_shim(
+                    "opm_tf_shim",
+                    _source(),
+                    [bridge_include()],
+                    key=[version],
+                    flags=[*cflags, "-fvisibility=hidden"],
+                    link=[*ldflags, *[f"-Wl,-rpath,{d}" for d in lib_dirs]],
+                    language="c++",
+                    # Tens of seconds, once per TensorFlow version: say so rather than hang.
+                    announce="building the TensorFlow bridge's shim (once, ~20 s)...",
                 )
-                _build(target, source, cflags, ldflags)
+            except LibraryError as exc:
+                raise BridgeError(f"opmarket.tensorflow could not build its shim: {exc}") from None
             _shim = ctypes.CDLL(str(target), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         return _shim

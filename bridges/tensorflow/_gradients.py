@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from opmarket._bridge import bridge_op
-from opmarket.registry import get_registry
+from opmarket._bridge import bridge_op, registry
 from opmarket.sdk import OpDef, Shape
 from opmarket.sdk import op as define_op
 from opmarket.tensorflow._attrs import from_get_attr
@@ -74,7 +73,7 @@ def _grad_fn(op_def: OpDef, backward: OpDef) -> Any:
         outputs = list(tf_op.outputs)
         attrs = {a.name: from_get_attr(a, tf_op.get_attr(a.name)) for a in op_def.attrs}
         filled = [tf.zeros_like(o) if g is None else g for o, g in zip(outputs, grads, strict=True)]
-        result = call_op(backward, [*inputs, *outputs, *filled], attrs)
+        result = call_op(backward, [*inputs, *outputs, *filled], attrs, derived=True)
         computed = list(result) if isinstance(result, tuple) else [result]
         return [
             g if x.dtype.is_floating or x.dtype.is_complex else None
@@ -88,7 +87,7 @@ def register_gradients() -> None:
     """Give TensorFlow the gradient of every bridged op that has one (once per op)."""
     from tensorflow.python.framework import ops as tf_ops
 
-    reg = get_registry()
+    reg = registry()
     for name, record in registered().items():
         if not record.own or record.derived or name in _done:
             continue

@@ -7,9 +7,9 @@ import ctypes
 import functools
 from typing import Any
 
+from opmarket._bridge import BridgeError, KernelPlan, bridge_table, native_handle
 from opmarket.sdk import OpDef
 from opmarket.tensorflow._build import shim
-from opmarket.tensorflow._plumbing import BridgeError, KernelPlan
 
 __all__ = ["available", "bridge_pointer", "register_kernel"]
 
@@ -18,19 +18,7 @@ __all__ = ["available", "bridge_pointer", "register_kernel"]
 def bridge_pointer() -> int | None:
     """The host's ``OPMB_BridgeApi*`` as an int; None when this opmarket has no bridge
     table (C-ABI kernels then run through Python, as in ``opmarket.ops``)."""
-    try:
-        from opmarket.registry import capi_bridge
-    except ImportError:
-        return None
-    try:
-        capsule = capi_bridge()
-    except Exception:  # no host (no compiler, no built extension): the Python path remains
-        return None
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    pointer = get(capsule, b"opmarket.capi_bridge")
-    return int(pointer) if pointer else None
+    return bridge_table()
 
 
 def available() -> bool:
@@ -51,9 +39,7 @@ def register_kernel(
 ) -> None:
     """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
     combination: ``n`` constraints); the TensorFlow status says why not."""
-    from opmarket.registry import native_kernel_handle
-
-    handle = native_kernel_handle(plan.spec)
+    handle = native_handle(plan.spec)
     bridge = bridge_pointer()
     if handle is None or bridge is None:
         raise BridgeError(f"{op.name}: kernel {plan.spec.name} has no native handle")

@@ -6,138 +6,76 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from opmarket.registry import AmbiguousOpNameError, get_registry
-from opmarket.sdk import DType, InvalidArgumentError, NotFoundError, OpDef, snake_case
-from opmarket.tensorflow import _attrs
-from opmarket.tensorflow._plumbing import (
+from opmarket._bridge import (
+    BridgeNamespace,
+    bind_inputs,
+    group_outputs,
     normalize_attr,
     normalize_dtype,
     num_outputs,
+    op_def,
 )
+from opmarket.sdk import InvalidArgumentError, NotFoundError, OpDef
+from opmarket.sdk.torch_schema import parameters
+from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._register import ensure_op, shape_hint
 
-__all__ = ["TensorFlowOps", "call_op", "wrapper"]
+__all__ = ["call_op", "tf_op", "tf_ops", "wrapper"]
 
 _wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
 
 
-def _kind(dtype: np.dtype[Any]) -> str:
-    return {"u": "i", "b": "b"}.get(dtype.kind, dtype.kind)
-
-
-def _to_tensor(
-    op: OpDef, arg_name: str, value: Any, want: DType | None, candidates: Sequence[DType]
-) -> Any:
-    import tensorflow as tf
-
-    if isinstance(value, tf.Tensor):
-        return value
-    if tf.is_tensor(value):  # a variable, or another tensor-like: its value, read on the tape
-        return tf.convert_to_tensor(value)
-    if want is not None:
-        if want.numpy is not None:
-            arr = np.asarray(value)
-            cast = arr.astype(want.numpy)
-            if (arr.dtype != object and _kind(arr.dtype) == _kind(cast.dtype)) or np.array_equal(
-                cast.astype(arr.dtype), arr
-            ):
-                return tf.convert_to_tensor(cast)
-            raise InvalidArgumentError(
-                f"{op.name}: input {arg_name!r} must be {want.spec_name}; "
-                f"{value!r} does not convert without changing its values"
-            )
-        return tf.convert_to_tensor(value, dtype=tf.as_dtype(want.value))
-    arr = np.asarray(value)
-    if isinstance(value, np.ndarray | np.generic):
-        return tf.convert_to_tensor(arr)
-    if arr.dtype == object:
-        raise InvalidArgumentError(f"{op.name}: input {arg_name!r}: {value!r} is not a tensor")
-    for d in candidates:
-        if d.numpy is not None and _kind(np.dtype(d.numpy)) == _kind(arr.dtype):
-            return tf.convert_to_tensor(arr.astype(d.numpy))
-    return tf.convert_to_tensor(arr)
-
-
-def _candidates(op: OpDef, type_attr: str) -> list[DType]:
-    attr = op.attr(type_attr)
-    if attr is None:
-        return []
-    out: list[DType] = []
-    if attr.default is not None:
-        with contextlib.suppress(Exception):
-            out.append(normalize_dtype(attr.default))
-    for d in attr.allowed_values or ():
-        with contextlib.suppress(Exception):
-            out.append(normalize_dtype(d))
-    return out
+def _stand_in(op: OpDef, arg: str, tensor: Any) -> np.ndarray[Any, Any]:
+    """An empty array of a tensor's dtype: what the shared binding reads the dtype from."""
+    dtype = normalize_dtype(tensor.dtype)
+    npdt = dtype.numpy
+    if npdt is None or normalize_dtype(npdt) is not dtype:
+        raise InvalidArgumentError(
+            f"{op.name}: input {arg!r} is a {dtype.spec_name} tensor, which opmarket's "
+            "ops do not take from TensorFlow"
+        )
+    return np.empty(0, npdt)
 
 
 def _bind(
-    op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any]
+    op: OpDef, inputs: Sequence[Any], given: Mapping[str, Any], *, derived: bool = False
 ) -> tuple[list[Any], dict[str, Any], set[str]]:
-    """(flat input tensors, every attr in opmarket's form, names of inferred attrs)."""
-    attrs: dict[str, Any] = {k: normalize_attr(op, k, v) for k, v in given.items()}
-    inferred: set[str] = set()
+    """(flat input tensors, every attr in opmarket's form, names of inferred attrs), by
+    ``opmarket.ops``' own binding (``opmarket._bridge.bind_inputs``) on the tensors' dtypes;
+    a Python value or numpy array becomes a tensor of the type that binding gives it. A
+    ``derived`` op (a gradient op, not in opmarket's registry) takes its forward op's tensors
+    and every attr as they are."""
+    import tensorflow as tf
 
-    def infer(name: str, value: Any, arg: str) -> None:
-        inferred.add(name)
-        have = attrs.get(name)
-        if have is None:
-            attrs[name] = value
-        elif have != value:
-            raise InvalidArgumentError(
-                f"{op.name}: input {arg!r} makes {name}={value!r}, but {name} is {have!r}"
-            )
-
-    flat: list[Any] = []
+    attrs = {k: normalize_attr(op, k, v) for k, v in given.items()}
+    params = {p.attr.name for p in parameters(op)[1]}
+    inferred = {a.name for a in op.attrs} - params
+    if derived:
+        return [tf.convert_to_tensor(v) for v in inputs], attrs, inferred
+    tensors: list[list[Any]] = []
+    values: list[Any] = []
     for arg, value in zip(op.inputs, inputs, strict=True):
-        values = list(value) if arg.is_list else [value]
-        fixed = arg.type if arg.type is not DType.INVALID else None
-        want = fixed or (attrs.get(arg.type_attr) if arg.type_attr else None)
-        cands = _candidates(op, arg.type_attr) if arg.type_attr else []
-        tensors = [_to_tensor(op, arg.name, v, want, cands) for v in values]
-        dtypes = [normalize_dtype(t.dtype) for t in tensors]
-        for d in dtypes:
-            if fixed is not None and d != fixed:
-                raise InvalidArgumentError(
-                    f"{op.name}: input {arg.name!r} must be {fixed.spec_name}, got {d.spec_name}"
-                )
-            if arg.type_attr:
-                infer(arg.type_attr, d, arg.name)
-        if arg.number_attr:
-            infer(arg.number_attr, len(tensors), arg.name)
-        if arg.type_list_attr:
-            infer(arg.type_list_attr, dtypes, arg.name)
-        flat.extend(tensors)
-    for a in op.attrs:
-        if a.name in attrs:
-            if a.name in inferred:
-                attrs[a.name] = normalize_attr(op, a.name, attrs[a.name])
-            continue
-        if a.default is None:
-            raise InvalidArgumentError(f"{op.name}: missing attr {a.name!r} (it has no default)")
-        attrs[a.name] = a.default
+        items = list(value) if arg.is_list else [value]
+        # a variable, or another tensor-like: its value, read on the tape
+        ts = [tf.convert_to_tensor(v) if tf.is_tensor(v) else None for v in items]
+        stand = [
+            v if t is None else _stand_in(op, arg.name, t) for t, v in zip(ts, items, strict=True)
+        ]
+        tensors.append(ts)
+        values.append(stand if arg.is_list else stand[0])
+    bound, attrs = bind_inputs(op, values, attrs)
+    flat: list[Any] = []
+    for ts, arrays in zip(tensors, bound, strict=True):
+        items = arrays if isinstance(arrays, list) else [arrays]
+        flat += [
+            tf.convert_to_tensor(a) if t is None else t for t, a in zip(ts, items, strict=True)
+        ]
     return flat, attrs, inferred
-
-
-def _group(op: OpDef, attrs: Mapping[str, Any], outs: Sequence[Any]) -> Any:
-    counts = num_outputs(op, attrs)
-    grouped: list[Any] = []
-    pos = 0
-    for arg, n in zip(op.outputs, counts, strict=True):
-        if arg.is_list:
-            grouped.append(list(outs[pos : pos + n]))
-        else:
-            grouped.append(outs[pos])
-        pos += n
-    if len(grouped) == 1:
-        return grouped[0]
-    return tuple(grouped) if grouped else None
 
 
 def _node_name(op: OpDef) -> str:
@@ -151,8 +89,10 @@ def call_op(
     *,
     label: str = "",
     name: str | None = None,
+    derived: bool = False,
 ) -> Any:
-    """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built."""
+    """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built
+    (``derived``: a gradient op the bridge made, called with its forward op's attrs)."""
     import tensorflow as tf
     from tensorflow.python.eager import context, execute
     from tensorflow.python.framework import op_def_library
@@ -164,7 +104,7 @@ def call_op(
         return _labelled(op, label, given)(*inputs)
     try:
         ensure_op(op)
-        flat, attrs, inferred = _bind(op, inputs, given)
+        flat, attrs, inferred = _bind(op, inputs, given, derived=derived)
         flat_attrs: list[Any] = []
         for a in op.attrs:
             flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
@@ -179,7 +119,7 @@ def call_op(
             )
             if execute.must_record_gradient():
                 execute.record_gradient(op.name, flat, tuple(flat_attrs), outs)
-            return _group(op, attrs, outs)
+            return group_outputs(op, attrs, outs)
         keywords: dict[str, Any] = {}
         pos = 0
         for arg in op.inputs:
@@ -198,7 +138,7 @@ def call_op(
         outs = list(node.outputs)
         if execute.must_record_gradient():  # a GradientTape inside the function
             execute.record_gradient(op.name, list(node.inputs), tuple(flat_attrs), outs)
-        return _group(op, attrs, outs)
+        return group_outputs(op, attrs, outs)
     except InvalidArgumentError as exc:
         if eager:
             raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
@@ -276,61 +216,15 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     return typed
 
 
-def _segments(op: OpDef) -> list[str]:
-    return [snake_case(part) for part in op.namespace.split(">") if part] if op.namespace else []
+def tf_op(name: str) -> Callable[..., Any]:
+    """The TensorFlow wrapper of the registered op of full name ``name``."""
+    found = op_def(name)
+    if found is None:
+        raise NotFoundError(f"no opmarket op {name!r} is installed")
+    return wrapper(found)
 
 
-class TensorFlowOps:
+def tf_ops() -> BridgeNamespace:
     """Every installed opmarket op as a TensorFlow function, named as in ``opmarket.ops``:
     ``ops.zero_out``, ``ops.opm.zero_out``, ``ops["Opm>ZeroOut"]``."""
-
-    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
-        object.__setattr__(self, "_prefix", prefix)
-
-    def _ops(self) -> Iterator[OpDef]:
-        yield from get_registry()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        prefix: tuple[str, ...] = self._prefix
-        full = [
-            op for op in self._ops() if op.python_name == name and tuple(_segments(op)) == prefix
-        ]
-        short = full or ([op for op in self._ops() if op.python_name == name] if not prefix else [])
-        if len(short) == 1:
-            return wrapper(short[0])
-        if len(short) > 1:
-            names = ", ".join(sorted(op.name for op in short))
-            raise AmbiguousOpNameError(
-                f"ops.{name} is ambiguous: {names}; use a namespaced name "
-                f'(ops.<namespace>.{name}) or ops["NAME"]'
-            )
-        deeper = (*prefix, name)
-        if any(tuple(_segments(op))[: len(deeper)] == deeper for op in self._ops()):
-            return TensorFlowOps(deeper)
-        raise AttributeError(f"no opmarket op {'.'.join((*prefix, name))!r} is installed")
-
-    def __getitem__(self, full_name: str) -> Callable[..., Any]:
-        op = get_registry().op_def(full_name)
-        if op is None:
-            raise NotFoundError(f"no opmarket op {full_name!r} is installed")
-        return wrapper(op)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("opmarket.tensorflow.ops is read-only")
-
-    def __dir__(self) -> list[str]:
-        prefix: tuple[str, ...] = self._prefix
-        names = set()
-        for op in self._ops():
-            seg = tuple(_segments(op))
-            if seg[: len(prefix)] == prefix:
-                names.add(op.python_name if len(seg) == len(prefix) else seg[len(prefix)])
-            if not prefix:
-                names.add(op.python_name)
-        return sorted(names)
-
-    def __repr__(self) -> str:
-        where = ".".join(self._prefix)
-        return f"<opmarket.tensorflow.ops{'.' + where if where else ''}>"
+    return BridgeNamespace(tf_op, "opmarket.tensorflow.ops")

@@ -14,8 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from opmarket._bridge import c_array
-from opmarket.registry import get_registry
+from opmarket._bridge import (
+    BridgeError,
+    KernelPlan,
+    bridged_ops,
+    c_array,
+    flatten_outputs,
+    group_inputs,
+    kernel_plan,
+    output_shapes,
+    prepare,
+    readonly_array,
+    registry,
+)
 from opmarket.sdk import (
     DType,
     InvalidArgumentError,
@@ -28,15 +39,6 @@ from opmarket.sdk import (
 )
 from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._build import shim
-from opmarket.tensorflow._plumbing import (
-    BridgeError,
-    KernelPlan,
-    bridged_ops,
-    flatten_outputs,
-    group_inputs,
-    kernel_plan,
-    output_shapes,
-)
 
 __all__ = [
     "OpRecord",
@@ -86,12 +88,17 @@ _lock = threading.RLock()
 _records: dict[str, OpRecord] = {}
 #: A kernel's body: the flat input arrays and the node's attrs in, the flat outputs out.
 Runner = Callable[[list[np.ndarray[Any, Any]], dict[str, Any]], list[Any]]
+#: A kernel's body for one node's attrs (made when TensorFlow creates the kernel): the flat
+#: input arrays in, the flat outputs out.
+Body = Callable[[list[np.ndarray[Any, Any]]], list[Any]]
+#: What a kernel slot makes a body from: the node's attrs.
+MakeBody = Callable[[dict[str, Any]], Body]
 #: A shape function: the input shapes and the attrs known, each output's shape (or None).
 ShapeFn = Callable[[list[Shape], dict[str, Any]], "Sequence[Shape] | None"]
 
 _shape_slots: list[tuple[OpDef, ShapeFn]] = []
-_kernel_slots: list[tuple[OpDef, Runner]] = []
-_instances: dict[int, tuple[OpDef, Runner, dict[str, Any]]] = {}
+_kernel_slots: list[tuple[OpDef, MakeBody]] = []
+_instances: dict[int, tuple[OpDef, Body]] = {}
 _handles = itertools.count(1)
 _pending = threading.local()
 _callbacks: tuple[Any, ...] = ()
@@ -176,7 +183,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
 def _create_cb(slot: int, ctx: int) -> int:
     lib = shim()
     try:
-        op, run = _kernel_slots[slot]
+        op, make = _kernel_slots[slot]
         status = lib.TF_NewStatus()
         try:
             buf = lib.opm_tf_node_def(ctypes.c_void_p(ctx), ctypes.c_void_p(status))
@@ -189,9 +196,9 @@ def _create_cb(slot: int, ctx: int) -> int:
             lib.TF_DeleteBuffer(ctypes.c_void_p(buf))
         finally:
             lib.TF_DeleteStatus(ctypes.c_void_p(status))
-        attrs = _attrs.node_def_attrs(op, data)
+        body = make(_attrs.node_def_attrs(op, data))
         handle = next(_handles)
-        _instances[handle] = (op, run, attrs)
+        _instances[handle] = (op, body)
         return handle
     except Exception as exc:
         lib.opm_tf_construction_failure(
@@ -212,28 +219,25 @@ def _compute_cb(handle: int, ctx: int) -> None:
     lib = shim()
     c = ctypes.c_void_p(ctx)
     try:
-        op, run, attrs = _instances[handle]
+        op, body = _instances[handle]
         n = lib.opm_tf_num_kernel_inputs(c)
         infos = (_TensorInfo * max(n, 1))()
         status = lib.TF_NewStatus()
         try:
+            # The kernel reads TensorFlow's input memory in place (read-only views), so the
+            # inputs are released only after the outputs are copied out.
+            if lib.opm_tf_inputs(c, infos, n, ctypes.c_void_p(status)) != 0:
+                raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
             arrays: list[Any] = []
-            try:
-                if lib.opm_tf_inputs(c, infos, n, ctypes.c_void_p(status)) != 0:
-                    raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
-                for info in infos[:n]:
-                    npdt = DType(info.dtype).numpy
-                    if npdt is None:
-                        raise BridgeError(
-                            f"{op.name}: a Python kernel cannot take "
-                            f"{DType(info.dtype).spec_name} tensors"
-                        )
-                    shape = tuple(info.dims[: info.ndim])
-                    raw = ctypes.string_at(info.data, info.nbytes) if info.nbytes else b""
-                    arrays.append(np.frombuffer(raw, dtype=npdt).reshape(shape).copy())
-            finally:
-                lib.opm_tf_release_inputs(infos, n)
-            for i, value in enumerate(run(arrays, attrs)):
+            for info in infos[:n]:
+                npdt = DType(info.dtype).numpy
+                if npdt is None:
+                    raise BridgeError(
+                        f"{op.name}: a Python kernel cannot take "
+                        f"{DType(info.dtype).spec_name} tensors"
+                    )
+                arrays.append(readonly_array(info.data, info.dims[: info.ndim], npdt))
+            for i, value in enumerate(body(arrays)):
                 arr = c_array(value)
                 dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
                 lib.opm_tf_set_output(
@@ -249,6 +253,7 @@ def _compute_cb(handle: int, ctx: int) -> None:
                 if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
                     raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
         finally:
+            lib.opm_tf_release_inputs(infos, n)
             lib.TF_DeleteStatus(ctypes.c_void_p(status))
     except Exception as exc:
         message = str(exc)
@@ -306,16 +311,22 @@ def _check_status(lib: ctypes.CDLL, status: int, what: str) -> None:
         raise BridgeError(f"{what}: {lib.TF_Message(ctypes.c_void_p(status)).decode()}")
 
 
-def _dispatch(op: OpDef, spec: KernelSpec) -> Runner:
-    def run(arrays: list[np.ndarray[Any, Any]], attrs: dict[str, Any]) -> list[Any]:
-        result = (
-            get_registry()
-            .dispatcher(op.name)
-            .call(group_inputs(op, attrs, arrays), attrs, kernel=spec)
-        )
-        return flatten_outputs(op, result)
+def _prepared(op: OpDef, spec: KernelSpec) -> MakeBody:
+    """A node's body: the registry's prepared call of ``spec`` for the node's attrs, made on
+    its first run (one per TensorFlow kernel instance: the call path's one cache)."""
 
-    return run
+    def make(attrs: dict[str, Any]) -> Body:
+        prepared: list[Any] = []
+
+        def body(arrays: list[np.ndarray[Any, Any]]) -> list[Any]:
+            if not prepared:
+                prepared.append(prepare(op, attrs, spec.device, spec.label, kernel=spec))
+            result = prepared[0](*group_inputs(op, attrs, arrays))
+            return flatten_outputs(op, result)
+
+        return body
+
+    return make
 
 
 def _opmarket_shapes(op: OpDef) -> ShapeFn:
@@ -325,7 +336,7 @@ def _opmarket_shapes(op: OpDef) -> ShapeFn:
 def _register_op(op: OpDef, derived: tuple[ShapeFn, Runner] | None = None) -> OpRecord:
     lib = shim()
     slot = -1
-    if derived is not None or get_registry().shape_fn(op.name) is not None:
+    if derived is not None or registry().shape_fn(op.name) is not None:
         slot = len(_shape_slots)
         _shape_slots.append((op, derived[0] if derived else _opmarket_shapes(op)))
     flags = (
@@ -360,7 +371,7 @@ def _register_runner(op: OpDef, run: Runner) -> None:
     """One CPU kernel for every type: ``run`` in Python."""
     lib = shim()
     slot = len(_kernel_slots)
-    _kernel_slots.append((op, run))
+    _kernel_slots.append((op, lambda attrs: lambda arrays: run(arrays, attrs)))
     status = lib.TF_NewStatus()
     try:
         lib.opm_tf_register_python_kernel(
@@ -397,9 +408,9 @@ def _register_kernels(record: OpRecord) -> None:
 
     lib = shim()
     op = record.op_def
-    for plan in kernel_plan(get_registry(), op.name, native_ok=_native.available()):
+    for plan in kernel_plan(op.name, native_ok=_native.available()):
         slot = len(_kernel_slots)  # native kernels take a create slot too
-        _kernel_slots.append((op, _dispatch(op, plan.spec)))
+        _kernel_slots.append((op, _prepared(op, plan.spec)))
         # TensorFlow's C builder takes one dtype per constraint: one registration per
         # combination of the kernel's allowed types.
         axes = [[(attr, t) for t in types] for attr, types in plan.spec.constraints]

@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 
 import torch
-from opmarket.sdk import DType, InvalidArgumentError, as_dtype
+from opmarket._bridge import normalize_dtype
+from opmarket.sdk import DType, InvalidArgumentError
 
 __all__ = ["DTYPES", "VIA", "VIA_NP", "from_numpy", "numpy_dtype", "opm_dtype", "to_numpy"]
 
@@ -51,11 +52,12 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
         raise InvalidArgumentError(f"torch dtype {dtype} has no opmarket type") from None
 
 
-def opm_dtype(value: Any) -> Any:
-    """A dtype attr's value: a torch.dtype as opmarket's DType; anything else unchanged."""
+def opm_dtype(value: Any) -> DType:
+    """A dtype attr's value as opmarket's DType: a torch.dtype through its numpy dtype,
+    anything else as every bridge reads a dtype (``opmarket._bridge.normalize_dtype``)."""
     if isinstance(value, torch.dtype):
-        return as_dtype(numpy_dtype(value))
-    return value
+        value = numpy_dtype(value)
+    return normalize_dtype(value)
 
 
 def torch_dtype(dtype: DType) -> torch.dtype:

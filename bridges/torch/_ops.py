@@ -13,11 +13,19 @@ from typing import Any
 import numpy as np
 
 import torch
-from opmarket._bridge import BridgeOp, ParamKind, bridge_op, bridge_ops
-from opmarket.registry import KernelNotFoundError, RegistrationError, get_registry
-from opmarket.sdk import InvalidArgumentError, OpmarketError, TensorShape
+from opmarket._bridge import (
+    BridgeOp,
+    KernelNotFoundError,
+    ParamKind,
+    RegistrationError,
+    bridge_op,
+    bridge_ops,
+    normalize_shape,
+    registry,
+)
+from opmarket.sdk import InvalidArgumentError, OpmarketError
+from opmarket.sdk.torch_schema import backward_schema, forward_schema
 from opmarket.torch._convert import VIA, VIA_NP, from_numpy, numpy_dtype, opm_dtype, to_numpy
-from opmarket.torch._schema import backward_schema, forward_schema
 
 __all__ = ["register_all", "torch_op"]
 
@@ -86,7 +94,7 @@ class _Call:
         self, tensors: Sequence[torch.Tensor], kwargs: dict[str, Any], device: str, label: str
     ) -> tuple[dict[str, Any], Any]:
         """(attrs, the prepared kernel call) for this call."""
-        reg = get_registry()
+        reg = registry()
         try:
             key: Any = (
                 id(reg),
@@ -126,9 +134,9 @@ def _converter(attr_type: str, kind: ParamKind) -> Callable[[Any], Any]:
     if kind is ParamKind.DTYPE:
         return opm_dtype
     if attr_type == "shape":
-        return lambda v: TensorShape(tuple(int(d) for d in v))
+        return normalize_shape
     if attr_type == "list(shape)":
-        return lambda v: tuple(TensorShape(tuple(int(d) for d in s)) for s in v)
+        return lambda v: tuple(normalize_shape(s) for s in v)
     return lambda v: v
 
 
@@ -138,7 +146,7 @@ def _run(
     """The kernel on the tensors' memory: CPU tensors' storage is what the kernel reads;
     a GPU kernel's tensors travel through host memory, as opmarket's GPU kernels take it."""
     if all(t.is_cpu for t in tensors):
-        reg = get_registry()
+        reg = registry()
         try:  # the per-call path: one dict lookup for the prepared kernel call
             runner = call.fast[
                 (id(reg), reg.version, label, *[t.dtype for t in tensors], *_items(kwargs))
@@ -173,8 +181,6 @@ def _run(
 
 
 def _kernel_list(op: BridgeOp) -> str:
-    from opmarket._bridge._registry import registry
-
     lines = ["  registered kernels:"]
     lines += [f"    {k.describe()}" for k in registry().kernels(op.name)]
     return "\n".join(lines)
@@ -196,8 +202,6 @@ def _fake_shapes(
 
 def _labels(op: BridgeOp) -> list[str]:
     """The kernel labels of the op's registered kernels that can name an overload."""
-    from opmarket._bridge._registry import registry
-
     return sorted(
         {
             k.label
@@ -252,7 +256,7 @@ def _register(op: BridgeOp) -> Any:
         return outs[0] if single else tuple(outs)
 
     defined = torch.library.custom_op(
-        qualname, make_impl(""), mutates_args=(), schema=forward_schema(op)
+        qualname, make_impl(""), mutates_args=(), schema=forward_schema(op.op_def)
     )
     defined.register_fake(fake)
     autograd: tuple[Any, Any] | None = None
@@ -282,7 +286,7 @@ def _register(op: BridgeOp) -> Any:
     # A labelled kernel (``c_abi``) is an overload of its own: torch.ops.opm.zero_out.c_abi.
     for label in _labels(op):
         lib = _library(op.namespace)
-        lib.define(f"{op.python_name}.{label}{forward_schema(op)}")
+        lib.define(f"{op.python_name}.{label}{forward_schema(op.op_def)}")
         lib.impl(f"{op.python_name}.{label}", make_impl(label), "CompositeExplicitAutograd")
         overload = f"{qualname}.{label}"
         torch.library.register_fake(overload, fake, lib=lib)
@@ -343,7 +347,7 @@ def _register_backward(op: BridgeOp, call: _Call) -> Any:
         f"{op.namespace}::{op.python_name}_opm_backward",
         impl,
         mutates_args=(),
-        schema=backward_schema(op),
+        schema=backward_schema(op.op_def),
     )
     defined.register_fake(fake)
     return getattr(getattr(torch.ops, op.namespace), f"{op.python_name}_opm_backward")

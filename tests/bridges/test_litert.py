@@ -246,3 +246,32 @@ def test_import_without_litert_names_the_extra(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "pip install 'opmarket[litert]'" in done.stderr
+
+
+def test_a_kernel_reads_litert_input_buffers_without_a_copy() -> None:
+    """Issue 22: a custom op's kernel gets LiteRT's locked input buffer as a read-only numpy
+    view (no ``string_at`` then ``frombuffer().copy()``); its output is copied out once."""
+    import opmarket
+    from opmarket.registry import isolated_registry
+    from opmarket.sdk import kernel, op, shape_fn, unchanged
+
+    seen: list[bool] = []
+    probe_op = op("BridgeTest>LiteProbe").input("x: float").output("y: float").build()
+
+    @kernel("BridgeTest>LiteProbe")
+    def probe(x: Any) -> Any:
+        seen.append(x.flags.writeable)
+        return x * 2
+
+    with isolated_registry():
+        opmarket.register(probe_op, probe, shape_fn("BridgeTest>LiteProbe", unchanged))
+
+        @tf.function(input_signature=[tf.TensorSpec([8], tf.float32)])
+        def model(x: Any) -> Any:
+            return otf.ops.lite_probe(x) + 1.0
+
+        content = _convert(model)
+        seen.clear()  # TensorFlow's own runs while converting
+        got = _run(content, np.arange(8, dtype=np.float32))
+    np.testing.assert_array_equal(got, np.arange(8) * 2 + 1)
+    assert seen == [False]

@@ -83,8 +83,8 @@ def test_zero_out_c_abi_kernel_by_label_eagerly_and_in_tf_function() -> None:
 def test_static_shapes_are_opmarket_shape_inference(
     name: str, spec: list[int | None] | None, attrs: dict[str, Any]
 ) -> None:
+    from opmarket._bridge import normalize_attr, output_shapes
     from opmarket.registry import get_registry
-    from opmarket.tensorflow._plumbing import normalize_attr, output_shapes
 
     dtype = tf.int32 if name == "zero_out" else tf.float32
     if name == "bitcast" and attrs["type"] == tf.float64:
@@ -385,3 +385,51 @@ def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> Non
             y = otf.ops.atan(v)
         g = inner.gradient(y, v)
     assert g is not None and outer.gradient(g, v) is None  # first order only
+
+
+def test_a_python_kernel_reads_tensorflows_input_memory_without_a_copy() -> None:
+    """Issue 22: a Python-path kernel gets TensorFlow's input buffer as a read-only numpy view
+    (no ``string_at`` then ``frombuffer().copy()``); its output is copied out once."""
+    from opmarket.registry import isolated_registry
+    from opmarket.sdk import kernel, op, shape_fn, unchanged
+
+    seen: list[bool] = []
+    probe_op = op("BridgeTest>TfProbe").input("x: float").output("y: float").build()
+
+    @kernel("BridgeTest>TfProbe")
+    def probe(x: Any) -> Any:
+        seen.append(x.flags.writeable)
+        return x * 2
+
+    with isolated_registry():
+        opmarket.register(probe_op, probe, shape_fn("BridgeTest>TfProbe", unchanged))
+        x = tf.range(64, dtype=tf.float32)
+        np.testing.assert_array_equal(otf.ops.tf_probe(x).numpy(), np.arange(64) * 2)
+        traced = tf.function(lambda v: otf.ops.tf_probe(v) + 1.0)
+        np.testing.assert_array_equal(traced(x).numpy(), np.arange(64) * 2 + 1)
+    assert seen == [False, False]
+
+
+@pytest.mark.parametrize(
+    "value", [[5, 4, 3], [5.0, 4.0, 3.0], np.array([1.5, 2.5], np.float32)], ids=repr
+)
+def test_python_values_bind_as_opmarket_ops_binds_them(value: Any) -> None:
+    """One binding (issue 22): a Python value takes the type ``opmarket.ops`` gives it (for
+    ``[5.0, 4.0, 3.0]`` float64, where TensorFlow's own binding made float32)."""
+    want = opmarket.ops.zero_out(value)
+    got = otf.ops.zero_out(value).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("value", [[2**40, 1], ["a", "b"]], ids=repr)
+def test_a_value_opmarket_refuses_is_refused_with_its_message(value: Any) -> None:
+    """``[2**40, 1]`` for an input of int32 by default: TensorFlow's own binding cast it to
+    int32 and silently wrapped it; opmarket's refuses, and so does the bridge now."""
+    from opmarket.sdk import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as theirs:
+        opmarket.ops.zero_out(value)
+    with pytest.raises(tf.errors.InvalidArgumentError) as ours:
+        otf.ops.zero_out(value)
+    assert str(theirs.value) in ours.value.message

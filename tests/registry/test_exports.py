@@ -62,6 +62,7 @@ def test_registry_exports() -> None:
         "parse_entry_points",
         "parse_input",
         "plugins",
+        "prepare",
         "register",
         "register_custom_call_target",
         "run_graph",

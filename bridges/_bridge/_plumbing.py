@@ -1,8 +1,7 @@
 """What a framework bridge needs from opmarket, whatever the framework: the ops to bridge,
-built-in ops the framework already has, attr and dtype normalisation, shape functions run on
-static shapes, and the choice and order of kernels (native before Python).
-
-Nothing here imports a framework; it could move to a shared bridge package unchanged.
+built-in ops the framework already has, attr values from framework values (one way to read
+a dtype, one way to read a shape), the grouping of flat tensors into the op's arguments, and
+the choice and order of kernels to register (native before Python).
 """
 
 from __future__ import annotations
@@ -13,35 +12,36 @@ from typing import Any
 
 import numpy as np
 
-from opmarket._bridge._registry import native_handle
+from opmarket._bridge import _registry
 from opmarket._bridge._shapes import num_outputs, output_shapes
-from opmarket.registry import BUILTIN_OPS, Registry, get_registry, load_plugins
 from opmarket.sdk import (
     DType,
     InvalidArgumentError,
     KernelSpec,
     OpDef,
     OpmarketError,
-    Shape,
     TensorShape,
     as_dtype,
     check_attr_value,
 )
+from opmarket.sdk._attrproto import proto_field_for
 
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
     "BridgeError",
     "KernelPlan",
     "bridged_ops",
-    "default_attrs",
     "flatten_outputs",
     "group_inputs",
+    "group_outputs",
     "is_native",
     "kernel_plan",
     "normalize_attr",
     "normalize_dtype",
+    "normalize_shape",
     "num_outputs",
     "output_shapes",
+    "proto_field_for",
 ]
 
 #: Added to a native kernel's priority inside a framework, so that it wins over a Python
@@ -54,28 +54,29 @@ class BridgeError(OpmarketError, RuntimeError):
     a shim that does not build, a kernel the framework cannot host."""
 
 
-def bridged_ops(registry: Registry | None = None) -> tuple[list[OpDef], list[OpDef]]:
+def bridged_ops() -> tuple[list[OpDef], list[OpDef]]:
     """(plugin ops, built-in ops) of the process registry after loading every plugin: the
     ops a bridge must register, and those it maps to the framework's own."""
-    if registry is None:
-        load_plugins()
-        registry = get_registry()
+    _registry.load_all()
     own: list[OpDef] = []
     builtin: list[OpDef] = []
-    for op_def in registry:
-        (builtin if op_def.name in BUILTIN_OPS else own).append(op_def)
+    for op_def in _registry.registry():
+        (builtin if _registry.builtin(op_def.name) else own).append(op_def)
     return own, builtin
 
 
 def normalize_dtype(value: Any) -> DType:
-    """A DType from a DType, a numpy dtype or scalar type, a name (``"int32"``,
-    ``"DT_INT32"``), a DataType number, or a framework dtype object that has
-    ``as_datatype_enum`` (TensorFlow's) or ``dtype`` (numpy-like)."""
+    """A DType from a DType, a numpy dtype or scalar type (``jnp.float32`` too), a name
+    (``"int32"``, ``"DT_INT32"``), a DataType number, or a framework dtype object that has
+    ``as_datatype_enum`` (TensorFlow's); a bridge whose framework has dtypes of its own
+    (torch) maps them to numpy's first."""
     if isinstance(value, DType):
         return value
     enum = getattr(value, "as_datatype_enum", None)
     if isinstance(enum, int):
         return DType(enum)
+    if isinstance(value, np.integer):
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         try:
             return DType(value)
@@ -101,8 +102,8 @@ def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
     def one(v: Any) -> Any:
         if base == "type":
             return normalize_dtype(v)
-        if base == "shape" and not isinstance(v, TensorShape):
-            return TensorShape(None if v is None else tuple(-1 if d is None else int(d) for d in v))
+        if base == "shape":
+            return normalize_shape(v)
         if base == "string" and isinstance(v, bytes):
             return v.decode("utf-8", "surrogateescape")
         return v
@@ -116,15 +117,23 @@ def normalize_attr(op: OpDef, name: str, value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def default_attrs(op: OpDef) -> dict[str, Any]:
-    """The op's attrs that have defaults, with them."""
-    return {a.name: a.default for a in op.attrs if a.default is not None}
+def normalize_shape(value: Any) -> TensorShape:
+    """A shape attr from a framework value: a TensorShape, None (unknown rank), a list or
+    tuple of dims, or a framework shape with ``dims`` (TensorFlow's); None or a negative
+    dim is an unknown one (-1)."""
+    if isinstance(value, TensorShape):
+        return value
+    dims = getattr(value, "dims", value)
+    if dims is None:
+        return TensorShape(None)
+    sizes = [getattr(d, "value", d) for d in dims]  # TensorFlow's Dimension holds .value
+    return TensorShape(tuple(-1 if d is None or int(d) < 0 else int(d) for d in sizes))
 
 
 def is_native(spec: KernelSpec) -> bool:
     """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
     runs with no Python)."""
-    return native_handle(spec) is not None
+    return _registry.native_handle(spec) is not None
 
 
 @dataclass(frozen=True)
@@ -147,13 +156,13 @@ def _overlaps(a: KernelSpec, b: KernelSpec) -> bool:
 
 
 def kernel_plan(
-    registry: Registry, op: str, *, devices: Sequence[str] = ("CPU",), native_ok: bool = True
+    op: str, *, devices: Sequence[str] = ("CPU",), native_ok: bool = True
 ) -> list[KernelPlan]:
     """The kernels to register for ``op`` on ``devices``: every kernel under its own label,
     native ones with NATIVE_PRIORITY_BOOST added; and a labelled native kernel also without
     its label when no unlabelled native kernel overlaps it, so that by default native wins
     over Python. ``native_ok=False`` treats every kernel as a Python one."""
-    kernels = [k for k in registry.kernels(op) if k.device in devices]
+    kernels = [k for k in _registry.registry().kernels(op) if k.device in devices]
     plans: list[KernelPlan] = []
     for k in kernels:
         native = native_ok and is_native(k)
@@ -171,15 +180,6 @@ def kernel_plan(
     return plans
 
 
-def as_shape(shape: Any) -> Shape:
-    """A static shape as opmarket's Shape: None for unknown rank, None for unknown dims."""
-    if shape is None:
-        return None
-    return tuple(
-        None if d is None or (isinstance(d, (int, np.integer)) and d < 0) else int(d) for d in shape
-    )
-
-
 def group_inputs(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[Any]:
     """Flat input tensors as the op's arguments: a list argument's tensors as one list."""
     out: list[Any] = []
@@ -193,6 +193,19 @@ def group_inputs(op: OpDef, attrs: Mapping[str, Any], flat: list[Any]) -> list[A
             out.append(flat[pos])
             pos += 1
     return out
+
+
+def group_outputs(op: OpDef, attrs: Mapping[str, Any], flat: Sequence[Any]) -> Any:
+    """Flat output tensors as the op returns them: one value, a tuple for several outputs
+    (a list output's tensors as one list), None for none."""
+    grouped: list[Any] = []
+    pos = 0
+    for arg, n in zip(op.outputs, num_outputs(op, attrs), strict=True):
+        grouped.append(list(flat[pos : pos + n]) if arg.is_list else flat[pos])
+        pos += n
+    if len(grouped) == 1:
+        return grouped[0]
+    return tuple(grouped) if grouped else None
 
 
 def flatten_outputs(op: OpDef, result: Any) -> list[Any]:
