@@ -111,8 +111,8 @@ def show_plans(url: str) -> None:
     """EXPLAIN of the SQL that a few searches run, as the catalog runs it."""
     from sqlalchemy import event
 
-    from opmarket.web._catalog import search_packages
-    from opmarket.web._db import Database
+    from opmarket.web.catalog._catalog import search_packages
+    from opmarket.web.catalog._db import Database
 
     db = Database(url, migrate_now=False)
     seen: list[tuple[str, Any]] = []

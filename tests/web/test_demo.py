@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from opmarket.web._demo import find_plugins, is_gpu_companion
-from opmarket.web._gpu_tools import cuobjdump_path
+from opmarket.web.gpu._tools import cuobjdump_path
 
 from .conftest import OPMARKET, clean_env, free_port
 from .upstream import serve_folder

@@ -12,8 +12,8 @@ import pytest
 
 from opmarket.sdk import OpSet, op, opset_to_json
 from opmarket.web import Limits, validate_wheel
-from opmarket.web._cgroup import create_job_cgroup
-from opmarket.web._pipeline import Previous, Verdict, _compat
+from opmarket.web.sandbox._cgroup import create_job_cgroup
+from opmarket.web.validation._pipeline import Previous, Verdict, _compat
 
 from .plugins import build_plugin, plugin_source
 

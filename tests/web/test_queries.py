@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from opmarket.web import _queries
-from opmarket.web._catalog import get_package, search_packages
-from opmarket.web._db import Database
-from opmarket.web._models import File, FileStatus, ProjectSummary
-from opmarket.web._queries import (
+from opmarket.web._seed import seed
+from opmarket.web.catalog import _queries
+from opmarket.web.catalog._catalog import get_package, search_packages
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import File, FileStatus, ProjectSummary
+from opmarket.web.catalog._queries import (
     dtypes_of,
     listed_projects,
     refresh_summary,
     search,
     search_words,
 )
-from opmarket.web._seed import seed
 
 from .conftest import OPMARKET, Backend, clean_env
 

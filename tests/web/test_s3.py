@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web._s3 import S3FileStore
-from opmarket.web._storage import StorageError, storage_from_url
+from opmarket.web.storage._local import StorageError, storage_from_url
+from opmarket.web.storage._s3 import S3FileStore
 
 from .conftest import BIN, Market, Wheels, clean_env, free_port, start_market, twine
 
