@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from opmarket.web._app import app_from_environment, create_app
     from opmarket.web._settings import Settings
     from opmarket.web.sandbox._run import Limits
-    from opmarket.web.storage._local import LocalFileStore, Storage, StorageError, storage_from_url
+    from opmarket.web.storage._local import LocalFileStore, Storage, StorageError
+    from opmarket.web.storage._open import storage_from_url
     from opmarket.web.validation._pipeline import Previous, Step, Verdict, validate_wheel
     from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
@@ -50,7 +51,7 @@ _LAZY = {
     "LocalFileStore": "storage._local",
     "Storage": "storage._local",
     "StorageError": "storage._local",
-    "storage_from_url": "storage._local",
+    "storage_from_url": "storage._open",
     "WheelError": "wheels._inspect",
     "WheelInfo": "wheels._inspect",
     "WheelLimits": "wheels._inspect",

@@ -19,7 +19,7 @@ from opmarket.web._state import AppState
 from opmarket.web.catalog._db import Database
 from opmarket.web.routes import _api, _files, _pages, _simple, _upload, _variant_files
 from opmarket.web.routes._cache import PageCache
-from opmarket.web.storage._local import storage_from_url
+from opmarket.web.storage._open import storage_from_url
 from opmarket.web.validation._job import validation_worker
 
 __all__ = ["app_from_environment", "create_app", "open_state"]

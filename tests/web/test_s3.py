@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web.storage._local import StorageError, storage_from_url
+from opmarket.web.storage._local import StorageError
+from opmarket.web.storage._open import storage_from_url
 from opmarket.web.storage._s3 import S3FileStore
 
 from .conftest import BIN, Market, Wheels, clean_env, free_port, start_market, twine

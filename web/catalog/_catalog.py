@@ -12,7 +12,6 @@ from pydantic import BaseModel
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
-from opmarket.sdk import OpmarketError
 from opmarket.web.catalog._hosted import HOSTED
 from opmarket.web.catalog._models import (
     File,
@@ -23,6 +22,7 @@ from opmarket.web.catalog._models import (
     Release,
 )
 from opmarket.web.catalog._queries import search, summary_of
+from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError
 from opmarket.web.catalog._showcase import file_tags, python_calls
 from opmarket.web.gpu._index import gpu_filter
 from opmarket.web.routes._simple import file_url
@@ -44,21 +44,6 @@ __all__ = [
     "get_package",
     "search_packages",
 ]
-
-
-#: The longest search text, in characters: longer is refused (SQLite's LIKE refuses
-#: patterns over 50,000 bytes, and no name is this long).
-MAX_QUERY = 200
-
-
-#: The furthest a listing pages, in packages: further is refused (SQL integers are 64-bit,
-#: and a hub of a billion plugins is not in sight).
-MAX_OFFSET = 10**9
-
-
-class SearchError(OpmarketError, ValueError):
-    """A search the catalog refuses (a query over :data:`MAX_QUERY` characters, an offset
-    over :data:`MAX_OFFSET`)."""
 
 
 class KernelInfo(BaseModel):

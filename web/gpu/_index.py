@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from opmarket.web.catalog._models import File, FileStatus, GpuTarget, ProjectSummary, Release
+from opmarket.web.catalog._search import SearchError
 from opmarket.web.gpu._checks import capability_number
 
 __all__ = ["gpu_filter", "store_gpu"]
@@ -50,10 +51,6 @@ def gpu_filter(cuda: str = "", compute_capability: str = "") -> ColumnElement[bo
     """The predicate on projects for the search's ``cuda`` (a CUDA major: ``13``; ``13.0``
     reads as 13) and ``compute_capability`` (``8.6``) parameters; None when both are empty.
     SearchError, quoting the value, for one that is neither."""
-    from opmarket.web.catalog._catalog import (
-        SearchError,  # the listing's own error (lazy: it imports us)
-    )
-
     cuda, compute_capability = cuda.strip(), compute_capability.strip()
     if not cuda and not compute_capability:
         return None

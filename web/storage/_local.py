@@ -1,7 +1,7 @@
 """Where files live: a storage interface and its content-addressed local implementation.
 
 Blobs are named by the SHA-256 of their bytes, so a blob is written once and never changes.
-``storage_from_url`` picks the implementation from the settings' ``storage_url``:
+``storage_from_url`` (``_open``) picks the implementation from the settings' ``storage_url``:
 ``file:///path`` is this module's local store, ``s3://bucket/prefix?...`` an S3-compatible
 object store (``_s3``).
 """
@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import unquote, urlparse
 
 from opmarket.sdk import OpmarketError
 
@@ -25,7 +24,6 @@ __all__ = [
     "StorageError",
     "check_key",
     "copy_out",
-    "storage_from_url",
 ]
 
 _CHUNK = 256 * 1024
@@ -166,17 +164,3 @@ class LocalFileStore:
     def delete(self, digest: str) -> None:
         """Remove the blob; no error when it is already gone."""
         self._path(digest).unlink(missing_ok=True)
-
-
-def storage_from_url(url: str) -> Storage:
-    """The store a ``storage_url`` names: ``file:///path`` or ``s3://bucket/prefix?...``."""
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return LocalFileStore(Path(unquote(parsed.path)))
-    if parsed.scheme == "s3":
-        from opmarket.web.storage._s3 import s3_store_from_url
-
-        return s3_store_from_url(url)
-    raise StorageError(
-        f"storage URL {url!r}: use file:///path or s3://bucket/prefix (an S3-compatible store)"
-    )
