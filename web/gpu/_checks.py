@@ -13,7 +13,8 @@ For every shared library in the wheel (``*.so``, ``*.so.N``):
   NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`);
 - the GPUs it runs on: a compute capability X.Y for which it has SASS (sm_Xy with y <= Y:
   cubins run on later minors of their major; ``sm_90a`` only on 9.0) or PTX at or below
-  X.Y; the lowest such is ``min_compute_capability``;
+  X.Y (the rules: ``opmarket.registry._cuda_rules``); the lowest such is
+  ``min_compute_capability``;
 - the minimum Linux driver, from the CUDA runtime's major (minor version compatibility).
 
 The manylinux policy of a GPU wheel is read with ``auditwheel`` with the CUDA driver and
@@ -45,6 +46,7 @@ from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from opmarket.registry._cuda_rules import capability_number, parse_arch
 from opmarket.registry._elf import read_library
 from opmarket.web.gpu._tools import (
     AUDITWHEEL_EXCLUDE,
@@ -64,7 +66,6 @@ _CUDART = re.compile(r"^libcudart\.so\.(\d+)$")
 _OTHER_CUDA = re.compile(
     r"^lib(cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cudnn)\.so"
 )
-_ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _MAX_LIBRARY = 512 * 1024 * 1024
 #: The most shared libraries one wheel may carry: each is read by a sandboxed cuobjdump
 #: (tens of milliseconds each), so a wheel of 20,000 tiny libraries would hold a worker
@@ -91,35 +92,15 @@ class GpuCheck:
     summary: dict[str, Any] | None = None
 
 
-def capability_number(text: str) -> int:
-    """``"8.6"`` -> 86 (ten times the major plus the minor); ValueError for anything else."""
-    match = re.fullmatch(r"(\d{1,2})\.(\d)", text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not a compute capability such as 8.6 or 12.0")
-    return int(match.group(1)) * 10 + int(match.group(2))
-
-
 def _arch(name: str) -> tuple[str, int, str]:
-    match = _ARCH.match(name)
-    if match is None:
-        raise ValueError(f"{name!r} is not a GPU architecture such as sm_80 or compute_75")
-    return match.group(1), int(match.group(2)), match.group(3)
-
-
-def _arch_runs(name: str, capability: int) -> bool:
-    kind, number, suffix = _arch(name)
-    if suffix == "a":  # architecture-specific: that GPU only
-        return number == capability
-    if kind == "compute" and not suffix:  # PTX: the driver compiles it for newer GPUs
-        return number <= capability
-    # SASS (and family-specific PTX): later minors of the same major
-    return number // 10 == capability // 10 and number <= capability
+    arch = parse_arch(name)
+    return arch.kind, arch.capability, arch.suffix
 
 
 def runs_on(sass: list[str], ptx: list[str], capability: int) -> bool:
     """Whether device code with these SASS architectures and PTX versions runs on a GPU of
-    ``capability`` (see :func:`capability_number`)."""
-    return any(_arch_runs(a, capability) for a in [*sass, *ptx])
+    ``capability`` (see :func:`capability_number`), by the rules of ``registry._cuda_rules``."""
+    return any(parse_arch(a).runs_on(capability) for a in [*sass, *ptx])
 
 
 def _label(capability: int) -> str:

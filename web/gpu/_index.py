@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
+from opmarket.registry._cuda_rules import RULES, Rule, capability_number, parse_arch
 from opmarket.web.catalog._models import File, FileStatus, GpuTarget, ProjectSummary, Release
 from opmarket.web.catalog._search import SearchError
-from opmarket.web.gpu._checks import capability_number
 
 __all__ = ["gpu_filter", "store_gpu"]
 
@@ -33,16 +33,17 @@ def store_gpu(session: Session, file: File, gpu: dict[str, Any] | None) -> None:
     major = int(first) if first.isdigit() else None
     for kind, key in (("sass", "sass"), ("ptx", "ptx")):
         for arch in gpu.get(key) or []:
-            digits = "".join(c for c in str(arch) if c.isdigit())
-            if not digits:
+            try:
+                target = parse_arch(str(arch))
+            except ValueError:
                 continue
             session.add(
                 GpuTarget(
                     file_id=file.id,
                     cuda_major=major,
                     kind=kind,
-                    capability=int(digits),
-                    suffix=str(arch)[-1] if str(arch)[-1] in "af" else "",
+                    capability=target.capability,
+                    suffix=target.suffix,
                 )
             )
 
@@ -70,18 +71,15 @@ def gpu_filter(cuda: str = "", compute_capability: str = "") -> ColumnElement[bo
             wanted = capability_number(compute_capability)
         except ValueError as exc:
             raise SearchError(f"compute_capability: {exc}") from None
-        family = (wanted // 10) * 10
-        targets = targets.where(
-            or_(
-                and_(GpuTarget.suffix == "a", GpuTarget.capability == wanted),
-                and_(
-                    GpuTarget.kind == "ptx", GpuTarget.suffix == "", GpuTarget.capability <= wanted
-                ),
-                and_(
-                    GpuTarget.suffix != "a",
-                    GpuTarget.capability >= family,
-                    GpuTarget.capability <= wanted,
-                ),
-            )
-        )
+        targets = targets.where(or_(*(_runs(rule, wanted) for rule in RULES)))
     return ProjectSummary.project_id.in_(targets)
+
+
+def _runs(rule: Rule, wanted: int) -> ColumnElement[bool]:
+    """The targets ``rule`` says run on compute capability ``wanted``, as SQL."""
+    where = {
+        "exact": GpuTarget.capability == wanted,
+        "family": and_(GpuTarget.capability >= wanted // 10 * 10, GpuTarget.capability <= wanted),
+        "later": GpuTarget.capability <= wanted,
+    }[rule.reach]
+    return and_(GpuTarget.kind == rule.kind, GpuTarget.suffix == rule.suffix, where)
