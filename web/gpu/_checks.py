@@ -57,6 +57,7 @@ from opmarket.web.gpu._tools import (
     cuobjdump_version,
     list_device_code,
 )
+from opmarket.web.validation._steps import StepStatus
 from opmarket.web.wheels._variants import split_variant
 
 __all__ = ["MAX_LIBRARIES", "MIN_DRIVER", "GpuCheck", "capability_number", "inspect_gpu", "runs_on"]
@@ -87,7 +88,7 @@ class GpuCheck:
     """The static GPU step's outcome: status (passed, failed, not available), the log, and
     the ``gpu`` object of the JSON API (None for a wheel without device code)."""
 
-    status: str
+    status: StepStatus
     log: list[str] = field(default_factory=list)
     summary: dict[str, Any] | None = None
 
@@ -197,7 +198,7 @@ def inspect_gpu(
             return None
         if not members:  # GPU kernels in Python: nothing built for a GPU to read here
             return GpuCheck(
-                "skipped",
+                StepStatus.SKIPPED,
                 [
                     f"GPU kernels declared for {', '.join(declared)} and no shared library: "
                     "kernels written in Python (CuPy, Triton, a framework's ops) carry no "
@@ -207,7 +208,7 @@ def inspect_gpu(
             )
         if len(members) > MAX_LIBRARIES:
             return GpuCheck(
-                "failed",
+                StepStatus.FAILED,
                 [
                     f"the wheel carries {len(members)} shared libraries; the index reads at "
                     f"most {MAX_LIBRARIES} per wheel (each is checked for device code)"
@@ -221,10 +222,10 @@ def inspect_gpu(
                     zf, members, Path(tmp), requirements, bundled, sandbox=sandbox
                 )
         except (OSError, zipfile.BadZipFile, RuntimeError, ValueError) as exc:
-            return GpuCheck("failed", [f"the wheel's libraries cannot be read: {exc}"])
+            return GpuCheck(StepStatus.FAILED, [f"the wheel's libraries cannot be read: {exc}"])
     if check.summary is None:
         if declared and read:
-            check.status = "failed"
+            check.status = StepStatus.FAILED
             check.log.append(
                 f"the manifest declares GPU kernels for {', '.join(declared)} but no shared "
                 "library in the wheel carries device code (cuobjdump found no SASS and no "
@@ -250,10 +251,10 @@ def _check_libraries(
     sandbox: ToolSandbox,
 ) -> tuple[GpuCheck, bool]:
     """The libraries' findings, and whether their device code could be read."""
-    check = GpuCheck("passed")
+    check = GpuCheck(StepStatus.PASSED)
     tool = cuobjdump_path()
     if tool is None:
-        check.status = "not available"
+        check.status = StepStatus.NOT_AVAILABLE
         check.log.append(
             "cuobjdump not found: install the nvidia-cuda-cuobjdump wheel beside the index "
             "(opmarket's web extra does); device code was not read"
@@ -264,7 +265,7 @@ def _check_libraries(
             check.log.append(f"cuobjdump {version} ({tool}, in the sandbox)")
             check.summary = {"tools": {"cuobjdump": version}}
         except ToolError as exc:
-            check.status, tool = "not available", None
+            check.status, tool = StepStatus.NOT_AVAILABLE, None
             check.log.append(str(exc))
     libraries: list[dict[str, Any]] = []
     majors: dict[int, int] = {}  # CUDA major -> lowest minor allowed
@@ -278,7 +279,7 @@ def _check_libraries(
         lib: dict[str, Any] = {"path": member.filename, "needs": [], "sass": [], "ptx": []}
         notes = []
         if elf.problem:  # past the reader's limits (no linker's library is): not read
-            check.status = "failed"
+            check.status = StepStatus.FAILED
             notes.append(f"its ELF headers cannot be read: {elf.problem}")
         for soname in needs:
             match = _CUDART.match(soname)
@@ -299,7 +300,7 @@ def _check_libraries(
                 if warning:
                     notes.append(warning)
             else:
-                check.status = "failed"
+                check.status = StepStatus.FAILED
                 majors.setdefault(major, 0)
                 notes.append(
                     f"needs {soname}, which nothing provides: declare a dependency on "
@@ -310,7 +311,7 @@ def _check_libraries(
                 code = list_device_code(tool, local, sandbox)
                 lib["sass"], lib["ptx"] = list(code.sass), list(code.ptx)
             except ToolError as exc:
-                check.status = "failed"
+                check.status = StepStatus.FAILED
                 notes.append(f"cuobjdump cannot read it: {exc}")
         if lib["sass"] or lib["ptx"]:
             notes.append(

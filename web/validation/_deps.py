@@ -25,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from opmarket.web.storage._local import copy_out
-from opmarket.web.validation._steps import Step, Verdict
+from opmarket.web.validation._steps import Step, StepStatus, Verdict
 
 if TYPE_CHECKING:
     from opmarket.web._state import AppState
@@ -205,7 +205,7 @@ def dependency_step(
     source (``opmarket validate``) what is missing is reported and skipped."""
     found = resolve(metadata, source)
     if not (found.wheels or found.provided or found.missing or found.invalid):
-        verdict.steps.append(Step("dependencies", "passed", ["none declared"]))
+        verdict.steps.append(Step("dependencies", StepStatus.PASSED, ["none declared"]))
         return []
     lines = (
         [f"from the validation environment: {', '.join(found.provided)}"] if found.provided else []
@@ -214,9 +214,9 @@ def dependency_step(
     lines += [f"not a requirement: {line!r}" for line in found.invalid]
     lines += [f"missing: {m}" for m in found.missing]
     if found.invalid or (found.missing and source is not None):
-        verdict.steps.append(Step("dependencies", "failed", lines))
+        verdict.steps.append(Step("dependencies", StepStatus.FAILED, lines))
         return None
-    status = "skipped" if found.missing else "passed"
+    status = StepStatus.SKIPPED if found.missing else StepStatus.PASSED
     if found.missing:
         lines.append("no index to take them from here: the plugin is loaded without them")
     verdict.steps.append(Step("dependencies", status, lines))

@@ -27,6 +27,7 @@ from opmarket.web.sandbox._cgroup import pid_alive, sweep_stale
 from opmarket.web.storage._local import copy_out
 from opmarket.web.validation._deps import CatalogSource
 from opmarket.web.validation._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
+from opmarket.web.validation._steps import StepStatus
 from opmarket.web.validation._verdict import announce, rejection_reason
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _failure(filename: str, why: str) -> Verdict:
         steps=[
             Step(
                 "validation",
-                "failed",
+                StepStatus.FAILED,
                 [
                     f"the marketplace could not validate this file: {why}",
                     "upload the same file again to retry",

@@ -32,7 +32,7 @@ from opmarket.web.validation._deps import Source, dependency_step
 from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult, ReportError, parse_harness
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
-from opmarket.web.validation._steps import Previous, Step, Verdict
+from opmarket.web.validation._steps import Previous, Step, StepStatus, Verdict
 from opmarket.web.wheels._inspect import WheelError, WheelLimits, inspect_wheel
 
 if TYPE_CHECKING:
@@ -189,18 +189,18 @@ def validate_wheel(
     try:
         info = inspect_wheel(path, filename, wheel_limits)
     except WheelError as exc:
-        verdict.steps.append(Step("inspect", "failed", [str(exc)]))
+        verdict.steps.append(Step("inspect", StepStatus.FAILED, [str(exc)]))
         return verdict
     clashes = import_problems(path, info.normalized) + manifest_size_problems(path)
     if dependencies is not None:  # another project's package, by the name it installs under
         clashes += others_packages(path, info.normalized, dependencies.projects)
     if clashes:
-        verdict.steps.append(Step("inspect", "failed", clashes))
+        verdict.steps.append(Step("inspect", StepStatus.FAILED, clashes))
         return verdict
     verdict.steps.append(
         Step(
             "inspect",
-            "passed",
+            StepStatus.PASSED,
             [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
         )
     )
@@ -230,7 +230,7 @@ def validate_wheel(
         verdict.steps.append(
             Step(
                 "sandbox",
-                "failed",
+                StepStatus.FAILED,
                 [
                     str(exc),
                     "the marketplace does not run uploaded code outside a sandbox "
@@ -248,7 +248,7 @@ def validate_wheel(
         verdict.steps.append(
             Step(
                 "load",
-                "failed",
+                StepStatus.FAILED,
                 [
                     f"the plugin's process {why}" if outcome.problem else why,
                     _tail(outcome.stderr),
@@ -259,12 +259,12 @@ def validate_wheel(
         )
         return verdict
     if result.install_error:
-        verdict.steps.append(Step("install", "failed", [result.install_error, note]))
+        verdict.steps.append(Step("install", StepStatus.FAILED, [result.install_error, note]))
         return verdict
     verdict.steps.append(
         Step(
             "install",
-            "passed",
+            StepStatus.PASSED,
             [
                 "unpacked into the sandbox's private folder, as an installer would",
                 note,
@@ -277,7 +277,7 @@ def validate_wheel(
         verdict.steps.append(
             Step(
                 "load",
-                "failed",
+                StepStatus.FAILED,
                 [f"the plugin's process {why}", _tail(outcome.stderr), _tail(outcome.stdout)],
             )
         )
@@ -291,7 +291,7 @@ def validate_wheel(
         _manifest(verdict, path, report.registered_kernels, (report.kernels, gpu))
     output = (_tail(outcome.stderr) + "\n" + _tail(outcome.stdout)).strip()
     if output:
-        verdict.steps.append(Step("plugin output", "skipped", [output]))
+        verdict.steps.append(Step("plugin output", StepStatus.SKIPPED, [output]))
     if verdict.opset and not verdict.failures:
         _compat(verdict, previous, filename)
     return verdict
@@ -309,13 +309,13 @@ def _static_gpu(
     from opmarket.web.wheels._variants import variant_note
 
     if variant is not None:
-        verdict.steps.append(Step("variant", "passed", variant_note(filename, variant)))
+        verdict.steps.append(Step("variant", StepStatus.PASSED, variant_note(filename, variant)))
     gpu = inspect_gpu(path, filename, tools)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary
     verdict.steps.append(Step("gpu (static)", gpu.status, gpu.log))
-    return gpu.status == "failed"
+    return gpu.status == StepStatus.FAILED
 
 
 def _ended_badly(result: HarnessResult) -> str:
@@ -358,23 +358,33 @@ def _manifest(
 
     if len(verdict.opset) > MAX_OPSET_BYTES:  # not parsed: see _shown
         verdict.steps.append(
-            Step("manifest", "failed", [f"the reported op-set is over {MAX_OPSET_BYTES} bytes"])
+            Step(
+                "manifest",
+                StepStatus.FAILED,
+                [f"the reported op-set is over {MAX_OPSET_BYTES} bytes"],
+            )
         )
         return
     try:
         have = {o.name: o for o in opset_from_json(verdict.opset).ops}
     except (OpmarketError, ValueError) as exc:
-        verdict.steps.append(Step("manifest", "failed", [f"the reported op-set: {exc}"]))
+        verdict.steps.append(Step("manifest", StepStatus.FAILED, [f"the reported op-set: {exc}"]))
         return
     try:
         manifest = opset_from_wheel(wheel)
     except Exception as exc:  # any unreadable manifest is the wheel's failure
-        verdict.steps.append(Step("manifest", "failed", [f"{MANIFEST}: {exc}; {MANIFEST_FIX}"]))
+        verdict.steps.append(
+            Step("manifest", StepStatus.FAILED, [f"{MANIFEST}: {exc}; {MANIFEST_FIX}"])
+        )
         return
     want = {o.name: o for o in manifest.ops}
     if not want and not have and not manifest.kernels:
         verdict.steps.append(
-            Step("manifest", "failed", ["the plugin registers no ops and its manifest no kernels"])
+            Step(
+                "manifest",
+                StepStatus.FAILED,
+                ["the plugin registers no ops and its manifest no kernels"],
+            )
         )
         return
     problems = [f"{n}: in the manifest, not registered" for n in sorted(set(want) - set(have))]
@@ -398,7 +408,7 @@ def _manifest(
     verdict.steps.append(
         Step(
             "manifest",
-            "failed" if problems else "passed",
+            StepStatus.FAILED if problems else StepStatus.PASSED,
             (problems or ["opmarket.opset.json matches what registers"])
             + [f"{left_out} kernel result(s) for kernels it does not declare: not listed"]
             * bool(left_out),
@@ -414,36 +424,44 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
     check_sources = getattr(compat, "check_sources", None)
     if check_sources is None:
         verdict.steps.append(
-            Step("compat", "not available", ["opmarket.compat has no check_sources yet"])
+            Step("compat", StepStatus.NOT_AVAILABLE, ["opmarket.compat has no check_sources yet"])
         )
         return
     if previous is None:
         verdict.steps.append(
-            Step("compat", "skipped", ["first validated release: nothing to compare against"])
+            Step(
+                "compat",
+                StepStatus.SKIPPED,
+                ["first validated release: nothing to compare against"],
+            )
         )
-        verdict.steps.append(Step("version policy", "skipped", ["first release"]))
+        verdict.steps.append(Step("version policy", StepStatus.SKIPPED, ["first release"]))
         return
     try:
         old = compat.Source(previous.label, opset_from_json(previous.opset), kernels_known=True)
         new = compat.Source(filename, opset_from_json(verdict.opset), kernels_known=True)
         report = check_sources(old, new)
     except OpmarketError as exc:
-        verdict.steps.append(Step("compat", "failed", [str(exc)]))
+        verdict.steps.append(Step("compat", StepStatus.FAILED, [str(exc)]))
         return
     verdict.compat = report.to_json()
     text = compat.render(report, "text").rstrip().splitlines()
     # Breaking findings never read "passed": allowed by a major bump, else the step fails.
-    breaking = "allowed" if report.version is not None and report.version.ok else "failed"
-    verdict.steps.append(Step("compat", "passed" if report.compatible else breaking, text))
+    breaking = (
+        StepStatus.ALLOWED
+        if report.version is not None and report.version.ok
+        else StepStatus.FAILED
+    )
+    verdict.steps.append(Step("compat", StepStatus.PASSED if report.compatible else breaking, text))
     if report.version is None:
         verdict.steps.append(
-            Step("version policy", "not available", ["a version is missing on one side"])
+            Step("version policy", StepStatus.NOT_AVAILABLE, ["a version is missing on one side"])
         )
     else:
         verdict.steps.append(
             Step(
                 "version policy",
-                "passed" if report.version.ok else "failed",
+                StepStatus.PASSED if report.version.ok else StepStatus.FAILED,
                 [report.version.message],
             )
         )

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opmarket.sdk import OpmarketError
+from opmarket.web.validation._steps import StepStatus
 
 __all__ = ["HarnessResult", "PluginReport", "ReportError", "parse_harness"]
 
-STATUSES = ("passed", "failed", "skipped", "not available")
+#: What the plugin's process may say of a step (``allowed`` is compat's, decided outside).
+STATUSES = tuple(s for s in StepStatus if s is not StepStatus.ALLOWED)
 _OP_KEYS = ("name", "signature", "summary")
 _KERNEL_KEYS = ("op", "device", "dtypes", "status", "message")
 
@@ -35,7 +37,7 @@ def _quote(value: object) -> str:
 class PluginReport:
     """The plugin's process's account of itself, well-formed."""
 
-    steps: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    steps: list[tuple[str, StepStatus, list[str]]] = field(default_factory=list)
     opset: str = ""
     ops: list[dict[str, str]] = field(default_factory=list)
     kernels: list[dict[str, str]] = field(default_factory=list)
@@ -89,7 +91,7 @@ def _report(data: object) -> PluginReport:
                 f"a step must be {{name, status ({', '.join(STATUSES)}), log "
                 f"(strings)}}; got {_quote(step)}"
             )
-        report.steps.append((step["name"], step["status"], list(step["log"])))
+        report.steps.append((step["name"], StepStatus(step["status"]), list(step["log"])))
     opset = data.get("opset", "")
     if not isinstance(opset, str):
         raise ReportError(f"opset must be a string of JSON, not {_quote(opset)}")

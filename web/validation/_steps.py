@@ -4,23 +4,36 @@ was compared against, and the verdict they add up to, as the marketplace stores 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from opmarket.web._status import FileStatus
 
-__all__ = ["Previous", "Step", "Verdict"]
+__all__ = ["Previous", "Step", "StepStatus", "Verdict"]
+
+
+class StepStatus(StrEnum):
+    """How a validation step ended; the values are what the JSON and the log say."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    #: the step's machinery is missing here: never counted as passed
+    NOT_AVAILABLE = "not available"
+    #: compat only: breaking changes that a major version bump admits
+    ALLOWED = "allowed"
 
 
 @dataclass(slots=True)
 class Step:
-    """One validation step: name, status (passed, failed, skipped, not available, or for
-    compat allowed: breaking changes a major bump admits) and log."""
+    """One validation step: name, status (:class:`StepStatus`) and log."""
 
     name: str
-    status: str  # passed, failed, skipped, not available or allowed
+    status: StepStatus
     log: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.status = StepStatus(self.status)  # what came back from the sandbox, as read
         self.log = [line for line in self.log if line]
 
 
@@ -47,13 +60,13 @@ class Verdict:
     @property
     def status(self) -> FileStatus:
         """``validated`` when at least one step ran and none failed, else ``rejected``."""
-        ok = self.steps and all(s.status != "failed" for s in self.steps)
+        ok = self.steps and all(s.status != StepStatus.FAILED for s in self.steps)
         return FileStatus.VALIDATED if ok else FileStatus.REJECTED
 
     @property
     def failures(self) -> list[Step]:
         """The steps that failed, in order."""
-        return [s for s in self.steps if s.status == "failed"]
+        return [s for s in self.steps if s.status == StepStatus.FAILED]
 
     def log_text(self) -> str:
         """What a person reads: the verdict, then each step's status and name, its log indented."""
