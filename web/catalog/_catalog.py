@@ -22,7 +22,7 @@ from opmarket.web.catalog._models import (
     Release,
 )
 from opmarket.web.catalog._queries import search, summary_of
-from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError
+from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError, SearchQuery
 from opmarket.web.catalog._showcase import file_tags, python_calls
 from opmarket.web.gpu._index import gpu_filter
 from opmarket.web.routes._simple import file_url
@@ -150,26 +150,27 @@ class SearchResult(BaseModel):
     next_after: str | None = None
 
 
+#: No filter: every package.
+_ANY = SearchQuery()
+
+
 def search_packages(
     session: Session,
-    q: str = "",
-    device: str = "",
-    dtype: str = "",
-    status: str = "",
+    query: SearchQuery = _ANY,
     *,
     where: Iterable[ColumnElement[bool]] = (),
     offset: int = 0,
     limit: int = 100,
-    cuda: str = "",
-    compute_capability: str = "",
     after: str = "",
 ) -> SearchResult:
-    """Packages whose name, summary or ops have words starting with the words of ``q``,
-    whose latest file has kernels for ``device`` and ``dtype`` and has ``status`` (every
-    filter optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
+    """Packages whose name, summary or ops have words starting with the words of the
+    query's ``q``, whose latest file has kernels for its ``device`` and ``dtype``, has its
+    ``status`` and device code for its ``cuda`` and ``compute_capability`` (every filter
+    optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
     of them from ``offset`` (after the cursor ``after``, a normalized name, when given: see
     ``next_after``), all in SQL (opmarket.web.catalog._queries). SearchError when a filter
     is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
+    q, device, dtype, status = query.q, query.device, query.dtype, query.status
     fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
     for field, value in fields:
         if len(value) > MAX_QUERY:
@@ -178,12 +179,10 @@ def search_packages(
             )
     if offset > MAX_OFFSET:
         raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
-    gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
+    gpu_match = gpu_filter(query.cuda[:MAX_QUERY], query.compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
         where = [*where, gpu_match]
-    page = search(
-        session, q, device, dtype, status, where=where, offset=offset, limit=limit, after=after
-    )
+    page = search(session, query, where=where, offset=offset, limit=limit, after=after)
     full = len(page.rows) == limit
     return SearchResult(
         total=page.total,

@@ -45,6 +45,7 @@ from opmarket.web.catalog._models import (
     ProjectSummary,
     Release,
 )
+from opmarket.web.catalog._search import SearchQuery
 
 __all__ = [
     "Page",
@@ -205,17 +206,15 @@ class Page:
 
 def search(
     session: Session,
-    q: str = "",
-    device: str = "",
-    dtype: str = "",
-    status: str = "",
+    asked: SearchQuery,
     *,
     where: Iterable[ColumnElement[bool]] = (),
     offset: int = 0,
     limit: int = 100,
     after: str = "",
 ) -> Page:
-    """Projects matching every given filter, by normalized name, ``limit`` from ``offset``
+    """Projects matching every filter of ``asked`` but its GPU ones (``where`` takes those:
+    see ``gpu._index``), by normalized name, ``limit`` from ``offset``
     among those whose normalized name sorts after ``after`` (a cursor: the last name of the
     previous page reads the next one through the name index, however deep; ``total``
     counts every match, before the cursor).
@@ -223,6 +222,7 @@ def search(
     ``where`` takes more predicates on :class:`ProjectSummary` (e.g. ``S.project_id.in_(
     select(...))`` over another table): the place for filters this module does not know.
     """
+    q, device, dtype, status = asked.q, asked.device, asked.dtype, asked.status
     dialect = session.get_bind().dialect.name
     filters: list[ColumnElement[bool]] = list(where)
     if status:

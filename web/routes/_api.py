@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import Field
 
 from opmarket.web._errors import HTTPError
 from opmarket.web._state import SessionDep
@@ -17,6 +18,7 @@ from opmarket.web.catalog._catalog import (
     get_package,
     search_packages,
 )
+from opmarket.web.catalog._search import SearchQuery
 
 __all__ = ["router"]
 
@@ -28,33 +30,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class PackagesQuery(SearchQuery):
+    """The search's filters, and a page of the listing: by offset or after a cursor."""
+
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1, le=1000)
+    after: str = Field(default="", description="a cursor: the next_after of the previous page")
+
+
 @router.get("/packages", summary="Search packages")
-def packages(  # noqa: PLR0917  (each query parameter is an argument)
-    session: SessionDep,
-    q: Annotated[str, Query(description="part of a package or op name")] = "",
-    device: Annotated[str, Query(description="CPU or GPU: has kernels for it")] = "",
-    dtype: Annotated[str, Query(description="e.g. float, int32: has kernels for it")] = "",
-    status: Annotated[str, Query(description="pending, validated or rejected")] = "",
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cuda: Annotated[str, Query(description="a CUDA major, e.g. 13: has device code for it")] = "",
-    compute_capability: Annotated[
-        str, Query(description="e.g. 8.6: has device code that runs on such a GPU")
-    ] = "",
-    after: Annotated[str, Query(description="a cursor: the next_after of the previous page")] = "",
-) -> SearchResult:
+def packages(session: SessionDep, query: Annotated[PackagesQuery, Query()]) -> SearchResult:
     try:
         return search_packages(
-            session,
-            q,
-            device,
-            dtype,
-            status,
-            offset=offset,
-            limit=limit,
-            cuda=cuda,
-            compute_capability=compute_capability,
-            after=after,
+            session, query, offset=query.offset, limit=query.limit, after=query.after
         )
     except SearchError as exc:
         raise HTTPError(400, "bad-query", str(exc)) from None

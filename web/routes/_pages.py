@@ -11,12 +11,14 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from packaging.utils import canonicalize_name
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._state import AppState, SessionDep
 from opmarket.web.catalog._catalog import SearchError, get_op, get_package, search_packages
 from opmarket.web.catalog._hosted import HOSTED
 from opmarket.web.catalog._models import FileStatus
+from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.catalog._showcase import readme_html
 from opmarket.web.routes._cache import read_changes
 
@@ -57,32 +59,24 @@ def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTM
     return HTMLResponse(page, status_code=code)
 
 
+class HomeQuery(SearchQuery):
+    """The search's filters, and which page of the listing."""
+
+    page: int = Field(default=1, ge=1)
+
+
 @router.get("/")
 def home(
     request: Request,
     session: SessionDep,
     *,
-    q: Annotated[str, Query()] = "",
-    device: Annotated[str, Query()] = "",
-    dtype: Annotated[str, Query()] = "",
-    status: Annotated[str, Query()] = "",
-    page: Annotated[int, Query(ge=1)] = 1,
-    cuda: Annotated[str, Query()] = "",
-    compute_capability: Annotated[str, Query()] = "",
+    asked: Annotated[HomeQuery, Query()],
 ) -> HTMLResponse:
+    q, device, dtype, status, page = asked.q, asked.device, asked.dtype, asked.status, asked.page
+    cuda, compute_capability = asked.cuda, asked.compute_capability
     gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
     try:
-        found = search_packages(
-            session,
-            q,
-            device,
-            dtype,
-            status,
-            offset=(page - 1) * PER_PAGE,
-            limit=PER_PAGE,
-            cuda=cuda,
-            compute_capability=compute_capability,
-        )
+        found = search_packages(session, asked, offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))
     query = urlencode(
