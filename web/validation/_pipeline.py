@@ -421,12 +421,6 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
     from opmarket import compat
     from opmarket.sdk import OpmarketError, opset_from_json
 
-    check_sources = getattr(compat, "check_sources", None)
-    if check_sources is None:
-        verdict.steps.append(
-            Step("compat", StepStatus.NOT_AVAILABLE, ["opmarket.compat has no check_sources yet"])
-        )
-        return
     if previous is None:
         verdict.steps.append(
             Step(
@@ -440,7 +434,7 @@ def _compat(verdict: Verdict, previous: Previous | None, filename: str) -> None:
     try:
         old = compat.Source(previous.label, opset_from_json(previous.opset), kernels_known=True)
         new = compat.Source(filename, opset_from_json(verdict.opset), kernels_known=True)
-        report = check_sources(old, new)
+        report = compat.check_sources(old, new)
     except OpmarketError as exc:
         verdict.steps.append(Step("compat", StepStatus.FAILED, [str(exc)]))
         return
