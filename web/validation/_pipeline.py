@@ -17,31 +17,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import secrets
 import sys
 import tempfile
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opmarket.web.gpu._tools import ToolSandbox
-from opmarket.web.sandbox._run import Limits, SandboxUnavailableError, run_sandboxed
-from opmarket.web.validation._deps import Source, dependency_step
+from opmarket.web.sandbox._run import Limits, SandboxUnavailableError
+from opmarket.web.validation._deps import Candidate, Source, dependency_step
+from opmarket.web.validation._harness import run_probe, tail
 from opmarket.web.validation._owned import import_problems, others_packages
-from opmarket.web.validation._report import HarnessResult, ReportError, parse_harness
+from opmarket.web.validation._report import HarnessResult
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
 from opmarket.web.validation._steps import Previous, Step, StepStatus, Verdict
-from opmarket.web.wheels._inspect import WheelError, WheelLimits, inspect_wheel
+from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
 
 __all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
-
-_PROBE = Path(__file__).with_name("_probe.py")
-_RESULT_CAP = 16 * 1024 * 1024
 
 
 def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
@@ -65,94 +60,27 @@ def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
     )
 
 
-def _env() -> dict[str, str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        # getpass.getuser() reads these first: the sandbox has no /etc/passwd.
-        "USER": "sandbox",
-        "LOGNAME": "sandbox",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        # One thread per library: threads count against the process limit.
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
+@dataclasses.dataclass(slots=True)
+class _Run:
+    """One wheel's validation as it goes: what it was asked, and what the steps so far found."""
 
+    path: Path
+    filename: str
+    previous: Previous | None
+    limits: Limits
+    wheel_limits: WheelLimits | None
+    gpu: bool
+    interpreter: str
+    private: Sequence[Path]
+    dependencies: Source | None
+    verdict: Verdict
+    info: WheelInfo | None = None
+    deps: list[Candidate] = dataclasses.field(default_factory=list)
+    outcome: Any = None  # the sandbox's SandboxResult
+    result: HarnessResult | None = None
 
-def _tail(data: bytes, limit: int = 4000) -> str:
-    text = data.decode("utf-8", errors="replace").strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
-
-def _drain(fd: int, sink: bytearray) -> None:
-    with os.fdopen(fd, "rb") as pipe:
-        while chunk := pipe.read(65536):
-            if len(sink) + len(chunk) > _RESULT_CAP:
-                sink.clear()  # too much: not the harness's result
-                return
-            sink.extend(chunk)
-
-
-def _run_probe(
-    wheel: Path,
-    filename: str,
-    dist: str,
-    limits: Limits,
-    *,
-    gpu: bool,
-    interpreter: str,
-    private: Sequence[Path],
-    deps: Sequence[Path] = (),
-) -> tuple[Any, HarnessResult | str]:
-    """Run the harness in the sandbox: its outcome, and its checked result or why none."""
-    secret = secrets.token_hex(32)
-    secret_r, secret_w = os.pipe()
-    os.write(secret_w, secret.encode())
-    os.close(secret_w)
-    result_r, result_w = os.pipe()
-    raw = bytearray()
-    reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
-    reader.start()
-    try:
-        outcome = run_sandboxed(
-            [
-                interpreter,
-                "-I",
-                "-S",
-                "/input/probe.py",
-                "harness",
-                str(secret_r),
-                str(result_w),
-                f"/input/{filename}",
-                dist,
-                *(["--gpu"] if gpu else []),
-                *(a for d in deps for a in ("--dep", f"/input/deps/{d.name}")),
-            ],
-            limits=limits,
-            interpreter=interpreter,
-            env=_env(),
-            binds={
-                "/input/probe.py": _PROBE,
-                f"/input/{filename}": wheel,
-                **{f"/input/deps/{d.name}": d for d in deps},
-            },
-            pass_fds=(secret_r, result_w),
-            private=private,
-        )
-    finally:
-        os.close(secret_r)
-        os.close(result_w)  # the reader sees the end once every sandboxed copy is gone too
-        reader.join(30)
-    try:
-        return outcome, parse_harness(bytes(raw), secret)
-    except ReportError as exc:
-        return outcome, str(exc)
+    def add(self, name: str, status: StepStatus, log: list[str]) -> None:
+        self.verdict.steps.append(Step(name, status, log))
 
 
 def validate_wheel(
@@ -171,7 +99,8 @@ def validate_wheel(
     folders the plugin must never see (the server's data); ``dependencies``: where its
     requirements beyond the warm environment come from (this index; None: nowhere, and
     what is missing is only reported). Raises nothing for a bad wheel: every failure is a
-    failed step (``SandboxUnavailableError`` included)."""
+    failed step (``SandboxUnavailableError`` included). The steps are :data:`STEPS`, in
+    order, until one says to stop."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -185,116 +114,176 @@ def validate_wheel(
                 )
             ),
         )
-    verdict = Verdict(filename)
-    try:
-        info = inspect_wheel(path, filename, wheel_limits)
-    except WheelError as exc:
-        verdict.steps.append(Step("inspect", StepStatus.FAILED, [str(exc)]))
-        return verdict
-    clashes = import_problems(path, info.normalized) + manifest_size_problems(path)
-    if dependencies is not None:  # another project's package, by the name it installs under
-        clashes += others_packages(path, info.normalized, dependencies.projects)
-    if clashes:
-        verdict.steps.append(Step("inspect", StepStatus.FAILED, clashes))
-        return verdict
-    verdict.steps.append(
-        Step(
-            "inspect",
-            StepStatus.PASSED,
-            [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
-        )
+    run = _Run(
+        path,
+        filename,
+        previous,
+        limits,
+        wheel_limits,
+        gpu,
+        interpreter,
+        private,
+        dependencies,
+        Verdict(filename),
     )
-    tools = ToolSandbox(limits, interpreter, private)
-    if _static_gpu(verdict, path, filename, info.variant, tools):  # rejected before code runs
-        return verdict
-    deps = dependency_step(verdict, info.metadata, dependencies)
+    for step in STEPS:
+        if not step(run):
+            break
+    return run.verdict
+
+
+def _inspect(run: _Run) -> bool:
+    """The upload checks, outside the sandbox, and names the wheel may not install."""
+    try:
+        info = inspect_wheel(run.path, run.filename, run.wheel_limits)
+    except WheelError as exc:
+        run.add("inspect", StepStatus.FAILED, [str(exc)])
+        return False
+    clashes = import_problems(run.path, info.normalized) + manifest_size_problems(run.path)
+    if run.dependencies is not None:  # another project's package, by the name it installs under
+        clashes += others_packages(run.path, info.normalized, run.dependencies.projects)
+    if clashes:
+        run.add("inspect", StepStatus.FAILED, clashes)
+        return False
+    run.info = info
+    run.add(
+        "inspect",
+        StepStatus.PASSED,
+        [f"{info.name} {info.version}; archive checks passed (paths, links, sizes)"],
+    )
+    return True
+
+
+def _static_gpu_step(run: _Run) -> bool:
+    """The static GPU and variant steps: a wheel they reject is rejected before code runs."""
+    assert run.info is not None
+    tools = ToolSandbox(run.limits, run.interpreter, run.private)
+    return not _static_gpu(run.verdict, run.path, run.filename, run.info.variant, tools)
+
+
+def _dependencies(run: _Run) -> bool:
+    """The requirements beyond the warm environment: from the index, or the step fails."""
+    assert run.info is not None
+    deps = dependency_step(run.verdict, run.info.metadata, run.dependencies)
     if deps is None:
-        return verdict
+        return False
+    run.deps = deps
+    return True
+
+
+def _sandboxed(run: _Run) -> bool:
+    """Install, entry point, load, snapshot and conformance: the plugin's code, in the
+    sandbox; its own steps are taken from the harness's checked report."""
+    assert run.info is not None
     try:
         with contextlib.ExitStack() as stack:
             wheels: list[Path] = []
-            if deps and dependencies is not None:
+            if run.deps and run.dependencies is not None:
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="opm-deps-")))
-                wheels = [dependencies.fetch(c, folder) for c in deps]
-            outcome, result = _run_probe(
-                path.resolve(),
-                filename,
-                info.normalized,
-                limits,
-                gpu=gpu,
-                interpreter=interpreter,
-                private=private,
+                wheels = [run.dependencies.fetch(c, folder) for c in run.deps]
+            outcome, result = run_probe(
+                run.path.resolve(),
+                run.filename,
+                run.info.normalized,
+                run.limits,
+                gpu=run.gpu,
+                interpreter=run.interpreter,
+                private=run.private,
                 deps=wheels,
             )
     except SandboxUnavailableError as exc:
-        verdict.steps.append(
-            Step(
-                "sandbox",
-                StepStatus.FAILED,
-                [
-                    str(exc),
-                    "the marketplace does not run uploaded code outside a sandbox "
-                    "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; "
-                    "see docs/marketplace.md)",
-                ],
-            )
+        run.add(
+            "sandbox",
+            StepStatus.FAILED,
+            [
+                str(exc),
+                "the marketplace does not run uploaded code outside a sandbox "
+                "(OPMARKET_VALIDATION_ALLOW_UNSANDBOXED=1 overrides that; "
+                "see docs/marketplace.md)",
+            ],
         )
-        return verdict
+        return False
     note = "sandbox: " + "; ".join(outcome.protections)
     if outcome.peak_memory_bytes is not None:
         note += f"; peak memory of the whole job {outcome.peak_memory_bytes / 2**20:.0f} MiB"
     if outcome.problem or isinstance(result, str):
         why = outcome.problem or str(result)
-        verdict.steps.append(
-            Step(
-                "load",
-                StepStatus.FAILED,
-                [
-                    f"the plugin's process {why}" if outcome.problem else why,
-                    _tail(outcome.stderr),
-                    _tail(outcome.stdout),
-                    note,
-                ],
-            )
-        )
-        return verdict
-    if result.install_error:
-        verdict.steps.append(Step("install", StepStatus.FAILED, [result.install_error, note]))
-        return verdict
-    verdict.steps.append(
-        Step(
-            "install",
-            StepStatus.PASSED,
+        run.add(
+            "load",
+            StepStatus.FAILED,
             [
-                "unpacked into the sandbox's private folder, as an installer would",
+                f"the plugin's process {why}" if outcome.problem else why,
+                tail(outcome.stderr),
+                tail(outcome.stdout),
                 note,
-                "" if result.protected else "the harness could not make itself non-dumpable",
             ],
         )
+        return False
+    if result.install_error:
+        run.add("install", StepStatus.FAILED, [result.install_error, note])
+        return False
+    run.add(
+        "install",
+        StepStatus.PASSED,
+        [
+            "unpacked into the sandbox's private folder, as an installer would",
+            note,
+            "" if result.protected else "the harness could not make itself non-dumpable",
+        ],
     )
     why = _ended_badly(result)
     if why:
-        verdict.steps.append(
-            Step(
-                "load",
-                StepStatus.FAILED,
-                [f"the plugin's process {why}", _tail(outcome.stderr), _tail(outcome.stdout)],
-            )
+        run.add(
+            "load",
+            StepStatus.FAILED,
+            [f"the plugin's process {why}", tail(outcome.stderr), tail(outcome.stdout)],
         )
-        return verdict
+        return False
     report = result.report
     assert report is not None
     for name, status, log in report.steps:
-        verdict.steps.append(Step(name, status, log))
-    verdict.opset = report.opset  # its ops and kernels: only as the manifest allows (_shown)
-    if report.opset or not verdict.failures:  # a load that failed reports no op-set
-        _manifest(verdict, path, report.registered_kernels, (report.kernels, gpu))
-    output = (_tail(outcome.stderr) + "\n" + _tail(outcome.stdout)).strip()
+        run.add(name, status, log)
+    run.verdict.opset = report.opset  # its ops and kernels: only as the manifest allows (_shown)
+    run.outcome, run.result = outcome, result
+    return True
+
+
+def _manifest_step(run: _Run) -> bool:
+    """The reported op-set against the wheel's manifest, read here (a load that failed
+    reports no op-set: then there is nothing to compare)."""
+    assert run.result is not None and run.result.report is not None
+    report = run.result.report
+    if report.opset or not run.verdict.failures:
+        _manifest(run.verdict, run.path, report.registered_kernels, (report.kernels, run.gpu))
+    return True
+
+
+def _plugin_output(run: _Run) -> bool:
+    """What the plugin printed: its log, never a verdict."""
+    output = (tail(run.outcome.stderr) + "\n" + tail(run.outcome.stdout)).strip()
     if output:
-        verdict.steps.append(Step("plugin output", StepStatus.SKIPPED, [output]))
-    if verdict.opset and not verdict.failures:
-        _compat(verdict, previous, filename)
-    return verdict
+        run.add("plugin output", StepStatus.SKIPPED, [output])
+    return True
+
+
+def _compat_step(run: _Run) -> bool:
+    """Compatibility with the previous validated release, and the version policy."""
+    if run.verdict.opset and not run.verdict.failures:
+        _compat(run.verdict, run.previous, run.filename)
+    return True
+
+
+#: The steps, in order: each adds its findings to the verdict and says whether to go on.
+#: A new step is a function here.
+STEPS: tuple[Callable[[_Run], bool], ...] = (
+    _inspect,
+    _static_gpu_step,
+    _dependencies,
+    _sandboxed,
+    _manifest_step,
+    _plugin_output,
+    _compat_step,
+)
 
 
 def _static_gpu(
