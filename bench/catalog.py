@@ -114,8 +114,9 @@ def show_plans(url: str) -> None:
     """EXPLAIN of the SQL that a few searches run, as the catalog runs it."""
     from sqlalchemy import event
 
-    from opmarket.web._catalog import search_packages
-    from opmarket.web._db import Database
+    from opmarket.web.catalog._catalog import search_packages
+    from opmarket.web.catalog._db import Database
+    from opmarket.web.catalog._search import SearchQuery
 
     db = Database(url, migrate_now=False)
     seen: list[tuple[str, Any]] = []
@@ -130,7 +131,9 @@ def show_plans(url: str) -> None:
         # a status: each search's count, then its page.
         for args in (("attention",), ("777",), ("", "GPU", "half"), ("", "", "", "rejected")):
             seen.clear()
-            search_packages(session, *args, limit=50)
+            fields = ("q", "device", "dtype", "status")[: len(args)]
+            query = SearchQuery(**dict(zip(fields, args, strict=True)))
+            search_packages(session, query, limit=50)
             prefix = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "
             ran = list(seen)  # the EXPLAINs below are captured too
             for (statement, params), what in zip(ran, ("count", "page"), strict=True):

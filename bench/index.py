@@ -99,8 +99,8 @@ def seed_opmarket(data: Path, wheels: list[tuple[str, str, Path]]) -> None:
     """Validated catalog rows and stored blobs for every wheel, in one transaction."""
     from opmarket.web._app import open_state
     from opmarket.web._auth import add_user
-    from opmarket.web._models import File, Project, Release
     from opmarket.web._settings import Settings
+    from opmarket.web.catalog._models import File, Project, Release
 
     state = open_state(Settings(data_dir=data, validation_workers=0))
     with state.db.transaction() as session:

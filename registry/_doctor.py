@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from opmarket._usage import EXIT_PROBLEM
+from opmarket.registry._cuda_rules import code_runs_on
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.registry._machine import Gpu, Machine
 
@@ -80,26 +81,17 @@ class OpReport:
 # --- the decision (pure) ------------------------------------------------------------------
 
 
-def _arch(name: str) -> tuple[int, int, str]:
-    """``sm_86`` -> (8, 6, ""); ``sm_90a`` -> (9, 0, "a"); ``compute_75`` -> (7, 5, "")."""
-    digits = name.partition("_")[2]
-    number = "".join(ch for ch in digits if ch.isdigit())
-    suffix = digits[len(number) :]
-    return int(number[:-1] or 0), int(number[-1:] or 0), suffix
-
-
 def _fits(gpu: Gpu, build: DeviceCode) -> str:
     """How ``build`` runs on ``gpu`` ("" when it does not): SASS of the same major and a
     minor at or below the GPU's (``a`` variants only on their own GPU), else PTX at or below
-    the compute capability, compiled by the driver when the library loads."""
-    cc = gpu.compute_capability
+    the compute capability, compiled by the driver when the library loads (the rules:
+    ``_cuda_rules``)."""
+    capability = gpu.compute_capability[0] * 10 + gpu.compute_capability[1]
     for sass in reversed(build.sass):
-        major, minor, suffix = _arch(sass)
-        if (major, minor) == cc or (major == cc[0] and minor <= cc[1] and suffix != "a"):
+        if code_runs_on(sass, capability):
             return f"SASS {sass}"
     for ptx in reversed(build.ptx):
-        major, minor, suffix = _arch(ptx)
-        if (major, minor) <= cc and not suffix:
+        if code_runs_on(ptx, capability):
             return f"PTX {ptx}, compiled by the driver"
     return ""
 

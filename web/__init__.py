@@ -32,29 +32,30 @@ __all__ = [
 
 if TYPE_CHECKING:
     from opmarket.web._app import app_from_environment, create_app
-    from opmarket.web._pipeline import Previous, Step, Verdict, validate_wheel
-    from opmarket.web._sandbox import Limits
     from opmarket.web._settings import Settings
-    from opmarket.web._storage import LocalFileStore, Storage, StorageError, storage_from_url
-    from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
+    from opmarket.web.sandbox._run import Limits
+    from opmarket.web.storage._local import LocalFileStore, Storage, StorageError
+    from opmarket.web.storage._open import storage_from_url
+    from opmarket.web.validation._pipeline import Previous, Step, Verdict, validate_wheel
+    from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 _LAZY = {
     "app_from_environment": "_app",
     "create_app": "_app",
-    "Previous": "_pipeline",
-    "Step": "_pipeline",
-    "Verdict": "_pipeline",
-    "validate_wheel": "_pipeline",
-    "Limits": "_sandbox",
+    "Previous": "validation._pipeline",
+    "Step": "validation._pipeline",
+    "Verdict": "validation._pipeline",
+    "validate_wheel": "validation._pipeline",
+    "Limits": "sandbox._run",
     "Settings": "_settings",
-    "LocalFileStore": "_storage",
-    "Storage": "_storage",
-    "StorageError": "_storage",
-    "storage_from_url": "_storage",
-    "WheelError": "_wheels",
-    "WheelInfo": "_wheels",
-    "WheelLimits": "_wheels",
-    "inspect_wheel": "_wheels",
+    "LocalFileStore": "storage._local",
+    "Storage": "storage._local",
+    "StorageError": "storage._local",
+    "storage_from_url": "storage._open",
+    "WheelError": "wheels._inspect",
+    "WheelInfo": "wheels._inspect",
+    "WheelLimits": "wheels._inspect",
+    "inspect_wheel": "wheels._inspect",
 }
 __getattr__, __dir__ = lazy_exports(
     __name__,

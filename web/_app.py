@@ -11,16 +11,16 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from opmarket import __version__
-from opmarket.web import _api, _files, _pages, _simple, _upload, _variant_index
-from opmarket.web._cache import PageCache
-from opmarket.web._db import Database
 from opmarket.web._errors import install_error_handlers
 from opmarket.web._jobs import JobQueue, Worker
 from opmarket.web._limits import BodyLimits, configure
 from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
-from opmarket.web._storage import storage_from_url
-from opmarket.web._validation import validation_worker
+from opmarket.web.catalog._db import Database
+from opmarket.web.routes import _api, _files, _pages, _simple, _upload, _variant_files
+from opmarket.web.routes._cache import PageCache
+from opmarket.web.storage._open import storage_from_url
+from opmarket.web.validation._job import validation_worker
 
 __all__ = ["app_from_environment", "create_app", "open_state"]
 
@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         timeout_s=settings.body_timeout_s,
         deadline_s=settings.body_deadline_s,
     )
-    for module in (_simple, _files, _upload, _api, _pages, _variant_index):
+    for module in (_simple, _files, _upload, _api, _pages, _variant_files):
         app.include_router(module.router)
     # Editable installs link each file into place: follow those links (the folder is ours).
     app.mount(

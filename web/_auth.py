@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from opmarket.sdk import OpmarketError
 from opmarket.web._errors import HTTPError
-from opmarket.web._models import Token, User, utcnow
 from opmarket.web._state import StateDep
+from opmarket.web.catalog._models import Token, User, utcnow
 
 __all__ = ["Uploader", "UploaderDep", "UserError", "add_user", "create_token", "token_digest"]
 

@@ -332,8 +332,8 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
 
     Exit code 0 when it would be listed (validated), 1 when rejected, 2 when unreadable.
     """
-    from opmarket.web._pipeline import Previous, limits_from, validate_wheel
     from opmarket.web._status import FileStatus
+    from opmarket.web.validation._pipeline import Previous, limits_from, validate_wheel
 
     if not wheel.is_file():
         raise UsageError(f"{wheel}: no such file")
@@ -345,7 +345,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
     except (UsageError, ImportError):  # no web extra: an author's machine; server defaults
         settings = None
     limits, wheel_limits = limits_from(settings)
-    from opmarket.web._sandbox import sandbox_problem
+    from opmarket.web.sandbox._run import sandbox_problem
 
     unsandboxed = sandbox_problem(limits)
     if unsandboxed:  # an author's own wheel on their own machine: run it, but say so
@@ -365,7 +365,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
 
 
 def _gpu_worker(data: Path | None) -> None:
-    from opmarket.web._gpu_worker import gpu_visible, run_gpu_worker
+    from opmarket.web.gpu._worker import gpu_visible, run_gpu_worker
 
     gpus = gpu_visible()
     if not gpus:
@@ -437,7 +437,7 @@ def worker(data: Path | None, threads: int | None, gpu: bool) -> None:
         _gpu_worker(data)
         return
 
-    from opmarket.web._validation import validation_worker
+    from opmarket.web.validation._job import validation_worker
 
     state = _state(data)
     count = threads if threads is not None else max(state.settings.validation_workers, 1)

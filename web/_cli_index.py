@@ -46,7 +46,7 @@ def host(wheels: tuple[Path, ...], data: Path | None) -> None:
       opmarket host dist/opmarket-0.2.0-py3-none-any.whl --data ./market
     """
     from opmarket.web._cli import _state
-    from opmarket.web._hosted import HostError, host_wheel
+    from opmarket.web.catalog._hosted import HostError, host_wheel
 
     state = _state(data)
     for wheel in wheels:

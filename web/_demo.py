@@ -195,7 +195,7 @@ def _host_dependencies(settings: Settings, out: Path) -> list[tuple[str, str]]:
     from packaging.requirements import Requirement
 
     from opmarket.web._app import open_state
-    from opmarket.web._hosted import HostError, host_wheel
+    from opmarket.web.catalog._hosted import HostError, host_wheel
 
     deps = out / "dependencies"
     deps.mkdir(parents=True, exist_ok=True)

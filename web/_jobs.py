@@ -33,8 +33,8 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from opmarket.web._db import Database
-from opmarket.web._models import Job, utcnow
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import Job, utcnow
 
 __all__ = ["JobQueue", "Lease", "Worker"]
 

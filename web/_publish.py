@@ -18,15 +18,15 @@ from sqlalchemy.orm import Session
 from opmarket.sdk import OpmarketError
 from opmarket.web._auth import Uploader
 from opmarket.web._errors import HTTPError
-from opmarket.web._hosted import hosted_refusal
-from opmarket.web._models import File, FileStatus, Project, Release, distribution_key
-from opmarket.web._owned import reserved_problem
-from opmarket.web._queries import refresh_summary
 from opmarket.web._state import AppState
-from opmarket.web._storage import StorageError
-from opmarket.web._upstream import check_new_name
-from opmarket.web._variant_index import check_release_variants
-from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
+from opmarket.web.catalog._hosted import hosted_refusal
+from opmarket.web.catalog._models import File, FileStatus, Project, Release, distribution_key
+from opmarket.web.catalog._queries import refresh_summary
+from opmarket.web.routes._upstream import check_new_name
+from opmarket.web.routes._variant_files import check_release_variants
+from opmarket.web.storage._local import StorageError
+from opmarket.web.validation._owned import reserved_problem
+from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 __all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]
 

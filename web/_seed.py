@@ -14,8 +14,8 @@ from typing import Any
 import click
 from sqlalchemy import Connection, func, insert, select
 
-from opmarket.web._db import Database
-from opmarket.web._models import (
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import (
     File,
     FileStatus,
     KernelEntry,

@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     # How long an upload waits for its verdict before answering "pending" (0: at once).
     upload_wait_s: float = Field(default=60.0, ge=0.0)
     # Project names uploads may claim although this environment installs them or they are
-    # well known (web/_owned.py): names separated by commas or spaces ("": none).
+    # well known (web/validation/_owned.py): names separated by commas or spaces ("": none).
     allowed_names: str = Field(default="", description="e.g. 'six, attrs'")
     # The simple index that answers for projects not hosted here ("": none).
     upstream: str = Field(default="", description="e.g. https://pypi.org/simple/")

@@ -9,12 +9,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from opmarket.web._cache import PageCache
-from opmarket.web._db import Database
 from opmarket.web._jobs import JobQueue
 from opmarket.web._limits import UploadSlots
 from opmarket.web._settings import Settings
-from opmarket.web._storage import Storage
+from opmarket.web.catalog._db import Database
+from opmarket.web.routes._cache import PageCache
+from opmarket.web.storage._local import Storage
 
 __all__ = ["AppState", "SessionDep", "StateDep", "app_state"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,17 +19,12 @@ from typing import Any
 import pytest
 
 from .plugins import build_plugin, handmade_wheel
+from .ports import free_port
 from .postgres import PostgresServer, pg_bin, running_postgres
 from .sandbox_required import pytest_runtest_makereport  # noqa: F401  (a hook: see there)
 
 BIN = Path(sys.executable).parent
 OPMARKET = str(BIN / "opmarket")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:

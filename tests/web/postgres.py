@@ -10,11 +10,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from .ports import free_port
 
 __all__ = ["PostgresServer", "pg_bin", "running_postgres"]
 
@@ -32,12 +33,6 @@ def pg_bin() -> Path | None:
         ),
     )
     return Path(candidates[-1]).parent if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PostgresServer:
@@ -120,7 +115,7 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
             "--clear-groups",
             "--",
         ]
-    server = PostgresServer(bin_dir, root, _free_port(), prefix)
+    server = PostgresServer(bin_dir, root, free_port(), prefix)
     try:
         server.start()
         yield server

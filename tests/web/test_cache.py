@@ -8,9 +8,9 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from opmarket.web._cache import INDEX, PageCache, prune_changes, read_changes
-from opmarket.web._db import Database
-from opmarket.web._models import Project, User
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import Project, User
+from opmarket.web.routes._cache import INDEX, PageCache, prune_changes, read_changes
 
 
 class Log:

@@ -14,9 +14,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from opmarket.web import LocalFileStore, StorageError, storage_from_url
-from opmarket.web._db import Database, migrate
 from opmarket.web._jobs import JobQueue, Lease, Worker
-from opmarket.web._models import Base
+from opmarket.web.catalog._db import Database, migrate
+from opmarket.web.catalog._models import Base
 
 from .conftest import Backend
 
@@ -68,7 +68,7 @@ def test_each_job_is_claimed_once_by_concurrent_workers(tmp_path: Path, database
 
 
 def test_a_failing_handler_marks_its_job_failed(tmp_path: Path, database: Backend) -> None:
-    from opmarket.web._models import Job
+    from opmarket.web.catalog._models import Job
 
     db = Database(database.new_url("jobs") or f"sqlite:///{tmp_path / 'c.sqlite3'}")
     queue = JobQueue(db)
@@ -110,7 +110,7 @@ def test_migration_0003_keys_files_and_keeps_those_that_already_collide(tmp_path
 
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'old.sqlite3'}")
     config = Config()
-    config.set_main_option("script_location", "opmarket.web:migrations")
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0001")
@@ -193,7 +193,7 @@ def test_an_sqlite_without_fts5_is_a_clear_error(tmp_path: Path, first: str, wor
     pytest.importorskip("tensorflow")
     script = (
         f"{first}\n"
-        "from opmarket.web._db import Database, DatabaseError\n"
+        "from opmarket.web.catalog._db import Database, DatabaseError\n"
         "try:\n"
         f"    Database('sqlite:///{tmp_path / 'c.sqlite3'}')\n"
         "except DatabaseError as exc:\n"
@@ -219,7 +219,7 @@ def test_a_write_transaction_on_sqlite_holds_the_lock_from_its_first_read(tmp_pa
     only at the first write, so the reads before it raced other processes' writes."""
     from sqlalchemy import select
 
-    from opmarket.web._models import Job
+    from opmarket.web.catalog._models import Job
 
     path = tmp_path / "c.sqlite3"
     db = Database(f"sqlite:///{path}")

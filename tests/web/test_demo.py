@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from opmarket.web._demo import find_plugins, is_gpu_companion
-from opmarket.web._gpu_tools import cuobjdump_path
+from opmarket.web.gpu._tools import cuobjdump_path
 
 from .conftest import OPMARKET, clean_env, free_port
 from .upstream import serve_folder
@@ -60,7 +60,6 @@ def empty_upstream(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
 def test_demo_serves_every_first_party_plugin_validated(
     tmp_path: Path, empty_upstream: str
 ) -> None:
@@ -177,7 +176,6 @@ class _Demo:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
 def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
     tmp_path: Path, empty_upstream: str
 ) -> None:
@@ -232,7 +230,6 @@ def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
     assert not Path(data).exists()  # the demo's own data folder goes with it
 
 
-@pytest.mark.skipif(not PLUGINS, reason="no first-party plugins in plugins/")
 def test_the_demos_own_data_folder_goes_when_it_is_terminated(tmp_path: Path) -> None:
     demo = _Demo(tmp_path, _one_plugin(tmp_path))
     while not (found := re.findall(r"^opmarket: demo data in (\S+) ", demo.log.read_text(), re.M)):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web._deps import requirements_of
+from opmarket.web.validation._deps import requirements_of
 
 from .conftest import Market, start_market, twine
 from .plugins import build_plugin, plugin_source

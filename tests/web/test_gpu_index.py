@@ -19,11 +19,11 @@ import pytest
 
 from opmarket.registry._elf import needed_libraries, read_library
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
-from opmarket.web._gpu import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
-from opmarket.web._gpu_tools import cuobjdump_path
-from opmarket.web._models import distribution_key
-from opmarket.web._variants import VariantError, split_variant, variants_file
-from opmarket.web._wheels import WheelError, inspect_wheel
+from opmarket.web.catalog._models import distribution_key
+from opmarket.web.gpu._checks import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
+from opmarket.web.gpu._tools import cuobjdump_path
+from opmarket.web.wheels._inspect import WheelError, inspect_wheel
+from opmarket.web.wheels._variants import VariantError, split_variant, variants_file
 
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .gpu_wheels import (
@@ -383,13 +383,13 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     run`` kernels (once only), the lease (renewed, run out, taken again), and recording
     verdicts only while the lease is held."""
     from opmarket.web._app import open_state
-    from opmarket.web._gpu_worker import (
+    from opmarket.web._settings import Settings
+    from opmarket.web.gpu._worker import (
         LEASE_S,
         claim_gpu_file,
         record_gpu_kernels,
         renew_gpu_claim,
     )
-    from opmarket.web._settings import Settings
 
     market = gpu_market
     if market.get("/api/packages/opm-gpu")[0] != 200:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web._gpu_tools import ToolError, ToolSandbox, cuobjdump_path, list_device_code
-from opmarket.web._sandbox import Limits, sandbox_problem
+from opmarket.web.gpu._tools import ToolError, ToolSandbox, cuobjdump_path, list_device_code
+from opmarket.web.sandbox._run import Limits, sandbox_problem
 
 needs_sandbox = pytest.mark.skipif(
     bool(sandbox_problem(Limits())), reason=f"no sandbox here: {sandbox_problem(Limits())}"

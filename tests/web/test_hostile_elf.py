@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opmarket.registry._elf import MAX_DYNAMIC, MAX_SECTIONS, read_library
-from opmarket.web._gpu import inspect_gpu
+from opmarket.web.gpu._checks import inspect_gpu
 
 from .plugins import handmade_wheel
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from opmarket.web import Limits, Verdict, validate_wheel
-from opmarket.web._sandbox import sandbox_problem
+from opmarket.web.sandbox._run import sandbox_problem
 
 from .plugins import build_plugin, plugin_source
 

@@ -19,8 +19,8 @@ from packaging.utils import canonicalize_name
 
 from opmarket.web import Limits, validate_wheel
 from opmarket.web._demo import upload_wheel
-from opmarket.web._deps import Candidate
-from opmarket.web._sandbox import sandbox_problem
+from opmarket.web.sandbox._run import sandbox_problem
+from opmarket.web.validation._deps import Candidate
 
 from .conftest import Market, start_market
 from .plugins import build_plugin, handmade_wheel

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from opmarket.web import Limits, Verdict, validate_wheel
-from opmarket.web._sandbox import _interpreter_paths, sandbox_problem
+from opmarket.web.sandbox._run import _interpreter_paths, sandbox_problem
 
 from .conftest import OPMARKET, Market, _wait_up, clean_env, free_port, twine
 from .plugins import build_plugin, plugin_source

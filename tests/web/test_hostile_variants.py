@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from opmarket.web import _variant_index
 from opmarket.web._demo import upload_wheel
-from opmarket.web._models import File
-from opmarket.web._variant_index import _published_order, release_variants
-from opmarket.web._variants import (
+from opmarket.web.catalog._models import File
+from opmarket.web.routes import _variant_files as _variant_index
+from opmarket.web.routes._variant_files import _published_order, release_variants
+from opmarket.web.wheels._variants import (
     MAX_PROPERTIES,
     MAX_VARIANT_WHEELS,
     VariantError,

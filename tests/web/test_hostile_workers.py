@@ -23,12 +23,12 @@ from sqlalchemy import select, update
 from opmarket.web._app import open_state
 from opmarket.web._auth import Uploader, add_user
 from opmarket.web._jobs import Lease
-from opmarket.web._models import File, Job, Project, User, utcnow
-from opmarket.web._pipeline import Step, Verdict
 from opmarket.web._publish import Form, accept_upload
 from opmarket.web._settings import Settings
 from opmarket.web._state import AppState
-from opmarket.web._validation import record, run_validation
+from opmarket.web.catalog._models import File, Job, Project, User, utcnow
+from opmarket.web.validation._job import record, run_validation
+from opmarket.web.validation._pipeline import Step, Verdict
 
 from .conftest import Backend
 from .plugins import handmade_wheel, manifest_for, plugin_source

@@ -95,8 +95,6 @@ def test_pip_never_sees_a_rejected_wheel(market: Market, wheels: Wheels, tmp_pat
 @pytest.mark.slow
 def test_uv_installs_from_the_index(uploaded: Market, tmp_path: Path) -> None:
     uv = BIN / "uv"
-    if not uv.exists():
-        pytest.skip("uv is not installed in this environment (it is in the dev extra)")
     python = fresh_venv(tmp_path / "venv")
     # uv reads site-packages itself and ignores the .pth's opmarket, so it installs the
     # plugin without dependencies; opmarket is there through the .pth.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opmarket.web._negotiate import HTML, HTML_V1, JSON_V1, negotiate
+from opmarket.web.routes._negotiate import HTML, HTML_V1, JSON_V1, negotiate
 
 CASES = [
     (None, None, HTML),

@@ -12,8 +12,10 @@ import pytest
 
 from opmarket.sdk import OpSet, op, opset_to_json
 from opmarket.web import Limits, validate_wheel
-from opmarket.web._cgroup import create_job_cgroup
-from opmarket.web._pipeline import Previous, Verdict, _compat
+from opmarket.web.sandbox._cgroup import create_job_cgroup
+from opmarket.web.validation import _pipeline
+from opmarket.web.validation._pipeline import Previous, Verdict, _compat, _Run
+from opmarket.web.validation._steps import StepStatus
 
 from .plugins import build_plugin, plugin_source
 
@@ -164,3 +166,23 @@ def test_a_compat_step_with_breaking_findings_never_says_passed(
     log = verdict.log_text()
     assert "[passed] compat" not in log and "[breaking]" in log
     assert verdict.status == ("rejected" if compat == "failed" else "validated")
+
+
+def test_the_steps_run_in_order_until_one_stops(
+    built: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """validate_wheel is its STEPS in order: a step added to the table runs in its place,
+    and one that says stop ends the validation there."""
+    ran: list[str] = []
+
+    def count(run: _Run) -> bool:
+        ran.append(run.filename)
+        run.add("counted", StepStatus.PASSED, [f"after {[s.name for s in run.verdict.steps]}"])
+        return len(ran) < 2
+
+    inspect, *rest = _pipeline.STEPS
+    monkeypatch.setattr(_pipeline, "STEPS", (inspect, count, count, *rest))
+    verdict = validate_wheel(built["gpu"])
+    assert [s.name for s in verdict.steps] == ["inspect", "counted", "counted"]
+    assert verdict.steps[1].log == ["after ['inspect']"]
+    assert verdict.status == "validated"  # no step failed

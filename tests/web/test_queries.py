@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from opmarket.web import _queries
-from opmarket.web._catalog import get_package, search_packages
-from opmarket.web._db import Database
-from opmarket.web._models import File, FileStatus, ProjectSummary
-from opmarket.web._queries import (
+from opmarket.web._seed import seed
+from opmarket.web.catalog import _queries
+from opmarket.web.catalog._catalog import get_package, search_packages
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import File, FileStatus, ProjectSummary
+from opmarket.web.catalog._queries import (
     dtypes_of,
     listed_projects,
     refresh_summary,
     search,
     search_words,
 )
-from opmarket.web._seed import seed
+from opmarket.web.catalog._search import SearchQuery
 
 from .conftest import OPMARKET, Backend, clean_env
 
@@ -52,27 +53,29 @@ def test_search_matches_words_of_names_summaries_and_ops(seeded: Database) -> No
         assert names == sorted(names)
         some = next(r for r in rows if r.ops)
         op = some.ops.split("\n")[0]  # e.g. Vision>FlashGemm: words "vision", "flashgemm"
-        by_op = search_packages(session, op, limit=1000)
+        by_op = search_packages(session, SearchQuery(q=op), limit=1000)
         assert some.normalized in {p.normalized for p in by_op.packages}
         for p in by_op.packages:
             words = f"{p.name} {p.summary} {' '.join(p.ops)}".lower()
             assert all(w in words for w in search_words(op)), p
         prefix = some.normalized.split("-")[0][:3]  # a word's start finds it
-        hits = {p.normalized for p in search_packages(session, prefix, limit=1000).packages}
+        found = search_packages(session, SearchQuery(q=prefix), limit=1000)
+        hits = {p.normalized for p in found.packages}
         assert some.normalized in hits or prefix in some.summary.lower()
-        assert search_packages(session, "nosuchword").total == 0
+        assert search_packages(session, SearchQuery(q="nosuchword")).total == 0
         # Words that FTS syntax would read as operators are plain words.
-        assert search_packages(session, 'NOT "OR" * (').total == 0
+        assert search_packages(session, SearchQuery(q='NOT "OR" * (')).total == 0
 
 
 def test_filters_and_paging_are_sql(seeded: Database) -> None:
     with seeded.session() as session:
-        gpu = search_packages(session, device="gpu", limit=1000)
+        gpu = search_packages(session, SearchQuery(device="gpu"), limit=1000)
         assert gpu.total > 0
         assert all("GPU" in p.devices for p in gpu.packages)
-        rejected = search_packages(session, status="rejected", limit=1000)
+        rejected = search_packages(session, SearchQuery(status="rejected"), limit=1000)
         assert rejected.total > 0 and all(p.status == "rejected" for p in rejected.packages)
-        half = search_packages(session, device="CPU", dtype="half", limit=1000).packages
+        cpu_half = SearchQuery(device="CPU", dtype="half")
+        half = search_packages(session, cpu_half, limit=1000).packages
         for p in half[:5]:
             detail = get_package(session, p.name)
             assert detail is not None
@@ -101,7 +104,9 @@ def test_summary_follows_verdicts_and_yanks(seeded: Database) -> None:
         assert after is not None
         assert (after.latest_file_id, after.status) != (row.latest_file_id, row.status)
     with seeded.session() as session:
-        found = search_packages(session, row.normalized, status=str(after.status), limit=1000)
+        found = search_packages(
+            session, SearchQuery(q=row.normalized, status=str(after.status)), limit=1000
+        )
         assert row.normalized in {p.normalized for p in found.packages}
         listed = dict((n, n) for _, n in listed_projects(session))
         assert (row.normalized in listed) == bool(after.listed)
@@ -200,9 +205,9 @@ def test_both_plans_give_the_same_pages(
     """Broad searches read summaries in name order (over SCAN_ABOVE matches), narrow ones
     sort their matches: the same rows either way."""
     with seeded.session() as session:
-        by_set = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+        by_set = [search(session, SearchQuery(**filters), offset=o, limit=9) for o in (0, 9, 18)]
         monkeypatch.setattr(_queries, "SCAN_ABOVE", 0)
-        by_scan = [search(session, **filters, offset=o, limit=9) for o in (0, 9, 18)]
+        by_scan = [search(session, SearchQuery(**filters), offset=o, limit=9) for o in (0, 9, 18)]
     assert by_set[0].total > 9
     assert [(p.total, [r.normalized for r in p.rows]) for p in by_set] == [
         (p.total, [r.normalized for r in p.rows]) for p in by_scan
@@ -212,11 +217,12 @@ def test_both_plans_give_the_same_pages(
 def test_combined_filters_count_up_to_the_limit(
     seeded: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    cpu_validated = SearchQuery(device="CPU", status="validated")
     with seeded.session() as session:
-        exact = search(session, "", "CPU", "", "validated", limit=1000)
+        exact = search(session, cpu_validated, limit=1000)
         assert exact.total == len(exact.rows) > 5 and not exact.capped
         monkeypatch.setattr(_queries, "COUNT_LIMIT", 5)
-        capped = search(session, "", "CPU", "", "validated", limit=1000)
+        capped = search(session, cpu_validated, limit=1000)
         assert (capped.total, capped.capped) == (5, True)
         assert capped.rows == exact.rows  # the pages are whole: only the count stops
-        assert not search(session, "", "CPU", "", "", limit=1).capped  # a cheap count
+        assert not search(session, SearchQuery(device="CPU"), limit=1).capped  # a cheap count

@@ -5,24 +5,26 @@ marketplace whose files live there, installed from with pip through presigned re
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
-from opmarket.web._s3 import S3FileStore
-from opmarket.web._storage import StorageError, storage_from_url
+from opmarket.web.storage._local import StorageError
+from opmarket.web.storage._open import storage_from_url
+from opmarket.web.storage._s3 import S3FileStore
 
-from .conftest import BIN, Market, Wheels, clean_env, free_port, start_market, twine
+from .conftest import BIN, Market, Wheels, clean_env, start_market, twine
 
-boto3 = pytest.importorskip("boto3", reason="the s3 extra (boto3) is not installed")
+# boto3 and moto[server] are in the dev extra, as pytest is: no skip for their absence.
 MOTO = shutil.which("moto_server", path=str(BIN)) or shutil.which("moto_server")
-pytestmark = pytest.mark.skipif(MOTO is None, reason="moto[server] is not installed")
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "opmarket-test",
@@ -33,29 +35,34 @@ CREDENTIALS = {
 
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1, stopped at the end of the module."""
+    """moto's S3 server on 127.0.0.1, on a port it chose itself (port 0, which it reports:
+    no other process can take it in between), stopped at the end of the module."""
     assert MOTO is not None
-    port = free_port()
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+        [MOTO, "-H", "127.0.0.1", "-p", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    url = f"http://127.0.0.1:{port}"
+    assert proc.stdout is not None
+    # Its request log goes on to the file, so that a full pipe never stalls it.
+    drain = threading.Thread(target=shutil.copyfileobj, args=(proc.stdout, log), daemon=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/", timeout=2).close()
+        # Werkzeug prints where it listens once the socket is bound: the end of the wait.
+        url = ""
+        for line in proc.stdout:
+            log.write(line)
+            found = re.search(rb"Running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                url = found.group(1).decode()
                 break
-            except urllib.error.HTTPError:
-                break  # it answers
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "moto did not start"
-                time.sleep(0.1)
+        assert url, f"moto did not start (exit {proc.poll()}); see {log.name}"
+        drain.start()
         yield url
     finally:
         proc.terminate()
         proc.wait(15)
+        if drain.is_alive():
+            drain.join(15)  # the pipe ends with the process
+        proc.stdout.close()
         log.close()
 
 

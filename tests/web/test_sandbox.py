@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from opmarket.web import Limits
-from opmarket.web._cgroup import create_job_cgroup, sweep_stale
-from opmarket.web._sandbox import (
+from opmarket.web.sandbox._cgroup import create_job_cgroup, sweep_stale
+from opmarket.web.sandbox._run import (
     Outcome,
     SandboxUnavailableError,
     _interpreter_paths,
@@ -312,7 +312,7 @@ def test_the_sandbox_dies_with_its_supervisor() -> None:
             sys.executable,
             "-c",
             (
-                "import sys\nfrom opmarket.web._sandbox import Limits, run_sandboxed\n"
+                "import sys\nfrom opmarket.web.sandbox._run import Limits, run_sandboxed\n"
                 f"run_sandboxed([sys.executable, '-I', '-c', 'import time  # {marker}\\n"
                 "time.sleep(600)'], limits=Limits(timeout_s=600), interpreter=sys.executable, "
                 "env={'PATH': '/usr/bin:/bin'})\n"
@@ -424,7 +424,7 @@ def test_a_server_that_is_not_root_sandboxes_as_itself(tmp_path: Path) -> None:
         "print(os.getuid(), sorted(os.listdir('/')))\n"
     )
     supervisor = (
-        "import sys\nfrom opmarket.web._sandbox import Limits, run_sandboxed\n"
+        "import sys\nfrom opmarket.web.sandbox._run import Limits, run_sandboxed\n"
         f"out = run_sandboxed([sys.executable, '-I', '-c', {code!r}], limits=Limits(timeout_s=60),"
         " interpreter=sys.executable, env={'PATH': '/usr/bin:/bin'})\n"
         "print(out.stdout.decode(), out.protections[-1], out.stderr.decode())\n"
@@ -451,7 +451,7 @@ def test_a_process_that_exits_with_a_job_running_removes_its_groups() -> None:
             sys.executable,
             "-c",
             (
-                "import os\nfrom opmarket.web._cgroup import create_job_cgroup\n"
+                "import os\nfrom opmarket.web.sandbox._cgroup import create_job_cgroup\n"
                 "group = create_job_cgroup(64, 16, 1.0)\nprint(os.getpid(), *group.folders)\n"
             ),
         ],

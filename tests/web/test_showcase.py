@@ -8,7 +8,7 @@ import opmarket
 from opmarket.registry import get_registry
 from opmarket.registry._wrapper import python_call
 from opmarket.sdk import opset_to_json
-from opmarket.web._showcase import file_tags, python_calls, render_readme
+from opmarket.web.catalog._showcase import file_tags, python_calls, render_readme
 
 
 def _metadata(body: str, kind: str) -> bytes:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from opmarket.web._db import Database
-from opmarket.web._models import File, Job, Project, Release
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import File, Job, Project, Release
 
 from .conftest import OPMARKET, Backend, _wait_up, clean_env, free_port
 from .plugins import handmade_wheel, manifest_for, plugin_source

@@ -145,8 +145,6 @@ def test_compat_and_version_policy_against_the_previous_release(
 @pytest.mark.slow
 def test_uv_publish_with_a_token(uploaded: Market, wheels: Wheels) -> None:
     uv = BIN / "uv"
-    if not uv.exists():
-        pytest.skip("uv is not installed in this environment (it is in the dev extra)")
     done = subprocess.run(
         [
             str(uv),

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from opmarket.web._db import Database
 from opmarket.web._jobs import JobQueue, Worker
-from opmarket.web._models import Job, utcnow
+from opmarket.web.catalog._db import Database
+from opmarket.web.catalog._models import Job, utcnow
 
 from .conftest import OPMARKET, Market, Wheels, clean_env, start_market, twine
 

@@ -1,0 +1,298 @@
+"""What the catalog shows, as typed data: the HTML pages and the JSON API read the same."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.orm import Session, selectinload
+
+from opmarket.registry._metadata import version_key
+from opmarket.sdk import OpmarketError
+from opmarket.web.catalog._hosted import HOSTED
+from opmarket.web.catalog._models import (
+    File,
+    KernelEntry,
+    OpEntry,
+    Project,
+    ProjectSummary,
+    Release,
+)
+from opmarket.web.catalog._queries import search, summary_of
+from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError, SearchQuery
+from opmarket.web.catalog._showcase import file_tags, python_calls
+from opmarket.web.gpu._index import gpu_filter
+from opmarket.web.routes._simple import file_url
+from opmarket.web.wheels._variants import split_variant
+
+__all__ = [
+    "MAX_OFFSET",
+    "MAX_QUERY",
+    "FileInfo",
+    "KernelInfo",
+    "OpDetail",
+    "OpInfo",
+    "PackageDetail",
+    "PackageSummary",
+    "Provider",
+    "SearchError",
+    "SearchResult",
+    "get_op",
+    "get_package",
+    "search_packages",
+]
+
+
+class KernelInfo(BaseModel):
+    op: str
+    device: str
+    dtypes: str
+    status: str  # passed, failed, skipped, "gpu: not run"
+    message: str = ""
+
+
+class OpInfo(BaseModel):
+    name: str
+    signature: str
+    summary: str = ""
+    python: str = ""  # the Python call with defaults: clip(x, *, clip_min=0.0, clip_max=6.0)
+
+
+class FileInfo(BaseModel):
+    filename: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    uploaded: datetime
+    status: str  # pending, validated, rejected; hosted (by the operator, not validated)
+    yanked: bool
+    yanked_reason: str
+    devices: list[str]  # badges: the devices it has kernels for
+    log: str
+    steps: list[dict[str, Any]]
+    compat: dict[str, Any] | None
+    # The static GPU checks' findings, null without device code: cuda, sass, ptx,
+    # min_compute_capability (and min_driver, manylinux, libraries, tools).
+    gpu: dict[str, Any] | None = None
+    variant: str | None = None  # a PEP 825 variant wheel's label
+    python_tag: str = ""  # the wheel's tags, from its file name
+    abi_tag: str = ""
+    platform_tag: str = ""
+
+
+class PackageSummary(BaseModel):
+    name: str
+    normalized: str
+    summary: str
+    latest: str
+    status: str
+    ops: list[str]
+    devices: list[str]
+
+
+class PackageDetail(PackageSummary):
+    owner: str
+    versions: list[str]
+    files: list[FileInfo]
+    op_details: list[OpInfo]
+    kernels: list[KernelInfo]
+    readme_sha256: str = ""  # the newest file's METADATA, whose README the page renders
+
+
+class Provider(BaseModel):
+    package: str
+    normalized: str
+    version: str
+    filename: str
+    status: str
+    signature: str
+    kernels: list[KernelInfo]
+
+
+class OpDetail(BaseModel):
+    name: str
+    summary: str
+    providers: list[Provider]
+
+
+def _summary(row: ProjectSummary) -> PackageSummary:
+    return PackageSummary(
+        name=row.name,
+        normalized=row.normalized,
+        summary=row.summary,
+        latest=row.latest_version,
+        status=row.status,
+        ops=[o for o in row.ops.split("\n") if o],
+        devices=row.devices.split(),
+    )
+
+
+class SearchResult(BaseModel):
+    total: int
+    offset: int
+    packages: list[PackageSummary]
+    # True when total is a lower bound: a search that combines filters (q with device,
+    # dtype or status, say) stops counting at 1,000 matches.
+    capped: bool = False
+    # The cursor of the next page (pass it as ``after``): the last package's normalized
+    # name when this page is full, else None (this page is the last).
+    next_after: str | None = None
+
+
+#: No filter: every package.
+_ANY = SearchQuery()
+
+
+def search_packages(
+    session: Session,
+    query: SearchQuery = _ANY,
+    *,
+    where: Iterable[ColumnElement[bool]] = (),
+    offset: int = 0,
+    limit: int = 100,
+    after: str = "",
+) -> SearchResult:
+    """Packages whose name, summary or ops have words starting with the words of the
+    query's ``q``, whose latest file has kernels for its ``device`` and ``dtype``, has its
+    ``status`` and device code for its ``cuda`` and ``compute_capability`` (every filter
+    optional; ``where``: more SQL predicates on ProjectSummary), by name, ``limit``
+    of them from ``offset`` (after the cursor ``after``, a normalized name, when given: see
+    ``next_after``), all in SQL (opmarket.web.catalog._queries). SearchError when a filter
+    is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
+    q, device, dtype, status = query.q, query.device, query.dtype, query.status
+    fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
+    for field, value in fields:
+        if len(value) > MAX_QUERY:
+            raise SearchError(
+                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
+            )
+    if offset > MAX_OFFSET:
+        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
+    gpu_match = gpu_filter(query.cuda[:MAX_QUERY], query.compute_capability[:MAX_QUERY])
+    if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
+        where = [*where, gpu_match]
+    page = search(session, query, where=where, offset=offset, limit=limit, after=after)
+    full = len(page.rows) == limit
+    return SearchResult(
+        total=page.total,
+        offset=offset,
+        packages=[_summary(r) for r in page.rows],
+        capped=page.capped,
+        next_after=page.rows[-1].normalized if full and page.rows else None,
+    )
+
+
+def _file_info(f: File) -> FileInfo:
+    result = f.result or {}
+    steps = result.get("steps", [])
+    compat = result.get("compat")
+    return FileInfo(
+        filename=f.filename,
+        version=f.release.version,
+        url=file_url(f.sha256, f.filename),
+        sha256=f.sha256,
+        size=f.size,
+        uploaded=f.uploaded,
+        status=HOSTED if f.release.project.hosted else f.status,
+        yanked=f.yanked,
+        yanked_reason=f.yanked_reason,
+        devices=sorted({k.device for k in f.kernels}),
+        log=f.log,
+        steps=steps if isinstance(steps, list) else [],
+        compat=compat if isinstance(compat, dict) else None,
+        gpu=f.gpu,
+        variant=split_variant(f.filename)[1],
+        **file_tags(split_variant(f.filename)[0]),
+    )
+
+
+def _kernel(k: KernelEntry) -> KernelInfo:
+    return KernelInfo(op=k.op, device=k.device, dtypes=k.dtypes, status=k.status, message=k.message)
+
+
+def get_package(session: Session, name: str) -> PackageDetail | None:
+    """One package's page: its summary row, then its files, and ops and kernels of the
+    latest file (queries on this project alone)."""
+    row = summary_of(session, name)
+    if row is None:
+        return None
+    project = session.scalars(
+        select(Project)
+        .where(Project.id == row.project_id)
+        .options(
+            selectinload(Project.owner),
+            selectinload(Project.releases).selectinload(Release.files).selectinload(File.kernels),
+        )
+    ).one()
+    files = sorted(
+        (f for r in project.releases for f in r.files),
+        key=lambda f: (version_key(f.release.version), f.filename),
+        reverse=True,
+    )
+    latest = next((f for f in files if f.id == row.latest_file_id), None)
+    ops = (
+        session.scalars(
+            select(OpEntry).where(OpEntry.file_id == latest.id).order_by(OpEntry.op)
+        ).all()
+        if latest
+        else []
+    )
+    return PackageDetail(
+        **_summary(row).model_dump(),
+        owner=project.owner.name,
+        versions=sorted({r.version for r in project.releases}, key=version_key, reverse=True),
+        files=[_file_info(f) for f in files],
+        op_details=[
+            OpInfo(
+                name=o.op,
+                signature=o.signature,
+                summary=o.summary,
+                python=python_calls(latest.opset).get(o.op, "") if latest else "",
+            )
+            for o in ops
+        ],
+        kernels=[_kernel(k) for k in latest.kernels] if latest else [],
+        readme_sha256=latest.metadata_sha256 if latest else "",
+    )
+
+
+def get_op(session: Session, name: str) -> OpDetail | None:
+    rows = session.scalars(
+        select(OpEntry)
+        .where(OpEntry.op == name)
+        .options(
+            selectinload(OpEntry.file).selectinload(File.kernels),
+            selectinload(OpEntry.file).selectinload(File.release).selectinload(Release.project),
+        )
+    ).all()
+    if not rows:
+        return None
+    by_file: dict[int, OpEntry] = {r.file_id: r for r in rows}
+    providers = []
+    kernels: dict[int, list[KernelInfo]] = defaultdict(list)
+    for entry in by_file.values():
+        for k in entry.file.kernels:
+            if k.op == name:
+                kernels[entry.file_id].append(_kernel(k))
+    for entry in sorted(
+        by_file.values(),
+        key=lambda e: (e.file.release.project.normalized, version_key(e.file.release.version)),
+    ):
+        f = entry.file
+        providers.append(
+            Provider(
+                package=f.release.project.name,
+                normalized=f.release.project.normalized,
+                version=f.release.version,
+                filename=f.filename,
+                status=f.status,
+                signature=entry.signature,
+                kernels=kernels[f.id],
+            )
+        )
+    return OpDetail(name=name, summary=rows[0].summary, providers=providers)

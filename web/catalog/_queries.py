@@ -1,0 +1,276 @@
+"""The catalog's queries, in SQL: the per-project summary and how it is kept, full-text
+search, the device and dtype filters, paging. The HTML catalog, the JSON API and the simple
+index read these; nothing here loads every project.
+
+Search is full text on both databases: SQLite's FTS5 table ``project_search`` and a
+PostgreSQL ``tsvector`` column with a GIN index (both made by migration 0006) over a
+project's name, summary and the op names of its latest file. A query is split into words
+(letters and digits); every word must start a word of the project (``doub`` finds
+``opm-double``, ``test>double`` finds the op ``Test>Double``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from packaging.utils import canonicalize_name
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    and_,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    table,
+    text,
+    true,
+)
+from sqlalchemy.orm import Session
+
+from opmarket.registry._metadata import version_key
+from opmarket.web._status import HOSTED
+from opmarket.web.catalog._models import (
+    File,
+    FileStatus,
+    KernelEntry,
+    OpEntry,
+    Project,
+    ProjectKernel,
+    ProjectSummary,
+    Release,
+)
+from opmarket.web.catalog._search import SearchQuery
+
+__all__ = [
+    "Page",
+    "dtypes_of",
+    "listed_projects",
+    "refresh_summary",
+    "search",
+    "search_words",
+    "summary_of",
+]
+
+S = ProjectSummary
+_WORD = re.compile(r"[^\W_]+")
+
+
+def search_words(q: str) -> list[str]:
+    """The words of a search, lower case: runs of letters and digits (at most 16)."""
+    return _WORD.findall(q.lower())[:16]
+
+
+def dtypes_of(dtypes: str) -> set[str]:
+    """The dtypes a kernel entry's binding names: ``"T=float|double, U=int32"`` gives
+    float, double and int32; a binding without type attributes gives ``{""}``."""
+    out = {
+        t.strip().lower()
+        for part in dtypes.split(",")
+        if "=" in part
+        for t in part.split("=", 1)[1].split("|")
+        if t.strip()
+    }
+    return out or {""}
+
+
+def _latest(rows: Sequence[tuple[int, str, str, datetime]]) -> tuple[int, str, str] | None:
+    """(file id, version, status) of the newest validated file, else of the newest file."""
+    if not rows:
+        return None
+    ordered = sorted(rows, key=lambda r: (version_key(r[1]), r[3], r[0]))
+    validated = [r for r in ordered if r[2] == FileStatus.VALIDATED]
+    fid, version, status, _ = (validated or ordered)[-1]
+    return fid, version, status
+
+
+def refresh_summary(session: Session | Connection, project_id: int) -> None:
+    """Recompute one project's summary row and its (device, dtype) rows from its files;
+    call it in the transaction that changed the project (upload, verdict, yank).
+
+    The project's row is locked first (FOR UPDATE; SQLite has one writer anyway), so two
+    transactions refreshing one project take turns, and the second reads what the first
+    committed instead of both rewriting the same rows from stale reads."""
+    project = session.execute(
+        select(Project.name, Project.normalized, Project.summary, Project.hosted)
+        .where(Project.id == project_id)
+        .with_for_update()
+    ).one()
+    files = session.execute(
+        select(File.id, Release.version, File.status, File.uploaded)
+        .join(Release, File.release_id == Release.id)
+        .where(Release.project_id == project_id)
+    ).all()
+    latest = _latest([tuple(r) for r in files])  # type: ignore[misc]
+    ops: list[str] = []
+    pairs: set[tuple[str, str]] = set()
+    if latest is not None:
+        ops = sorted(set(session.scalars(select(OpEntry.op).where(OpEntry.file_id == latest[0]))))
+        for device, dtypes in session.execute(
+            select(KernelEntry.device, KernelEntry.dtypes)
+            .where(KernelEntry.file_id == latest[0])
+            .distinct()
+        ):
+            pairs |= {(device, t) for t in dtypes_of(dtypes)}
+    session.execute(delete(ProjectKernel).where(ProjectKernel.project_id == project_id))
+    session.execute(delete(S).where(S.project_id == project_id))
+    session.execute(
+        insert(S).values(
+            project_id=project_id,
+            name=project.name,
+            normalized=project.normalized,
+            summary=project.summary,
+            latest_file_id=latest[0] if latest else None,
+            latest_version=latest[1] if latest else "",
+            status=HOSTED if project.hosted else latest[2] if latest else FileStatus.PENDING,
+            listed=any(r[2] == FileStatus.VALIDATED for r in files),
+            ops="\n".join(ops),
+            devices=" ".join(sorted({d for d, _ in pairs})),
+        )
+    )
+    if pairs:
+        session.execute(
+            insert(ProjectKernel),
+            [{"project_id": project_id, "device": d, "dtype": t} for d, t in sorted(pairs)],
+        )
+
+
+def _text_match(dialect: str, words: list[str], *, scan: bool = False) -> ColumnElement[bool]:
+    if dialect == "postgresql":
+        query = " & ".join(f"{w}:*" for w in words)
+        return literal_column("project_summaries.search").op("@@")(
+            func.to_tsquery(literal_column("'simple'"), query)
+        )
+    match = " ".join(f'"{w}"*' for w in words)
+    rowids = (
+        select(literal_column("rowid", Integer))
+        .select_from(table("project_search"))
+        .where(text("project_search MATCH :match").bindparams(match=match))
+    )
+    # Scanning in name order, "+ 0" keeps SQLite from reading the matches by rowid first.
+    return (S.project_id + 0 if scan else S.project_id).in_(rowids)
+
+
+def _kernel_conditions(device: str, dtype: str) -> list[ColumnElement[bool]]:
+    conditions = []
+    if device:
+        conditions.append(ProjectKernel.device == device.upper())
+    if dtype:
+        conditions.append(ProjectKernel.dtype == dtype.lower())
+    return conditions
+
+
+def _kernel_match(device: str, dtype: str, *, per_row: bool) -> ColumnElement[bool]:
+    """The device/dtype filter: a set of project ids (cheap when it is small), or per row a
+    lookup in project_kernels' primary key (cheap when rows are read in name order anyway
+    and most match)."""
+    conditions = _kernel_conditions(device, dtype)
+    if per_row:
+        return (
+            select(ProjectKernel.project_id)
+            .where(ProjectKernel.project_id == S.project_id, *conditions)
+            .exists()
+        )
+    return S.project_id.in_(select(ProjectKernel.project_id).where(and_(*conditions)))
+
+
+#: Above this many matches, SQLite reads the summaries in name order and tests each row
+#: (about 50 x N / total rows read for a page) instead of sorting every match. (PostgreSQL's
+#: planner makes this choice itself, from its statistics.)
+SCAN_ABOVE = 1000
+#: Searches that combine filters count their matches up to this many.
+COUNT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a search: how many match in all (at least, when ``capped``), and the
+    summary rows of this page."""
+
+    total: int
+    rows: list[ProjectSummary]
+    capped: bool = False
+
+
+def search(
+    session: Session,
+    asked: SearchQuery,
+    *,
+    where: Iterable[ColumnElement[bool]] = (),
+    offset: int = 0,
+    limit: int = 100,
+    after: str = "",
+) -> Page:
+    """Projects matching every filter of ``asked`` but its GPU ones (``where`` takes those:
+    see ``gpu._index``), by normalized name, ``limit`` from ``offset``
+    among those whose normalized name sorts after ``after`` (a cursor: the last name of the
+    previous page reads the next one through the name index, however deep; ``total``
+    counts every match, before the cursor).
+
+    ``where`` takes more predicates on :class:`ProjectSummary` (e.g. ``S.project_id.in_(
+    select(...))`` over another table): the place for filters this module does not know.
+    """
+    q, device, dtype, status = asked.q, asked.device, asked.dtype, asked.status
+    dialect = session.get_bind().dialect.name
+    filters: list[ColumnElement[bool]] = list(where)
+    if status:
+        filters.append(S.status == status)
+    words = search_words(q)
+    text_match = [_text_match(dialect, words)] if words else []
+    kernels = device or dtype
+    may_cap = bool(filters or (words and kernels))
+    if dialect == "sqlite" and words and not kernels and not filters:
+        # Every project has one row in project_search: count there, without a join.
+        match = " ".join(f'"{w}"*' for w in words)
+        total = session.scalar(
+            text("SELECT count(*) FROM project_search WHERE project_search MATCH :m"),
+            {"m": match},
+        )
+    elif kernels and not words and not filters:
+        # One project_kernels row per (project, device, dtype): count in its index alone.
+        conditions = _kernel_conditions(device, dtype)
+        total = session.scalar(
+            select(func.count(ProjectKernel.project_id.distinct())).where(*conditions)
+        )
+    else:
+        # Filters combined: counting every match can read tens of thousands of rows, so
+        # the count stops at COUNT_LIMIT (a lower bound then: Page.capped).
+        by_set = [*filters, *text_match]
+        if kernels:
+            by_set.append(_kernel_match(device, dtype, per_row=False))
+        matches = select(S.project_id).where(*by_set)
+        if may_cap:
+            matches = matches.limit(COUNT_LIMIT + 1)
+        total = session.scalar(select(func.count()).select_from(matches.subquery()))
+    total = int(total or 0)
+    capped = may_cap and total > COUNT_LIMIT
+    total = min(total, COUNT_LIMIT) if capped else total
+    scan = dialect == "sqlite" and (capped or total > SCAN_ABOVE) and bool(words or kernels)
+    predicates = [*filters]
+    if words:
+        predicates.append(_text_match(dialect, words, scan=scan))
+    if kernels:
+        predicates.append(_kernel_match(device, dtype, per_row=scan))
+    if after:
+        predicates.append(S.normalized > after)
+    query = select(S).where(*predicates).order_by(S.normalized).offset(offset).limit(limit)
+    return Page(total, list(session.scalars(query).all()), capped)
+
+
+def summary_of(session: Session, name: str) -> ProjectSummary | None:
+    """The summary row of the project called ``name`` (any spelling), or None."""
+    return session.scalar(select(S).where(S.normalized == str(canonicalize_name(name))))
+
+
+def listed_projects(conn: Connection | Session) -> list[tuple[str, str]]:
+    """(name, normalized) of every project with a validated file, by normalized name: the
+    simple index, which lists them all by definition (it is cached per change)."""
+    rows = conn.execute(
+        select(S.name, S.normalized).where(S.listed == true()).order_by(S.normalized)
+    )
+    return [(r.name, r.normalized) for r in rows]

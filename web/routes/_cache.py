@@ -1,0 +1,243 @@
+"""Rendered /simple/ pages (and the files generated beside them: a release's
+variants.json) kept in memory, kept honest by the catalog's change log.
+
+Every change that the index shows (a new project, an upload, a verdict, a yank) bumps the
+project's serial, and a database trigger (migration 0007) adds a row naming the project to
+``catalog_changes``. Once per ``ttl`` seconds, at most, one query reads the newest change's
+id (an index lookup); when it moved, the rows after the last one seen are read and only the
+pages of the projects they name are dropped, with the project index. So another process's
+change (another server's upload, a worker's verdict, a CLI yank) shows within ``ttl``, and
+the check's cost follows the number of changes, never the number of projects. This
+process's own changes drop their pages at once.
+
+On PostgreSQL ids are handed out when a row is inserted, not when its transaction commits:
+a change can appear below an id already seen. The ids skipped over are remembered and read
+again at each check until they show up (or for a minute, after which they belonged to
+transactions that rolled back).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from sqlalchemy import Engine, func, or_, select
+
+__all__ = ["FILE_BUDGET", "INDEX", "PageCache", "prune_changes", "read_changes"]
+
+#: The key of the project index page.
+INDEX = ""
+
+#: Seconds an id skipped over is looked for again (a transaction longer than that is rare).
+GAP_S = 60.0
+
+
+def read_changes(
+    engine: Engine,
+) -> tuple[Callable[[], tuple[int, int]], Callable[[int, Iterable[int]], list[tuple[int, str]]]]:
+    """The two queries ``PageCache.sync`` needs, on ``engine``: the oldest and newest
+    change's ids, and the changes after an id (or among skipped ids)."""
+    from opmarket.web.catalog._models import CatalogChange
+
+    # Two subqueries: SQLite answers a lone min() or max() from the index, not both at once.
+    ends = select(
+        select(func.coalesce(func.min(CatalogChange.id), 0)).scalar_subquery(),
+        select(func.coalesce(func.max(CatalogChange.id), 0)).scalar_subquery(),
+    )
+
+    def last() -> tuple[int, int]:
+        with engine.connect() as conn:
+            oldest, newest = conn.execute(ends).one()
+            return int(oldest), int(newest)
+
+    def after(seen: int, gaps: Iterable[int]) -> list[tuple[int, str]]:
+        wanted = CatalogChange.id > seen
+        gaps = list(gaps)
+        if gaps:
+            wanted = or_(wanted, CatalogChange.id.in_(gaps))
+        with engine.connect() as conn:
+            return [
+                (int(r.id), str(r.project))
+                for r in conn.execute(select(CatalogChange.id, CatalogChange.project).where(wanted))
+            ]
+
+    return last, after
+
+
+def prune_changes(engine: Engine, keep: int = 100_000) -> int:
+    """Delete all but the newest ``keep`` changes (a process that had not read them yet
+    drops all its pages); how many rows went."""
+    from sqlalchemy import delete
+
+    from opmarket.web.catalog._models import CatalogChange
+
+    # On SQLite the write lock from the start: a read, then a write, may fail under load.
+    with engine.connect() as plain:
+        conn = plain.execution_options(opmarket_sqlite_begin="IMMEDIATE")
+        with conn.begin():
+            newest = conn.execute(select(func.coalesce(func.max(CatalogChange.id), 0))).scalar_one()
+            gone = conn.execute(delete(CatalogChange).where(CatalogChange.id <= int(newest) - keep))
+    return int(getattr(gone, "rowcount", 0) or 0)
+
+
+#: The most bytes of generated files (project pages, variants.json) kept in all: past it the
+#: least recently used go first.
+FILE_BUDGET = 64 * 1024 * 1024
+
+
+class PageCache:
+    """Rendered pages and generated files, dropped by :meth:`sync` or :meth:`forget`.
+
+    Files are kept by (project, kind, name), each kind of a project capped separately
+    (``most``: a project's page per base URL the clients use must not crowd out its
+    variants.json files or the reverse), least recently used first out, and all of them
+    within :data:`FILE_BUDGET` bytes."""
+
+    def __init__(self, ttl: float, budget: int = FILE_BUDGET) -> None:
+        self.ttl = ttl
+        self.budget = budget
+        self._pages: dict[str, tuple[object, bytes, bytes]] = {}
+        # project -> (kind, name) -> bytes, least recently used first; and every file's size
+        self._files: dict[str, OrderedDict[tuple[str, str], bytes]] = {}
+        self._lru: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._bytes = 0
+        self._checked = float("-inf")
+        self._generation: int | None = None  # the newest change seen
+        self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
+        self._lock = threading.Lock()  # one sync at a time
+        # Held while the generation moves and pages go, and by keep*: a render that began
+        # before a check is never stored after it (reentrant: see the tests).
+        self._store = threading.RLock()
+
+    def due(self) -> bool:
+        """Whether the change log should be read again before serving."""
+        return time.monotonic() - self._checked > self.ttl
+
+    def sync(
+        self,
+        read_last: Callable[[], tuple[int, int]],
+        read_after: Callable[[int, Iterable[int]], list[tuple[int, str]]],
+    ) -> None:
+        """Unless another thread is at it: read the oldest and newest change's ids; when
+        the newest moved (or ids were skipped), read those changes and drop the pages of the
+        projects they name; when changes not yet read were deleted (``prune_changes``), drop
+        every page. The generation moves before anything is dropped."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if not self.due():
+                return
+            oldest, newest = read_last()
+            if self._generation is None or oldest > self._generation + 1:
+                with self._store:
+                    self._generation = newest
+                    self._pages.clear()  # rendered before the first look, or changes lost
+                    self._files.clear()
+                    self._lru.clear()
+                    self._bytes = 0
+                self._gaps.clear()
+            elif newest != self._generation or self._gaps:
+                seen = self._generation
+                changes = read_after(seen, self._gaps)
+                got = {change_id for change_id, _ in changes}
+                top = max(got | {seen})
+                with self._store:
+                    self._generation = top
+                    for _, project in changes:
+                        self._drop(project)
+                    if changes:
+                        self._pages.pop(INDEX, None)
+                now = time.monotonic()
+                for change_id in got:
+                    self._gaps.pop(change_id, None)
+                for change_id in range(seen + 1, top):
+                    if change_id not in got:
+                        self._gaps.setdefault(change_id, now)
+                for change_id, since in list(self._gaps.items()):
+                    if now - since > GAP_S:
+                        del self._gaps[change_id]
+            self._checked = time.monotonic()
+        finally:
+            self._lock.release()
+
+    def postpone(self) -> None:
+        """Read the change log again only after another ``ttl`` (it could not be read now:
+        until then the pages kept are served as they are)."""
+        self._checked = time.monotonic()
+
+    def _drop(self, project: str) -> None:
+        self._pages.pop(project, None)
+        for kind, name in self._files.pop(project, {}):
+            self._bytes -= self._lru.pop((project, kind, name), 0)
+
+    def get(self, key: str) -> tuple[bytes, bytes] | None:
+        hit = self._pages.get(key)
+        return None if hit is None else (hit[1], hit[2])
+
+    def get_file(self, project: str, filename: str, kind: str = "file") -> bytes | None:
+        """A file of ``kind`` generated for ``project`` (a release's variants.json, a
+        rendering of its page) kept by :meth:`keep_file`; None when it is not kept."""
+        with self._store:
+            files = self._files.get(project)
+            body = None if files is None else files.get((kind, filename))
+            if body is not None and files is not None:
+                files.move_to_end((kind, filename))
+                self._lru.move_to_end((project, kind, filename))
+            return body
+
+    def keep_file(
+        self,
+        project: str,
+        filename: str,
+        body: bytes,
+        *,
+        seen: object,
+        kind: str = "file",
+        most: int = 0,
+    ) -> bytes:
+        """Keep a file generated from ``project``'s rows, dropped with its pages; as
+        :meth:`keep` does, only when no check moved the generation since ``seen``. Past
+        ``most`` files of this kind for the project, or past the byte budget, the least
+        recently used go."""
+        with self._store:
+            if seen != self._generation or seen is None or len(body) > self.budget:
+                return body
+            files = self._files.setdefault(project, OrderedDict())
+            self._bytes -= self._lru.pop((project, kind, filename), 0)
+            files[(kind, filename)] = body
+            self._lru[(project, kind, filename)] = len(body)
+            self._bytes += len(body)
+            if most:
+                same = [key for key in files if key[0] == kind]
+                for old in same[: max(0, len(same) - most)]:
+                    del files[old]
+                    self._bytes -= self._lru.pop((project, *old))
+            while self._bytes > self.budget:
+                (owner, old_kind, old_name), size = self._lru.popitem(last=False)
+                del self._files[owner][(old_kind, old_name)]
+                self._bytes -= size
+            return body
+
+    @property
+    def generation(self) -> object:
+        """Read before rendering a page, handed back to ``keep``."""
+        return self._generation
+
+    def keep(
+        self, key: str, serial: object, html: bytes, js: bytes, *, seen: object
+    ) -> tuple[bytes, bytes]:
+        """Keep a page rendered at ``serial``, unless a check moved the generation since
+        the render began (``seen``): the page may predate a change the check already
+        handled, so it is served once and not kept."""
+        with self._store:
+            if seen == self._generation and seen is not None:
+                self._pages[key] = (serial, html, js)
+        return html, js
+
+    def forget(self, key: str) -> None:
+        """Drop a project's page and files (and the index, which lists it)."""
+        with self._store:
+            self._drop(key)
+            self._pages.pop(INDEX, None)

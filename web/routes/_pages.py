@@ -1,0 +1,150 @@
+"""The catalog's HTML pages (Jinja2, autoescaped, no JavaScript)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+from packaging.utils import canonicalize_name
+from pydantic import Field
+from starlette.concurrency import run_in_threadpool
+
+from opmarket.web._state import AppState, SessionDep
+from opmarket.web.catalog._catalog import SearchError, get_op, get_package, search_packages
+from opmarket.web.catalog._hosted import HOSTED
+from opmarket.web.catalog._models import FileStatus
+from opmarket.web.catalog._search import SearchQuery
+from opmarket.web.catalog._showcase import readme_html
+from opmarket.web.routes._cache import read_changes
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+_env = Environment(
+    loader=FileSystemLoader(Path(__file__).parent.parent / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+DEVICES = ("CPU", "GPU")
+DTYPES = (
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
+STATUSES = (FileStatus.VALIDATED, FileStatus.PENDING, FileStatus.REJECTED, HOSTED)
+PER_PAGE = 50
+
+
+def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
+    base = str(request.base_url).rstrip("/")
+    page = _env.get_template(name).render(
+        index_url=f"{base}/simple/", upload_url=f"{base}/legacy/", **context
+    )
+    return HTMLResponse(page, status_code=code)
+
+
+class HomeQuery(SearchQuery):
+    """The search's filters, and which page of the listing."""
+
+    page: int = Field(default=1, ge=1)
+
+
+@router.get("/")
+def home(
+    request: Request,
+    session: SessionDep,
+    *,
+    asked: Annotated[HomeQuery, Query()],
+) -> HTMLResponse:
+    q, device, dtype, status, page = asked.q, asked.device, asked.dtype, asked.status, asked.page
+    cuda, compute_capability = asked.cuda, asked.compute_capability
+    gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
+    try:
+        found = search_packages(session, asked, offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
+    except SearchError as exc:
+        return _render(request, "bad_request.html", 400, why=str(exc))
+    query = urlencode(
+        {k: v for k, v in (("q", q), ("device", device), ("dtype", dtype), ("status", status)) if v}
+        | {k: v for k, v in gpu.items() if v}
+    )
+    pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
+    if found.capped:  # at least this many: there is a next page while this one is full
+        pages = max(pages, page + (len(found.packages) == PER_PAGE))
+    return _render(
+        request,
+        "home.html",
+        packages=found.packages,
+        total=found.total,
+        capped=found.capped,
+        q=q,
+        device=device,
+        dtype=dtype,
+        status=status,
+        cuda=cuda,
+        compute_capability=compute_capability,
+        devices=DEVICES,
+        dtypes=DTYPES,
+        statuses=STATUSES,
+        page=page,
+        pages=pages,
+        query=query,
+    )
+
+
+#: How many renderings of one project's page (one per base URL the clients use, from their
+#: Host header) are kept: the least recently used goes first, so made-up Host headers cannot
+#: keep the real host's page out.
+PAGES_PER_PROJECT = 4
+
+
+@router.get("/project/{name}/")
+async def package(name: str, request: Request) -> HTMLResponse:
+    """A project's page, rendered once per change of the project (kept with its simple
+    pages, see :mod:`opmarket.web.routes._cache`) for each of a few base URLs."""
+    state: AppState = request.app.state.opmarket
+    normalized = str(canonicalize_name(name))
+    key = f"project page {request.base_url}"
+    if state.pages.due():
+        await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+    page = state.pages.get_file(normalized, key, kind="page")
+    if page is not None:
+        return HTMLResponse(page)
+    return await run_in_threadpool(_package, state, request, name, key)
+
+
+def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResponse:
+    seen = state.pages.generation
+    with state.db.session() as session:
+        found = get_package(session, name)
+    if found is None:
+        return _render(request, "missing.html", 404, what=f"package {name}")
+    readme = readme_html(state.storage, found.readme_sha256)
+    page = _render(request, "package.html", p=found, readme=Markup(readme))
+    state.pages.keep_file(
+        found.normalized, key, bytes(page.body), seen=seen, kind="page", most=PAGES_PER_PROJECT
+    )
+    return page
+
+
+@router.get("/op/{name}/")
+def op(name: str, session: SessionDep, request: Request) -> HTMLResponse:
+    found = get_op(session, name)
+    if found is None:
+        return _render(request, "missing.html", 404, what=f"op {name}")
+    return _render(request, "op.html", op=found)

@@ -1,0 +1,89 @@
+"""What validation says of a file: its steps (each with a status and a log), the release it
+was compared against, and the verdict they add up to, as the marketplace stores it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from opmarket.web._status import FileStatus
+
+__all__ = ["Previous", "Step", "StepStatus", "Verdict"]
+
+
+class StepStatus(StrEnum):
+    """How a validation step ended; the values are what the JSON and the log say."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    #: the step's machinery is missing here: never counted as passed
+    NOT_AVAILABLE = "not available"
+    #: compat only: breaking changes that a major version bump admits
+    ALLOWED = "allowed"
+
+
+@dataclass(slots=True)
+class Step:
+    """One validation step: name, status (:class:`StepStatus`) and log."""
+
+    name: str
+    status: StepStatus
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.status = StepStatus(self.status)  # what came back from the sandbox, as read
+        self.log = [line for line in self.log if line]
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """The release to compare against: its label, and its op-set as canonical JSON."""
+
+    label: str
+    opset: str
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The outcome: ``validated`` or ``rejected``, every step, and what was learned."""
+
+    filename: str
+    steps: list[Step] = field(default_factory=list)
+    opset: str = ""  # canonical op-set JSON, when the snapshot worked
+    ops: list[dict[str, str]] = field(default_factory=list)
+    kernels: list[dict[str, str]] = field(default_factory=list)
+    compat: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None  # the static GPU checks' findings (see _gpu)
+
+    @property
+    def status(self) -> FileStatus:
+        """``validated`` when at least one step ran and none failed, else ``rejected``."""
+        ok = self.steps and all(s.status != StepStatus.FAILED for s in self.steps)
+        return FileStatus.VALIDATED if ok else FileStatus.REJECTED
+
+    @property
+    def failures(self) -> list[Step]:
+        """The steps that failed, in order."""
+        return [s for s in self.steps if s.status == StepStatus.FAILED]
+
+    def log_text(self) -> str:
+        """What a person reads: the verdict, then each step's status and name, its log indented."""
+        lines = [f"{self.filename}: {self.status}"]
+        for step in self.steps:
+            lines.append(f"[{step.status}] {step.name}")
+            lines.extend(f"    {line}" for text in step.log for line in text.splitlines())
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as the marketplace stores it and ``opmarket validate --json`` prints it."""
+        return {
+            "filename": self.filename,
+            "status": self.status,
+            "steps": [asdict(s) for s in self.steps],
+            "ops": self.ops,
+            "kernels": self.kernels,
+            "compat": self.compat,
+            "gpu": self.gpu,
+        }

@@ -1,0 +1,159 @@
+"""An upload's verdict, told to whoever waits for it: the upload's own answer (``--upload-wait``),
+the server's log (one line per upload and per verdict), and ``opmarket status``.
+
+A verdict is announced in-process (an event per waiting request, set from the validation
+thread) and is also polled from the database, for validation workers in other processes.
+Waiting holds neither a database connection nor the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Response
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from opmarket.web._state import AppState
+from opmarket.web._status import FileStatus
+from opmarket.web.catalog._models import File
+
+__all__ = [
+    "Decided",
+    "announce",
+    "log_upload",
+    "rejection_reason",
+    "upload_answer",
+    "wait_for_verdict",
+]
+
+log = logging.getLogger("opmarket.web.uploads")
+
+#: The longest pause between two looks at the database while an upload waits.
+POLL_MAX_S = 1.0
+
+_lock = threading.Lock()
+_waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """Where a file's validation stands, as the upload answer and ``opmarket status`` say it."""
+
+    status: str
+    reason: str  # for a rejection: the failed steps and their first lines
+
+
+def rejection_reason(result: Mapping[str, Any] | None, log_text: str = "") -> str:
+    """What failed, in a few lines: each failed step's name and the start of its log (the
+    whole log when the result holds no steps)."""
+    steps = (result or {}).get("steps")
+    lines: list[str] = []
+    if isinstance(steps, list):
+        for step in steps:
+            if not isinstance(step, dict) or step.get("status") != "failed":
+                continue
+            details = [str(x) for x in step.get("log", []) if x]
+            text = "; ".join(line.strip() for d in details[:4] for line in d.splitlines()[:3])
+            lines.append(f"{step.get('name', '?')}: {text}" if text else str(step.get("name")))
+    return "\n".join(lines) if lines else log_text.strip()
+
+
+def log_upload(filename: str, user: str, status: str, new: bool) -> None:
+    """The server's one line per upload."""
+    what = "uploaded, validation queued" if new else f"identical re-upload ({status})"
+    log.info("upload %s by %s: %s", filename, user, what)
+
+
+def announce(filename: str, status: str, reason: str) -> None:
+    """Log the verdict on one line and wake the requests of this process waiting for it."""
+    if status == FileStatus.REJECTED:
+        log.info("verdict %s: rejected: %s", filename, " | ".join(reason.splitlines()))
+    else:
+        log.info("verdict %s: %s", filename, status)
+    with _lock:
+        waiters = _waiting.pop(filename, [])
+    for loop, event in waiters:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+
+def _decided(state: AppState, filename: str) -> Decided | None:
+    with state.db.session() as session:
+        row = session.execute(
+            select(File.status, File.result, File.log).where(File.filename == filename)
+        ).first()
+    if row is None or row.status == FileStatus.PENDING:
+        return None
+    reason = rejection_reason(row.result, row.log) if row.status == FileStatus.REJECTED else ""
+    return Decided(str(row.status), reason)
+
+
+async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> Decided | None:
+    """The verdict on ``filename`` once decided, or None when ``timeout_s`` passed first."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while True:
+        event = asyncio.Event()
+        with _lock:  # registered before the look, so an announcement in between is not lost
+            _waiting.setdefault(filename, []).append((loop, event))
+        try:
+            decided = await run_in_threadpool(_decided, state, filename)
+            left = deadline - time.monotonic()
+            if decided is not None or left <= 0:
+                return decided
+            try:
+                await asyncio.wait_for(event.wait(), min(pause, left))
+            except TimeoutError:
+                pause = min(pause * 2, POLL_MAX_S)
+        finally:
+            with _lock:
+                mine = _waiting.get(filename, [])
+                if (loop, event) in mine:
+                    mine.remove((loop, event))
+                if not mine:
+                    _waiting.pop(filename, None)
+
+
+async def upload_answer(state: AppState, user: str, body: dict[str, Any], new: bool) -> Response:
+    """The answer to an accepted upload ``body``: after up to ``upload_wait_s`` for its
+    verdict, 200 ``validated`` or ``pending``, or 400 with the reason of a rejection.
+
+    The JSON is indented: ``twine upload --verbose`` prints it as it is.
+    """
+    filename, status = str(body["filename"]), str(body["status"])
+    log_upload(filename, user, status, new)
+    wait = state.settings.upload_wait_s
+    decided = None
+    if status == FileStatus.PENDING and wait > 0:
+        decided = await wait_for_verdict(state, filename, wait)
+    code = 200
+    if decided is not None:
+        body = {**body, "status": decided.status}
+        if decided.status == FileStatus.REJECTED:
+            code = 400
+            message = f"{filename} was rejected by validation:\n{decided.reason}"
+            body = {"error": {"status": 400, "code": "rejected", "message": message}, **body}
+            body["reason"] = decided.reason
+        else:
+            body["message"] = f"{filename} was validated and is listed on the index"
+    elif status == FileStatus.PENDING and wait > 0:
+        body["message"] = (
+            f"uploaded; validation is still running after {wait:g} s: "
+            f"ask again with opmarket status {body['project']}=={_version(filename)} "
+            "--index-url URL --wait"
+        )
+    return Response(json.dumps(body, indent=2) + "\n", code, media_type="application/json")
+
+
+def _version(filename: str) -> str:
+    parts = filename.split("-")
+    return parts[1] if len(parts) > 1 else "?"
