@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opmarket.registry._capi import exports_entry_point, load_declarations
+from opmarket.registry._capi import load_declarations
 from opmarket.registry._elf import dynamic_symbols
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
@@ -60,7 +60,9 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
     p = Path(path).resolve()
     if not p.is_file():
         raise LibraryError(f"cannot load library {p}: no such file")
-    if exports_entry_point(p) or not _is_extension(p):
+    # A library built with opmarket/kernel.h is both: a Python module first (its C-ABI
+    # entry registers what importing it declared; bridges reach it through the registry).
+    if not _is_extension(p):
         decls = load_declarations(p)
         get_registry().register(*decls, source=f"library {p}")
         return OpLibrary(p, None, tuple(d for d in decls if isinstance(d, OpDef)))
