@@ -62,8 +62,8 @@ def native_door(spec: KernelSpec, *, bridge_version: int = 1) -> NativeDoor:
         if impl.capi_bridge_version > bridge_version:
             return NativeDoor(
                 False,
-                f"its C entry reads list attrs, which bridge interface version "
-                f"{impl.capi_bridge_version} serves; this bridge has version {bridge_version}",
+                f"its C entry reads list attrs, which need bridge interface version "
+                f"{impl.capi_bridge_version} (asked: version {bridge_version})",
             )
         failed = _resolve(impl)
         if failed:

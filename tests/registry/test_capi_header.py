@@ -237,3 +237,26 @@ def test_py_gil_scoped_release_does_not_compile_against_the_new_header(tmp_path:
     done = compile_library(tmp_path, SOURCE, Path(get_include()))
     assert done.returncode != 0
     assert "use_opmarket_release_gil" in done.stderr
+
+
+def test_doctor_says_which_door_each_kernel_takes_and_why() -> None:
+    import json
+    import sys
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "opmarket"), "doctor", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 1: a GPU-only op on a machine without one
+    ops = {o["op"]: o["kernels"] for o in json.loads(done.stdout)["ops"]}
+    if "Opm>TimeTwo" not in ops or "Opm>MedianPool" not in ops:
+        pytest.skip("time_two and median_pool are not installed (scripts/setup installs them)")
+    cpu = [k for k in ops["Opm>TimeTwo"] if k["device"] == "CPU"]
+    assert cpu and all(k["native"] for k in cpu)
+    assert all("kernel.h library" in k["native_reason"] for k in cpu)
+    pool = [k for k in ops["Opm>MedianPool"] if k["device"] == "CPU"]
+    assert pool and not any(k["native"] for k in pool)
+    assert all("list attrs" in k["native_reason"] for k in pool)
+    assert all("native" not in k for k in ops["Opm>MedianPool"] if k["device"] == "GPU")
