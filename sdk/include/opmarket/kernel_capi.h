@@ -225,19 +225,23 @@ class Call final : public OutputAllocator {
     return scratch_.back().get();
   }
 
-  // The kernel's result i lands in output i: it is already there (a view of output i), or
-  // it is copied in (an input returned as it is, a scratch tensor).
+  // The kernel's result i lands in output i: it is already there (a view of output i), or,
+  // when the kernel allocated no output i, it is copied into a new one (an input returned
+  // as it is, a scratch tensor). An output i allocated for something else is an error: it
+  // may be what another result views.
   template <typename T>
   void finish(size_t i, const Tensor<T>& r) {
     OPM_REQUIRES(i < outputs_.size(), "the kernel returned more outputs than its op has");
     OPM_Tensor* t = outputs_[i];
-    if (t && OPM_TensorData(t) == static_cast<const void*>(r.data())) return;
-    if (!t) {
-      t = outputs_[i] = allocate_output(i, dtype_enum<T>(), r.shape());
-    } else if (OPM_TensorType(t) != dtype_enum<T>() || !same_shape(t, r.shape())) {
+    if (t && OPM_TensorData(t) == static_cast<const void*>(r.data()) &&
+        OPM_TensorType(t) == dtype_enum<T>() && same_shape(t, r.shape())) {
+      return;
+    }
+    if (t) {
       throw std::logic_error(str_cat("result ", i, " is not the tensor the kernel allocated ",
                                      i, "-th: allocate outputs first, in order"));
     }
+    t = outputs_[i] = allocate_output(i, dtype_enum<T>(), r.shape());
     if (r.size() > 0) std::memcpy(OPM_TensorData(t), r.data(), sizeof(T) * r.size());
   }
 
