@@ -124,7 +124,7 @@ static std::tuple<opmarket::Tensor<float>, opmarket::Tensor<int32_t>> Split(
 static opmarket::Tensor<float> Same(opmarket::Tensor<float> x) { return x; }
 
 // A pybind11 parameter: no C entry, the kernel stays on the Python door.
-static opmarket::Tensor<float> Untyped(opmarket::Tensor<float> x, py::object extra) {
+static opmarket::Tensor<float> Untyped(opmarket::Tensor<float> x, py::object /*extra*/) {
   return x;
 }
 
@@ -165,7 +165,8 @@ def test_a_new_library_runs_natively_in_both_frameworks(tmp_path: Any) -> None:
     src.write_text(DOORS, encoding="utf-8")
     out = Path(tmp_path, f"_doors{sysconfig.get_config_var('EXT_SUFFIX')}")
     subprocess.run(
-        ["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+        ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+         "-fvisibility=hidden",
          f"-I{get_include()}", f"-I{sysconfig.get_paths()['include']}",
          f"-I{pybind11.get_include()}", str(src), "-o", str(out)],
         check=True,
