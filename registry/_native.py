@@ -48,9 +48,10 @@ class OpLibrary:
 
 def load_library(path: str | os.PathLike[str]) -> OpLibrary:
     """Load the compiled library at ``path`` and register its ops and kernels in the
-    process's registry: a C-ABI plugin (it exports ``OPM_InitPlugin``, from
-    ``opmarket/c_api.h``) is dlopened and its init run with the host's function table; else
-    a pybind11 module built with ``OPM_LIBRARY`` from ``opmarket/kernel.h`` is imported.
+    process's registry: a pybind11 module built with ``OPM_LIBRARY`` from
+    ``opmarket/kernel.h`` (it exports ``PyInit_<name>``) is imported (its kernels' C-ABI
+    entries are for framework bridges); any other library is a C-ABI plugin
+    (``opmarket/c_api.h``), dlopened and its init run with the host's function table.
 
     LibraryError, naming the path and the reason, when the file is missing, cannot be
     loaded, needs a newer C API, fails or crashes in its init, or declares nothing;
