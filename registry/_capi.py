@@ -41,7 +41,7 @@ __all__ = [
 #: The symbol a C-ABI plugin exports (OPM_PLUGIN_ENTRY_POINT).
 ENTRY_POINT = "OPM_InitPlugin"
 #: The C API version this opmarket implements (OPM_C_API_VERSION of its header).
-HOST_API_VERSION = 2
+HOST_API_VERSION = 3
 
 # What each library file (by path, size and time) declared: loading it again declares the
 # same objects, so registering them again registers nothing new.

@@ -182,6 +182,7 @@ const OPM_Api host_api = {
     h_NumInputs, h_NumOutputs, h_GetInput, h_AllocateOutput, h_OKCtxFailure,
     h_TensorType, h_NumDims, h_Dim, h_TensorData, h_TensorByteSize,
     h_TensorElementCount,
+    h_OKCGetAttrInt64List, h_OKCGetAttrFloatList,
 };
 
 static const OPMB_BridgeApi bridge_api = {

@@ -20,6 +20,7 @@
 #endif
 #include <numpy/arrayobject.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,10 @@ void h_OKCGetAttrFloat(OPM_OpKernelConstruction* c, const char* name, float* v, 
 void h_OKCGetAttrBool(OPM_OpKernelConstruction* c, const char* name, uint8_t* v, OPM_Status* s);
 void h_OKCGetAttrString(OPM_OpKernelConstruction* c, const char* name, char* v, size_t max_length,
                         size_t* length, OPM_Status* s);
+void h_OKCGetAttrInt64List(OPM_OpKernelConstruction* c, const char* name, int64_t* v,
+                           size_t max_values, size_t* length, OPM_Status* s);
+void h_OKCGetAttrFloatList(OPM_OpKernelConstruction* c, const char* name, float* v,
+                           size_t max_values, size_t* length, OPM_Status* s);
 void h_OKCFailure(OPM_OpKernelConstruction* c, OPM_Status* s);
 int h_NumInputs(OPM_OpKernelContext* c);
 int h_NumOutputs(OPM_OpKernelContext* c);

@@ -89,6 +89,29 @@ void h_OKCGetAttrString(OPM_OpKernelConstruction* c, const char* name, char* v,
   }
   c->impl->ops->get_attr_string(c->impl, name, v, max_length, length, s);
 }
+/* The list getters are in the bridge table from its version 2: an older table is shorter. */
+#define HAS_OP(ops, field) \
+  ((ops)->struct_size >= offsetof(OPMB_KernelConstructionOps, field) + sizeof((ops)->field) && \
+   (ops)->field)
+
+void h_OKCGetAttrInt64List(OPM_OpKernelConstruction* c, const char* name, int64_t* v,
+                           size_t max_values, size_t* length, OPM_Status* s) {
+  clear_status(s);
+  if (!HAS_OP(c->impl->ops, get_attr_int64_list)) {
+    unimplemented(s, "a list(int) attr");
+    return;
+  }
+  c->impl->ops->get_attr_int64_list(c->impl, name, v, max_values, length, s);
+}
+void h_OKCGetAttrFloatList(OPM_OpKernelConstruction* c, const char* name, float* v,
+                           size_t max_values, size_t* length, OPM_Status* s) {
+  clear_status(s);
+  if (!HAS_OP(c->impl->ops, get_attr_float_list)) {
+    unimplemented(s, "a list(float) attr");
+    return;
+  }
+  c->impl->ops->get_attr_float_list(c->impl, name, v, max_values, length, s);
+}
 void h_OKCFailure(OPM_OpKernelConstruction* c, OPM_Status* s) {
   if (c->status.code == OPM_OK) h_SetStatus(&c->status, s ? s->code : OPM_UNKNOWN,
                                             h_Message(s));

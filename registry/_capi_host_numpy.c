@@ -62,9 +62,60 @@ static void d_attr_string(OPMB_KernelConstruction* c, const char* name, char* v,
   if (v) memcpy(v, text, (size_t)n < max_length ? (size_t)n : max_length);
 }
 
+/* A list attr: a list or tuple of numbers; 0 and the status set otherwise. */
+static PyObject* list_attr(OPMB_KernelConstruction* c, const char* name, size_t* length,
+                           OPM_Status* s) {
+  PyObject* o = get_attr(attrs_of(c), name, s);
+  if (!o) return NULL;
+  if (!PyList_Check(o) && !PyTuple_Check(o)) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "attr '%s' is not a list", name);
+    h_SetStatus(s, OPM_INVALID_ARGUMENT, buf);
+    return NULL;
+  }
+  if (length) *length = (size_t)PySequence_Size(o);
+  return o;
+}
+static void d_attr_int64_list(OPMB_KernelConstruction* c, const char* name, int64_t* v,
+                              size_t max_values, size_t* length, OPM_Status* s) {
+  size_t n = 0;
+  PyObject* o = list_attr(c, name, &n, s);
+  if (!o) return;
+  if (length) *length = n;
+  for (size_t i = 0; v && i < n && i < max_values; ++i) {
+    PyObject* item = PySequence_GetItem(o, (Py_ssize_t)i);
+    long long x = item && !PyFloat_Check(item) ? PyLong_AsLongLong(item) : -1;
+    int bad = !item || PyFloat_Check(item) || (x == -1 && PyErr_Occurred());
+    Py_XDECREF(item);
+    if (bad) {
+      status_from_python(s, OPM_INVALID_ARGUMENT, name);
+      if (s && s->code == OPM_OK) h_SetStatus(s, OPM_INVALID_ARGUMENT, "not a list of ints");
+      return;
+    }
+    v[i] = (int64_t)x;
+  }
+}
+static void d_attr_float_list(OPMB_KernelConstruction* c, const char* name, float* v,
+                              size_t max_values, size_t* length, OPM_Status* s) {
+  size_t n = 0;
+  PyObject* o = list_attr(c, name, &n, s);
+  if (!o) return;
+  if (length) *length = n;
+  for (size_t i = 0; v && i < n && i < max_values; ++i) {
+    PyObject* item = PySequence_GetItem(o, (Py_ssize_t)i);
+    double x = item ? PyFloat_AsDouble(item) : -1.0;
+    Py_XDECREF(item);
+    if (x == -1.0 && PyErr_Occurred()) {
+      status_from_python(s, OPM_INVALID_ARGUMENT, name);
+      return;
+    }
+    v[i] = (float)x;
+  }
+}
+
 static const OPMB_KernelConstructionOps dict_construction_ops = {
     sizeof(OPMB_KernelConstructionOps), d_attr_type, d_attr_int64, d_attr_float,
-    d_attr_bool, d_attr_string};
+    d_attr_bool, d_attr_string, d_attr_int64_list, d_attr_float_list};
 
 /* --- the Python path's context: numpy arrays in, numpy arrays out (the GIL is held) ---- */
 typedef struct {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
+from abc import ABCMeta
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +28,7 @@ from opmarket.sdk import (
     OpDef,
     OpmarketError,
 )
+from opmarket.sdk._native import LibraryKernel
 
 __all__ = ["CAbiKernel", "NativeShapeFn", "check_single_tensors", "host", "kernel_spec", "shape_fn"]
 
@@ -94,10 +96,14 @@ def _import_host() -> ModuleType:
     return module
 
 
-class CAbiKernel(Kernel):
+class CAbiKernel(Kernel, metaclass=ABCMeta):
     """A lifecycle kernel whose create, compute and delete are a C-ABI plugin's: a subclass
     per registered kernel carries its ``native_handle``. ``compute`` is the host's C method,
-    so the dispatch wrapper calls into the plugin directly."""
+    so the dispatch wrapper calls into the plugin directly.
+
+    A kernel of a library built with ``opmarket/kernel.h`` that has a C-ABI entry
+    (``opmarket.sdk._native.LibraryKernel``) counts as one too (a virtual subclass): bridges
+    call its C entry, ``opmarket.ops`` its pybind11 function."""
 
     #: The host's handle of the registered kernel (an ``OPMB_Kernel*`` as an int, for
     #: framework bridges: opmarket/capi_bridge.h); 0 on this base class.
@@ -124,6 +130,9 @@ class CAbiKernel(Kernel):
 
     def close(self) -> None:
         self.native.close()
+
+
+CAbiKernel.register(LibraryKernel)
 
 
 def check_single_tensors(op: OpDef, kernel: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from opmarket._usage import EXIT_PROBLEM
+from opmarket.registry._capi_bridge import NativeDoor, native_door
 from opmarket.registry._cuda_rules import code_runs_on
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.registry._machine import Gpu, Machine
@@ -58,6 +59,7 @@ class Candidate:
     load_status: str = ""  # what loading its CUDA library said, when it has one
     missing: str = ""  # a companion distribution not installed ("" when installed)
     extra: str = ""  # the extra that installs ``missing`` (cuda13)
+    door: NativeDoor | None = None  # how framework bridges run it (registered CPU kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +278,7 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
                     k.priority,
                     k.label,
                     builds.get(plugin, ()),
+                    door=native_door(k) if k.device == "CPU" else None,
                 )
             )
     for entry in entries:
@@ -327,6 +330,7 @@ def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]
                         "dtypes": None if v.candidate.dtypes is None else list(v.candidate.dtypes),
                         "chosen": v.chosen,
                         "reason": v.reason,
+                        **_door_json(v.candidate.door),
                     }
                     for v in r.verdicts
                 ],
@@ -334,6 +338,16 @@ def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]
             for r in reports
         ],
     }
+
+
+def _door_json(door: NativeDoor | None) -> dict[str, Any]:
+    return {} if door is None else {"native": door.native, "native_reason": door.reason}
+
+
+def _door_text(door: NativeDoor | None) -> str:
+    if door is None:
+        return ""
+    return f"; frameworks: {'native' if door.native else 'python'} ({door.reason})"
 
 
 # --- the command --------------------------------------------------------------------------
@@ -364,7 +378,7 @@ def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]
             c = v.candidate
             types = "any dtype" if c.dtypes is None else ", ".join(c.dtypes)
             mark = "chosen" if v.chosen else "-"
-            lines.append(f"    {c.device:<4} {mark:<6} {types}: {v.reason}")
+            lines.append(f"    {c.device:<4} {mark:<6} {types}: {v.reason}{_door_text(c.door)}")
     if not reports:
         lines.append("  (no plugin ops installed)")
     lines += [f"problem: {p}" for p in problems]

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opmarket.registry._capi import exports_entry_point, load_declarations
+from opmarket.registry._capi import load_declarations
 from opmarket.registry._elf import dynamic_symbols
 from opmarket.registry._errors import LibraryError
 from opmarket.registry._runtime import get_registry
@@ -48,9 +48,10 @@ class OpLibrary:
 
 def load_library(path: str | os.PathLike[str]) -> OpLibrary:
     """Load the compiled library at ``path`` and register its ops and kernels in the
-    process's registry: a C-ABI plugin (it exports ``OPM_InitPlugin``, from
-    ``opmarket/c_api.h``) is dlopened and its init run with the host's function table; else
-    a pybind11 module built with ``OPM_LIBRARY`` from ``opmarket/kernel.h`` is imported.
+    process's registry: a pybind11 module built with ``OPM_LIBRARY`` from
+    ``opmarket/kernel.h`` (it exports ``PyInit_<name>``) is imported (its kernels' C-ABI
+    entries are for framework bridges); any other library is a C-ABI plugin
+    (``opmarket/c_api.h``), dlopened and its init run with the host's function table.
 
     LibraryError, naming the path and the reason, when the file is missing, cannot be
     loaded, needs a newer C API, fails or crashes in its init, or declares nothing;
@@ -60,7 +61,9 @@ def load_library(path: str | os.PathLike[str]) -> OpLibrary:
     p = Path(path).resolve()
     if not p.is_file():
         raise LibraryError(f"cannot load library {p}: no such file")
-    if exports_entry_point(p) or not _is_extension(p):
+    # A library built with opmarket/kernel.h is both: a Python module first (its C-ABI
+    # entry registers what importing it declared; bridges reach it through the registry).
+    if not _is_extension(p):
         decls = load_declarations(p)
         get_registry().register(*decls, source=f"library {p}")
         return OpLibrary(p, None, tuple(d for d in decls if isinstance(d, OpDef)))

@@ -27,6 +27,7 @@ from opmarket.sdk import DType, InvalidArgumentError, get_include
 
 HERE = Path(__file__).resolve().parent
 V1_INCLUDE = HERE / "data" / "c_api_v1"
+V2_INCLUDE = HERE / "data" / "c_api_v2"
 HEADER = Path(get_include(), "opmarket", "c_api.h")
 
 pytestmark = pytest.mark.skipif(
@@ -203,10 +204,78 @@ def test_a_plugin_built_against_version_1_of_the_header_still_loads(
     assert lib.scale(np.array([1.0, -1.0], np.float32)).tolist() == [2.0, -2.0]
 
 
+def test_a_plugin_built_against_version_2_of_the_header_still_loads(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The frozen copy of version 2 (tests/registry/data/c_api_v2): what a plugin built
+    before version 3 appended the list attr getters has in its binary."""
+    frozen = (V2_INCLUDE / "opmarket" / "c_api.h").read_text(encoding="utf-8")
+    assert "#define OPM_C_API_VERSION 2" in frozen and "GetAttrInt64List" not in frozen
+    lib = load_library(build(tmp_path, SCALE, "v2", include=V2_INCLUDE))
+    assert lib.scale(np.array([1.0, -1.0], np.float32)).tolist() == [2.0, -2.0]
+
+
+LIST_ATTRS = """
+    #include <stdlib.h>
+    #include <opmarket/c_api.h>
+
+    typedef struct { int64_t sum; float fsum; } lists;
+
+    static void* create(OPM_OpKernelConstruction* ctx) {
+      OPM_Status* s = OPM_NewStatus();
+      size_t n = 0, m = 0;
+      int64_t ints[8];
+      float floats[8];
+      lists* k = (lists*)calloc(1, sizeof *k);
+      OPM_OpKernelConstruction_GetAttrInt64List(ctx, "ints", NULL, 0, &n, s);
+      if (OPM_GetCode(s) == OPM_OK)
+        OPM_OpKernelConstruction_GetAttrInt64List(ctx, "ints", ints, 8, &n, s);
+      if (OPM_GetCode(s) == OPM_OK)
+        OPM_OpKernelConstruction_GetAttrFloatList(ctx, "floats", floats, 8, &m, s);
+      if (OPM_GetCode(s) != OPM_OK) OPM_OpKernelConstruction_Failure(ctx, s);
+      for (size_t i = 0; i < n && i < 8; ++i) k->sum += ints[i];
+      for (size_t i = 0; i < m && i < 8; ++i) k->fsum += floats[i];
+      OPM_DeleteStatus(s);
+      return k;
+    }
+    static void compute(void* kernel, OPM_OpKernelContext* ctx) {
+      lists* k = (lists*)kernel;
+      OPM_Status* s = OPM_NewStatus();
+      int64_t dims[1] = {2};
+      OPM_Tensor* out = OPM_AllocateOutput(ctx, 0, OPM_FLOAT, dims, 1, s);
+      if (out) {
+        ((float*)OPM_TensorData(out))[0] = (float)k->sum;
+        ((float*)OPM_TensorData(out))[1] = k->fsum;
+      }
+      OPM_DeleteStatus(s);
+    }
+    static void del(void* kernel) { free(kernel); }
+    static void init(OPM_Status* status) {
+      OPM_OpDefinitionBuilder* b = OPM_NewOpDefinitionBuilder("Test>Lists");
+      OPM_OpDefinitionBuilderAddAttr(b, "ints: list(int)");
+      OPM_OpDefinitionBuilderAddAttr(b, "floats: list(float) = []");
+      OPM_OpDefinitionBuilderAddInput(b, "x: float");
+      OPM_OpDefinitionBuilderAddOutput(b, "y: float");
+      OPM_RegisterOpDefinition(b, status);
+      if (OPM_GetCode(status) != OPM_OK) return;
+      OPM_RegisterKernelBuilder("ListsOp", OPM_NewKernelBuilder("Test>Lists", "CPU", create,
+                                                                 compute, del), status);
+    }
+    OPM_PLUGIN_INIT(init)
+"""
+
+
+def test_version_3_reads_list_attrs(tmp_path: Path, registry: Registry) -> None:
+    lib = load_library(build(tmp_path, LIST_ATTRS, "lists"))
+    x = np.zeros(1, np.float32)
+    assert lib.lists(x, ints=[1, 2, 39], floats=[0.5, 0.25]).tolist() == [42.0, 0.75]
+    assert lib.lists(x, ints=[]).tolist() == [0.0, 0.0]
+
+
 def test_the_host_header_and_python_agree_on_the_version() -> None:
     text = HEADER.read_text(encoding="utf-8")
     (line,) = [x for x in text.splitlines() if x.startswith("#define OPM_C_API_VERSION ")]
-    assert int(line.split()[-1]) == HOST_API_VERSION == host().API_VERSION == 2
+    assert int(line.split()[-1]) == HOST_API_VERSION == host().API_VERSION == 3
 
 
 def test_the_current_header_only_appends_to_version_1() -> None:
@@ -347,7 +416,7 @@ FAILURES = {
           in->plugin_api_version = OPM_C_API_VERSION + 1;
         }
         """,
-        "needs opmarket C API version 3; this opmarket provides version 2",
+        "needs opmarket C API version 4; this opmarket provides version 3",
     ),
     "init error status": (
         """

@@ -251,6 +251,6 @@ def test_library_declarations_collect_every_problem() -> None:
     text = str(info.value)
     assert "fake.so" in text
     assert "Q" in text and "nonsense" in text
-    with pytest.raises(InvalidOpDefError, match="library format 99; this opmarket reads format 1"):
+    with pytest.raises(InvalidOpDefError, match="format 99; this opmarket reads formats 1 and 2"):
         library_declarations(_fake([], fmt=99))
     assert library_declarations(SimpleNamespace(__name__="plain")) == []  # type: ignore[arg-type]

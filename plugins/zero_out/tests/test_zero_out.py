@@ -32,7 +32,9 @@ def test_done_when_zero_out_runs_through_the_cpp_kernel(registry: Registry) -> N
     kernels = registry.kernels("Opm>ZeroOut")
     assert sorted(k.constraints[0][1][0].spec_name for k in kernels) == ["double", "float", "int32"]
     for k in kernels:
-        assert inspect.isbuiltin(k.impl)  # compiled, not Python
+        # Compiled, not Python: the pybind11 function, and a C-ABI entry of the same name.
+        assert inspect.isbuiltin(k.impl.fn)  # type: ignore[attr-defined]
+        assert k.impl.capi_kernel == k.impl.__name__  # type: ignore[attr-defined]
         assert k.impl.__module__ == "opmarket_zero_out._zero_out"
     assert registry.source("Opm>ZeroOut") == "plugin zero_out (opmarket-zero-out 0.1.0)"
 

@@ -34,8 +34,10 @@
 extern "C" {
 #endif
 
-/* The version of this header. Version 2 appended TensorElementCount to OPM_Api. */
-#define OPM_C_API_VERSION 2
+/* The version of this header. Version 2 appended TensorElementCount to OPM_Api; version 3
+ * the list attr getters (OpKernelConstruction_GetAttrInt64List, _GetAttrFloatList). A plugin
+ * built against an older version still loads: it never reads the fields it does not know. */
+#define OPM_C_API_VERSION 3
 
 /* The one symbol a plugin library exports (OPM_PLUGIN_INIT defines it). */
 #define OPM_PLUGIN_ENTRY_POINT "OPM_InitPlugin"
@@ -193,6 +195,18 @@ typedef struct OPM_Api {
 
   /* --- version 2 ------------------------------------------------------------------- */
   int64_t (*TensorElementCount)(const OPM_Tensor* t);
+
+  /* --- version 3 ------------------------------------------------------------------- */
+  /* list(int) and list(float) attrs, in create: copies at most max_values values; *length
+   * gets the list's full length (call with values NULL and max_values 0 to size it). */
+  void (*OpKernelConstruction_GetAttrInt64List)(OPM_OpKernelConstruction* ctx,
+                                                const char* attr_name, int64_t* values,
+                                                size_t max_values, size_t* length,
+                                                OPM_Status* status);
+  void (*OpKernelConstruction_GetAttrFloatList)(OPM_OpKernelConstruction* ctx,
+                                                const char* attr_name, float* values,
+                                                size_t max_values, size_t* length,
+                                                OPM_Status* status);
 } OPM_Api;
 
 /* What the host hands the entry point. Fields are only ever appended. */
@@ -395,6 +409,20 @@ static inline void OPM_OpKernelConstruction_GetAttrString(OPM_OpKernelConstructi
                                                           size_t max_length, size_t* length,
                                                           OPM_Status* status) {
   OPM_api->OpKernelConstruction_GetAttrString(ctx, name, v, max_length, length, status);
+}
+static inline void OPM_OpKernelConstruction_GetAttrInt64List(OPM_OpKernelConstruction* ctx,
+                                                             const char* name, int64_t* v,
+                                                             size_t max_values,
+                                                             size_t* length,
+                                                             OPM_Status* status) {
+  OPM_api->OpKernelConstruction_GetAttrInt64List(ctx, name, v, max_values, length, status);
+}
+static inline void OPM_OpKernelConstruction_GetAttrFloatList(OPM_OpKernelConstruction* ctx,
+                                                             const char* name, float* v,
+                                                             size_t max_values,
+                                                             size_t* length,
+                                                             OPM_Status* status) {
+  OPM_api->OpKernelConstruction_GetAttrFloatList(ctx, name, v, max_values, length, status);
 }
 static inline void OPM_OpKernelConstruction_Failure(OPM_OpKernelConstruction* ctx,
                                                     OPM_Status* status) {

@@ -67,8 +67,10 @@
 extern "C" {
 #endif
 
-/* The version of this header's tables. */
-#define OPMB_BRIDGE_API_VERSION 1
+/* The version of this header's tables. Version 2 appended the list attr getters to
+ * OPMB_KernelConstructionOps (a table of version 1 has a smaller struct_size: the host
+ * answers UNIMPLEMENTED for what it lacks). */
+#define OPMB_BRIDGE_API_VERSION 2
 
 /* The name of the PyCapsule that holds the host's OPMB_BridgeApi. */
 #define OPMB_CAPSULE_NAME "opmarket.capi_bridge"
@@ -103,6 +105,12 @@ typedef struct OPMB_KernelConstructionOps {
   /* Copies at most max_length bytes (no terminator); *length gets the full length. */
   void (*get_attr_string)(OPMB_KernelConstruction* ctx, const char* name, char* value,
                           size_t max_length, size_t* length, OPM_Status* status);
+  /* --- version 2: list(int) and list(float) attrs, as get_attr_string: copies at most
+   * max_values values, *length gets the full length; NULL: UNIMPLEMENTED. */
+  void (*get_attr_int64_list)(OPMB_KernelConstruction* ctx, const char* name, int64_t* values,
+                              size_t max_values, size_t* length, OPM_Status* status);
+  void (*get_attr_float_list)(OPMB_KernelConstruction* ctx, const char* name, float* values,
+                              size_t max_values, size_t* length, OPM_Status* status);
 } OPMB_KernelConstructionOps;
 
 struct OPMB_KernelConstruction {

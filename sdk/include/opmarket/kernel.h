@@ -1,9 +1,11 @@
-// opmarket/kernel.h: the C++ SDK for opmarket kernels written with pybind11.
+// opmarket/kernel.h: the C++ SDK for opmarket kernels, with two doors from one source.
 //
 // One header, found with `python -c "import opmarket.sdk; print(opmarket.sdk.get_include())"`
 // (as pybind11.get_include()). It gives a kernel author what TensorFlow's op_kernel.h gives:
 //
-//   opmarket::Tensor<T>        typed access to a numpy input, and outputs (allocate<T>(shape))
+//   opmarket::Tensor<T>        a view of a tensor: an input, or an output from allocate<T>(shape)
+//   opmarket::release_gil()    let other Python threads run during the computation (a no-op
+//                              when no Python called the kernel)
 //   OPM_REQUIRES(cond, ...)    a check that raises opmarket.sdk.InvalidArgumentError in Python
 //   opmarket::shard(total, cost_per_unit, fn)
 //                              a parallel-for over the library's thread pool, sized by the
@@ -12,6 +14,14 @@
 //   OPM_LIBRARY(name, lib)     the module: ops (REGISTER_OP's spec strings) and kernels
 //                              (REGISTER_KERNEL_BUILDER's constraints) that
 //                              opmarket.load_library(path) or a plugin's register hook reads
+//
+// The library is a pybind11 module (the Python door: opmarket.ops calls the kernels as Python
+// functions) and, from the same source, a C-ABI plugin (opmarket/c_api.h: OPM_LIBRARY defines
+// OPM_InitPlugin too): every CPU kernel whose parameters are Tensor<T>s then attrs of C types
+// gets a create/compute/delete entry that framework bridges call with no Python (the C door).
+// On that door outputs come from the caller's allocator and nothing touches Python, so a
+// kernel must not use pybind11 itself (py::gil_scoped_release aborts there: use
+// opmarket::release_gil()).
 //
 // Everything lives in namespace opmarket with hidden visibility, so two libraries built with
 // different versions of this header never share a symbol (each has its own thread pool).
@@ -24,12 +34,15 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -41,8 +54,18 @@
 #include <utility>
 #include <vector>
 
-// Bumped when what a library declares (__opmarket_library__) changes shape.
-#define OPMARKET_LIBRARY_FORMAT 1
+#include "opmarket/c_api.h"
+
+#ifndef OPM_PYTHON_ONLY
+// py::gil_scoped_release aborts the process on the C door, where no GIL is held: a kernel
+// that uses it does not compile. Use opmarket::release_gil(); or define OPM_PYTHON_ONLY before
+// including this header to keep every kernel of the library on the Python door.
+#define gil_scoped_release gil_scoped_release_aborts_on_the_C_door_use_opmarket_release_gil
+#endif
+
+// Bumped when what a library declares (__opmarket_library__) changes shape. Format 2 added
+// each kernel's C-ABI entry ("capi", "capi_reason", "capi_bridge_version").
+#define OPMARKET_LIBRARY_FORMAT 2
 
 namespace opmarket __attribute__((visibility("hidden"))) {
 
@@ -94,41 +117,61 @@ constexpr const char* dtype_name() {
   else static_assert(sizeof(T) == 0, "no opmarket dtype for this C++ type");
 }
 
+// The C API's number of a C++ element type (TensorFlow's DataType).
+template <typename T>
+constexpr OPM_DataType dtype_enum() {
+  if constexpr (std::is_same_v<T, float>) return OPM_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return OPM_DOUBLE;
+  else if constexpr (std::is_same_v<T, int8_t>) return OPM_INT8;
+  else if constexpr (std::is_same_v<T, int16_t>) return OPM_INT16;
+  else if constexpr (std::is_same_v<T, int32_t>) return OPM_INT32;
+  else if constexpr (std::is_same_v<T, int64_t>) return OPM_INT64;
+  else if constexpr (std::is_same_v<T, uint8_t>) return OPM_UINT8;
+  else if constexpr (std::is_same_v<T, uint16_t>) return OPM_UINT16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return OPM_UINT32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return OPM_UINT64;
+  else if constexpr (std::is_same_v<T, bool>) return OPM_BOOL;
+  else static_assert(sizeof(T) == 0, "no opmarket dtype for this C++ type");
+}
+
 // --- tensors -----------------------------------------------------------------------------
 
-// A C-contiguous numpy array of T, as a kernel argument or result. As an argument it accepts
-// an array of exactly T without a copy (dispatch guarantees the dtype; a non-contiguous
-// array is copied once). It keeps the array alive; copying a Tensor copies a reference.
+// A view of a C-contiguous, row-major tensor of T: a kernel argument or result. It holds a
+// pointer, a shape and (on the Python door) a reference to the numpy array whose memory it
+// is; copying a Tensor never touches Python. As an argument from Python it accepts an array
+// of exactly T without a copy (dispatch guarantees the dtype; a non-contiguous array is copied
+// once); from the C door it is the caller's buffer.
 template <typename T>
 class Tensor {
  public:
-  using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
+  using value_type = T;
 
   Tensor() = default;
-  explicit Tensor(Array array) : array_(std::move(array)) {
-    data_ = const_cast<T*>(array_.data());
-    rank_ = static_cast<int>(array_.ndim());
-    size_ = static_cast<int64_t>(array_.size());
+  // A view of `data`; `owner` keeps the memory alive (null: someone else does).
+  Tensor(T* data, std::vector<int64_t> shape, bool writable = true,
+         std::shared_ptr<void> owner = nullptr)
+      : data_(data), shape_(std::move(shape)), writable_(writable), owner_(std::move(owner)) {
+    size_ = 1;
+    for (int64_t d : shape_) size_ *= d;
   }
 
-  int rank() const { return rank_; }
-  int64_t dim(int i) const { return static_cast<int64_t>(array_.shape(i)); }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[static_cast<size_t>(i)]; }
   int64_t size() const { return size_; }
-  std::vector<int64_t> shape() const {
-    return std::vector<int64_t>(array_.shape(), array_.shape() + rank_);
-  }
+  const std::vector<int64_t>& shape() const { return shape_; }
   std::string shape_string() const {
     std::string s = "[";
-    for (int i = 0; i < rank_; ++i) s += (i ? "," : "") + std::to_string(dim(i));
+    for (int i = 0; i < rank(); ++i) s += (i ? "," : "") + std::to_string(dim(i));
     return s + "]";
   }
 
   const T* data() const { return data_; }
-  // Writable data: for outputs from allocate(); an input that numpy marks read-only throws.
+  // Writable data: for outputs from allocate(); a read-only input throws.
   T* mutable_data() {
-    OPM_REQUIRES(array_.writeable(), "tensor is read-only");
+    OPM_REQUIRES(writable_, "tensor is read-only");
     return data_;
   }
+  bool writable() const { return writable_; }
   const T& flat(int64_t i) const { return data_[i]; }
   T& flat(int64_t i) { return data_[i]; }
 
@@ -142,7 +185,8 @@ class Tensor {
     return data_[offset(index...)];
   }
 
-  const Array& array() const { return array_; }
+  // What keeps the memory alive: the numpy array (a PyObject*) on the Python door, else null.
+  const std::shared_ptr<void>& owner() const { return owner_; }
 
  private:
   template <typename... Index>
@@ -153,198 +197,86 @@ class Tensor {
     return off;
   }
 
-  Array array_;
   T* data_ = nullptr;
-  int rank_ = 0;
+  std::vector<int64_t> shape_;
   int64_t size_ = 0;
+  bool writable_ = false;
+  std::shared_ptr<void> owner_;
 };
-
-// A new, uninitialized output of the given shape (TensorFlow's allocate_output). Call it with
-// the GIL held (before py::gil_scoped_release).
-template <typename T>
-Tensor<T> allocate(const std::vector<int64_t>& shape) {
-  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
-  return Tensor<T>(typename Tensor<T>::Array(dims));
-}
-
-// --- threads -----------------------------------------------------------------------------
 
 namespace detail {
 
-// The intra-op threads setting lives in Python (opmarket.sdk._threads) as one C int whose
-// address the library reads at import; reading it is one load.
-inline std::atomic<const int*>& threads_setting() {
-  static std::atomic<const int*> setting{nullptr};
-  return setting;
-}
-
-inline thread_local bool in_pool_worker = false;
-
-// A fixed set of workers; run() hands out blocks [0, n) to them and the calling thread, and
-// returns when every block ran. One run at a time; a caller that finds the pool busy, or a
-// block that shards again, runs its blocks inline instead of waiting.
-class ThreadPool {
+// The output allocator of the C-door call running on this thread (the caller's memory);
+// null on the Python door, where outputs are numpy arrays.
+class OutputAllocator {
  public:
-  explicit ThreadPool(int workers) : size_(workers + 1) {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-
-  int size() const { return size_; }
-
-  void run(int64_t n, const std::function<void(int64_t)>& block) {
-    std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
-    if (!busy.owns_lock() || in_pool_worker || threads_.empty() || n <= 1) {
-      for (int64_t i = 0; i < n; ++i) block(i);
-      return;
-    }
-    Job job(&block, n);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = &job;
-      ++generation_;
-    }
-    wake_.notify_all();
-    work(job);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return job.finished.load() == n && active_ == 0; });
-    job_ = nullptr;
-    lock.unlock();
-    if (job.error) std::rethrow_exception(job.error);
-  }
-
- private:
-  struct Job {
-    Job(const std::function<void(int64_t)>* f, int64_t count) : fn(f), n(count) {}
-    const std::function<void(int64_t)>* fn;
-    int64_t n;
-    std::atomic<int64_t> next{0};
-    std::atomic<int64_t> finished{0};
-    std::mutex error_mu;
-    std::exception_ptr error;
-  };
-
-  static void work(Job& job) {
-    for (int64_t i; (i = job.next.fetch_add(1)) < job.n;) {
-      try {
-        (*job.fn)(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(job.error_mu);
-        if (!job.error) job.error = std::current_exception();
-      }
-      job.finished.fetch_add(1);
-    }
-  }
-
-  void loop() {
-    in_pool_worker = true;
-    uint64_t seen = 0;
-    for (;;) {
-      Job* job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
-        if (stop_) return;
-        seen = generation_;
-        job = job_;
-        ++active_;
-      }
-      work(*job);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        --active_;
-      }
-      done_.notify_all();
-    }
-  }
-
-  const int size_;
-  std::vector<std::thread> threads_;
-  std::mutex run_mu_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  Job* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int active_ = 0;
-  bool stop_ = false;
+  virtual ~OutputAllocator() = default;
+  virtual void* allocate(OPM_DataType dtype, size_t item_size,
+                         const std::vector<int64_t>& shape) = 0;
 };
+inline thread_local OutputAllocator* current_allocator = nullptr;
 
-struct PoolHolder {
-  std::mutex mu;
-  std::shared_ptr<ThreadPool> pool;
-};
-
-inline PoolHolder& pool_holder() {
-  // Never destroyed: workers must not be joined while the interpreter shuts down.
-  static PoolHolder* holder = [] {
-    auto* h = new PoolHolder();
-    // A forked child has none of the parent's threads: forget the pool (and a mutex that
-    // may have been held), build a new one on first use.
-    pthread_atfork(nullptr, nullptr, [] { new (&pool_holder()) PoolHolder(); });
-    return h;
-  }();
-  return *holder;
+// A numpy array as a Tensor: the view keeps a reference, dropped with the GIL taken.
+template <typename T>
+Tensor<T> tensor_of_array(py::array_t<T, py::array::c_style | py::array::forcecast> array) {
+  T* data = const_cast<T*>(array.data());
+  std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+  const bool writable = array.writeable();
+  std::shared_ptr<void> owner(array.release().ptr(), [](void* p) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(p));
+    PyGILState_Release(gil);
+  });
+  return Tensor<T>(data, std::move(shape), writable, std::move(owner));
 }
 
 }  // namespace detail
 
-// The intra-op threads setting: how many threads shard() uses, the caller included.
-inline int intra_op_threads() {
-  const int* setting = detail::threads_setting().load(std::memory_order_relaxed);
-  int n = setting ? __atomic_load_n(setting, __ATOMIC_RELAXED) : 1;
-  return n > 0 ? n : 1;
-}
-
-// The library's pool, rebuilt when the setting changed since the last call.
-inline std::shared_ptr<detail::ThreadPool> thread_pool() {
-  int want = intra_op_threads();
-  auto& holder = detail::pool_holder();
-  std::lock_guard<std::mutex> lock(holder.mu);
-  if (!holder.pool || holder.pool->size() != want) {
-    holder.pool.reset();  // joins the old workers (a run in progress holds its own reference)
-    holder.pool = std::make_shared<detail::ThreadPool>(want - 1);
+// A new, uninitialized output of the given shape (TensorFlow's allocate_output): the k-th
+// call is the kernel's output k. From the C door it is the caller's memory; from Python a
+// numpy array, so call it before opmarket::release_gil().
+template <typename T>
+Tensor<T> allocate(const std::vector<int64_t>& shape) {
+  if (detail::OutputAllocator* a = detail::current_allocator) {
+    return Tensor<T>(static_cast<T*>(a->allocate(dtype_enum<T>(), sizeof(T), shape)), shape);
   }
-  return holder.pool;
-}
-
-// Below this much work (in cost units, about cycles) a shard is not worth a thread.
-constexpr int64_t kMinCostPerShard = 10000;
-
-// TensorFlow's Shard: run fn(start, limit) over disjoint ranges covering [0, total), in
-// parallel on the intra-op threads. cost_per_unit estimates the work of one unit (about
-// cycles); small totals run inline. fn must be thread-safe and must not touch Python (release
-// the GIL around the call); the first exception a range throws is rethrown here.
-inline void shard(int64_t total, int64_t cost_per_unit,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  if (total <= 0) return;
-  const int threads = intra_op_threads();
-  const double work = static_cast<double>(total) * static_cast<double>(std::max<int64_t>(
-                                                       cost_per_unit, 1));
-  if (threads <= 1 || total == 1 || work < 2.0 * kMinCostPerShard) {
-    fn(0, total);
-    return;
+  if (!PyGILState_Check()) {
+    throw std::logic_error(
+        "opmarket::allocate without the GIL: allocate outputs before opmarket::release_gil()");
   }
-  // A few blocks per thread balance uneven blocks; no block is cheaper than kMinCostPerShard.
-  const int64_t by_cost = static_cast<int64_t>(work / kMinCostPerShard);
-  const int64_t shards = std::max<int64_t>(
-      1, std::min<int64_t>({static_cast<int64_t>(threads) * 4, by_cost, total}));
-  const int64_t block = (total + shards - 1) / shards;
-  const int64_t blocks = (total + block - 1) / block;
-  thread_pool()->run(blocks, [&](int64_t b) {
-    const int64_t start = b * block;
-    fn(start, std::min(total, start + block));
-  });
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  return detail::tensor_of_array<T>(py::array_t<T>(dims));
 }
+
+// What opmarket::release_gil() returns: the GIL is released while it lives (on the Python
+// door; nothing to release on the C door, where no Python called the kernel).
+class [[nodiscard]] ReleasedGil {
+ public:
+  ReleasedGil() {
+    if (!detail::current_allocator && Py_IsInitialized() && PyGILState_Check()) {
+      state_ = PyEval_SaveThread();
+    }
+  }
+  ~ReleasedGil() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  ReleasedGil(const ReleasedGil&) = delete;
+  ReleasedGil& operator=(const ReleasedGil&) = delete;
+
+ private:
+  PyThreadState* state_ = nullptr;
+};
+
+// auto no_gil = opmarket::release_gil();  in place of py::gil_scoped_release, which aborts
+// the process on the C door (no GIL there to release).
+inline ReleasedGil release_gil() { return ReleasedGil(); }
+
+}  // namespace opmarket
+
+#include "opmarket/kernel_threads.h"
+#include "opmarket/kernel_capi.h"
+
+namespace opmarket __attribute__((visibility("hidden"))) {
 
 // --- declaring ops and kernels ------------------------------------------------------------
 
@@ -411,8 +343,45 @@ class KernelBuilder {
     d["label"] = label_;
     d["args"] = args_;
     if (has_attrs_) d["attrs"] = attrs_;
+    d["capi"] = capi_registered_;
+    d["capi_reason"] = capi_.reason;
+    d["capi_bridge_version"] = capi_.bridge_version;
     return d;
   }
+
+  // Hand the C entry (if any) to the library's C-ABI registration; else say why not.
+  void offer_capi(size_t slot) {
+    capi_registered_ = false;
+    if (!capi_.entry) return;
+    std::string device = device_;
+    std::transform(device.begin(), device.end(), device.begin(), ::toupper);
+    if (device != "CPU") {
+      capi_.reason = "a " + device_ + " kernel (the C door passes host memory only)";
+      return;
+    }
+    if (slot >= detail::kMaxCapiKernels) {
+      capi_.reason = "more C entries in one library than kernel.h's table holds";
+      return;
+    }
+    detail::CapiKernelDecl decl{op_, name_, "CPU", {}, host_memory_, priority_, label_,
+                                capi_.entry};
+    for (const auto& [attr, names] : constraints_) {
+      std::vector<OPM_DataType> dtypes;
+      for (const auto& n : names) {
+        OPM_DataType t = detail::dtype_enum_of(n);
+        if (!t) {
+          capi_.reason = "type constraint " + attr + " names " + n + ", which has no C number";
+          return;
+        }
+        dtypes.push_back(t);
+      }
+      decl.constraints.emplace_back(attr, std::move(dtypes));
+    }
+    detail::capi_kernels().push_back(std::move(decl));
+    capi_registered_ = true;
+  }
+
+  detail::CapiOffer capi_;
 
  private:
   std::string op_, name_;
@@ -424,6 +393,7 @@ class KernelBuilder {
   std::string label_;
   std::vector<std::string> attrs_;
   bool has_attrs_ = false;
+  bool capi_registered_ = false;
 };
 
 namespace detail {
@@ -463,13 +433,18 @@ class Library {
                         const Extra&... extra) {
     std::vector<std::string> args;
     (detail::collect_arg_name(args, extra), ...);
+    detail::CapiOffer capi = detail::capi_offer(std::decay_t<Func>(fn), args);
     module_.def(name.c_str(), std::forward<Func>(fn), extra...);
-    return kernels_.emplace_back(std::move(op), name, std::move(args));
+    KernelBuilder& k = kernels_.emplace_back(std::move(op), name, std::move(args));
+    k.capi_ = std::move(capi);
+    return k;
   }
 
   py::module_& module() { return module_; }
 
   void finish() {
+    detail::capi_kernels().clear();
+    for (auto& k : kernels_) k.offer_capi(detail::capi_kernels().size());
     py::list decls;
     for (const auto& o : ops_) decls.append(o.declaration());
     for (const auto& k : kernels_) decls.append(k.declaration(module_));
@@ -488,7 +463,7 @@ namespace pybind11 {
 namespace detail {
 template <typename T>
 struct type_caster<opmarket::Tensor<T>> {
-  using Array = typename opmarket::Tensor<T>::Array;
+  using Array = pybind11::array_t<T, pybind11::array::c_style | pybind11::array::forcecast>;
   PYBIND11_TYPE_CASTER(opmarket::Tensor<T>, const_name("numpy.ndarray"));
 
   bool load(handle src, bool convert) {
@@ -498,23 +473,34 @@ struct type_caster<opmarket::Tensor<T>> {
       PyErr_Clear();
       return false;
     }
-    value = opmarket::Tensor<T>(std::move(array));
+    value = opmarket::detail::tensor_of_array<T>(std::move(array));
     return true;
   }
 
   static handle cast(const opmarket::Tensor<T>& src, return_value_policy, handle) {
-    return src.array().inc_ref();
+    if (src.owner()) return handle(static_cast<PyObject*>(src.owner().get())).inc_ref();
+    // A view of memory no array owns: the result is a copy.
+    std::vector<pybind11::ssize_t> dims(src.shape().begin(), src.shape().end());
+    pybind11::array_t<T> copy(dims);
+    if (src.size() > 0) std::memcpy(copy.mutable_data(), src.data(), sizeof(T) * src.size());
+    return copy.release();
   }
 };
 }  // namespace detail
 }  // namespace pybind11
 
 // The library module: OPM_LIBRARY(_zero_out, lib) { lib.op("Opm>ZeroOut")...; }
-#define OPM_LIBRARY(name, lib)                                   \
-  static void opm_library_body_##name(::opmarket::Library& lib); \
-  PYBIND11_MODULE(name, m) {                                     \
-    ::opmarket::Library opm_library_(m);                         \
-    opm_library_body_##name(opm_library_);                       \
-    opm_library_.finish();                                       \
-  }                                                              \
+// It is the pybind11 module `name` and a C-ABI plugin whose OPM_InitPlugin registers the C
+// entries of the kernels the module declared (so Python imports the module first).
+#define OPM_LIBRARY(name, lib)                                              \
+  static void opm_library_body_##name(::opmarket::Library& lib);            \
+  PYBIND11_MODULE(name, m) {                                                \
+    ::opmarket::Library opm_library_(m);                                    \
+    opm_library_body_##name(opm_library_);                                  \
+    opm_library_.finish();                                                  \
+  }                                                                         \
+  static void opm_library_capi_##name(OPM_Status* status) {                 \
+    ::opmarket::detail::register_capi_kernels(status);                      \
+  }                                                                         \
+  OPM_PLUGIN_INIT(opm_library_capi_##name)                                  \
   static void opm_library_body_##name(::opmarket::Library& lib)

@@ -33,9 +33,9 @@ static void attr_type(OPMB_KernelConstruction* c, const char* name, OPM_DataType
 }
 
 static const OPMB_KernelConstructionOps attr_ops = {sizeof(OPMB_KernelConstructionOps),
-                                                    attr_type, NULL, NULL, NULL, NULL};
+                                                    attr_type, NULL, NULL, NULL, NULL, NULL, NULL};
 static const OPMB_KernelConstructionOps no_attr_ops = {sizeof(OPMB_KernelConstructionOps),
-                                                       NULL, NULL, NULL, NULL, NULL};
+                                                       NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* --- tensors: one input, one output in a caller's buffer --------------------------- */
 typedef struct {

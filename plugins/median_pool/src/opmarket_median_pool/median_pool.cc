@@ -230,7 +230,7 @@ opmarket::Tensor<T> MedianPool(opmarket::Tensor<T> input, std::vector<int64_t> k
   const int64_t per_row = wx.out * c;
   const int64_t cost = fast ? per_row * 10 : per_row * (wy.size * wx.size * 8 + 40);
 
-  py::gil_scoped_release no_gil;
+  auto no_gil = opmarket::release_gil();
   opmarket::shard(n * wy.out, cost, [&](int64_t start, int64_t limit) {
     std::vector<T> buf, lo, mid, hi;
     if (fast) {

@@ -32,7 +32,7 @@ opmarket::Tensor<T> TimeTwo(opmarket::Tensor<T> input) {
   auto output = opmarket::allocate<T>(input.shape());
   const T* in = input.data();
   T* out = output.mutable_data();
-  py::gil_scoped_release no_gil;
+  auto no_gil = opmarket::release_gil();
   ExampleFunctor<CPUDevice, T>()(CPUDevice{}, input.size(), in, out);
   return output;
 }

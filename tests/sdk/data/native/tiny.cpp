@@ -13,7 +13,7 @@ opmarket::Tensor<T> Scale(opmarket::Tensor<T> x, double factor) {
   auto out = opmarket::allocate<T>(x.shape());
   const T* in = x.data();
   T* o = out.mutable_data();
-  pybind11::gil_scoped_release no_gil;
+  auto no_gil = opmarket::release_gil();
   opmarket::shard(x.size(), 1000, [&](int64_t start, int64_t limit) {
     for (int64_t i = start; i < limit; ++i) o[i] = static_cast<T>(in[i] * factor);
   });
@@ -26,7 +26,7 @@ pybind11::tuple Visits(int64_t total, int64_t cost) {
   std::mutex mu;
   std::set<std::thread::id> threads;
   {
-    pybind11::gil_scoped_release no_gil;
+    auto no_gil = opmarket::release_gil();
     opmarket::shard(total, cost, [&](int64_t start, int64_t limit) {
       for (int64_t i = start; i < limit; ++i) ++seen[i];
       std::lock_guard<std::mutex> lock(mu);
@@ -38,7 +38,7 @@ pybind11::tuple Visits(int64_t total, int64_t cost) {
 
 // Throws from inside a shard range: the error must reach Python as InvalidArgument.
 void FailInShard(int64_t bad) {
-  pybind11::gil_scoped_release no_gil;
+  auto no_gil = opmarket::release_gil();
   opmarket::shard(1000, 100000, [&](int64_t start, int64_t limit) {
     OPM_REQUIRES(!(start <= bad && bad < limit), "index ", bad, " is bad");
   });
