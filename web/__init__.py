@@ -9,56 +9,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opmarket._lazy import lazy_exports
-
-__all__ = [
-    "Limits",
-    "LocalFileStore",
-    "Previous",
-    "Settings",
-    "Step",
-    "Storage",
-    "StorageError",
-    "Verdict",
-    "WheelError",
-    "WheelInfo",
-    "WheelLimits",
-    "app_from_environment",
-    "create_app",
-    "inspect_wheel",
-    "storage_from_url",
-    "validate_wheel",
-]
+from opmarket.sdk._lazy import Moved, lazy_exports
 
 if TYPE_CHECKING:
-    from opmarket.web._app import app_from_environment, create_app
-    from opmarket.web._pipeline import Previous, Step, Verdict, validate_wheel
-    from opmarket.web._sandbox import Limits
-    from opmarket.web._settings import Settings
-    from opmarket.web._storage import LocalFileStore, Storage, StorageError, storage_from_url
-    from opmarket.web._wheels import WheelError, WheelInfo, WheelLimits, inspect_wheel
+    from opmarket.web._app import app_from_environment as app_from_environment
+    from opmarket.web._app import create_app as create_app
+    from opmarket.web._pipeline import Previous as Previous
+    from opmarket.web._pipeline import Step as Step
+    from opmarket.web._pipeline import Verdict as Verdict
+    from opmarket.web._pipeline import validate_wheel as validate_wheel
+    from opmarket.web._sandbox import Limits as Limits
+    from opmarket.web._settings import Settings as Settings
+    from opmarket.web._storage import LocalFileStore as LocalFileStore
+    from opmarket.web._storage import Storage as Storage
+    from opmarket.web._storage import StorageError as StorageError
+    from opmarket.web._storage import storage_from_url as storage_from_url
+    from opmarket.web._wheels import WheelError as WheelError
+    from opmarket.web._wheels import WheelInfo as WheelInfo
+    from opmarket.web._wheels import WheelLimits as WheelLimits
+    from opmarket.web._wheels import inspect_wheel as inspect_wheel
 
-_LAZY = {
-    "app_from_environment": "_app",
-    "create_app": "_app",
-    "Previous": "_pipeline",
-    "Step": "_pipeline",
-    "Verdict": "_pipeline",
-    "validate_wheel": "_pipeline",
-    "Limits": "_sandbox",
-    "Settings": "_settings",
-    "LocalFileStore": "_storage",
-    "Storage": "_storage",
-    "StorageError": "_storage",
-    "storage_from_url": "_storage",
-    "WheelError": "_wheels",
-    "WheelInfo": "_wheels",
-    "WheelLimits": "_wheels",
-    "inspect_wheel": "_wheels",
+# module -> its public names: __all__ and the names' loading on first use come from here
+# (tests/test_exports.py checks the imports above against it).
+EXPORTS = {
+    "opmarket.web._app": ("app_from_environment", "create_app"),
+    "opmarket.web._pipeline": ("Previous", "Step", "Verdict", "validate_wheel"),
+    "opmarket.web._sandbox": ("Limits",),
+    "opmarket.web._settings": ("Settings",),
+    "opmarket.web._storage": ("LocalFileStore", "Storage", "StorageError", "storage_from_url"),
+    "opmarket.web._wheels": ("WheelError", "WheelInfo", "WheelLimits", "inspect_wheel"),
 }
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {name: f"opmarket.web.{module}" for name, module in _LAZY.items()},
-    # Old public names: still there, with a DeprecationWarning, until 1.0.
-    deprecated={"WheelProblem": "WheelError"},
-)
+# Old public names: still there, with a DeprecationWarning that says when they go.
+DEPRECATED = {"WheelProblem": Moved("WheelError", "1.0")}
+__all__, __getattr__, __dir__ = lazy_exports(__name__, EXPORTS, DEPRECATED)

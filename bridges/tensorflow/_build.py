@@ -18,7 +18,7 @@ from pathlib import Path
 
 from opmarket.sdk import get_include
 from opmarket.sdk._files import cache_dir
-from opmarket.sdk._setup import compiler
+from opmarket.sdk.build._setup import compiler
 from opmarket.tensorflow._plumbing import BridgeError
 
 __all__ = ["SLOTS", "shim"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, UsageError, need_module
+from opmarket.cli._usage import EXIT_PROBLEM, UsageError, need_module
 
 __all__ = ["CUDA_EXCLUDES", "build", "build_wheels", "manifest"]
 

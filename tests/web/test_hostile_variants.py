@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from opmarket.cli._demo import upload_wheel
 from opmarket.web import _variant_index
-from opmarket.web._demo import upload_wheel
 from opmarket.web._models import File
 from opmarket.web._variant_index import _published_order, release_variants
 from opmarket.web._variants import (

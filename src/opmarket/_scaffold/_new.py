@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import UsageError
+from opmarket.cli._usage import UsageError
 
 __all__ = ["BUILD_BACKEND", "KERNELS", "Project", "generate", "new", "project_for"]
 
