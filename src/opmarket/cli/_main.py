@@ -28,12 +28,12 @@ __all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "main", "write_output"]
 # runs (or when help lists the commands: each module of this package imports only click until
 # its command runs). The one-line helps are the commands' own (their docstrings).
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "build": ("opmarket._build", "build"),
+    "build": ("opmarket.cli._build", "build"),
     "compat": ("opmarket.cli._compat", "main"),
     "doctor": ("opmarket.cli._doctor", "doctor"),
     "host": ("opmarket.cli._index", "host"),
     "install": ("opmarket.cli._install", "install"),
-    "manifest": ("opmarket._build", "manifest"),
+    "manifest": ("opmarket.cli._build", "manifest"),
     "new": ("opmarket._scaffold._new", "new"),
     "ops": ("opmarket.cli._registry", "ops"),
     "plugins": ("opmarket.cli._registry", "plugins"),
