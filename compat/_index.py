@@ -1,18 +1,17 @@
 """Op-sets from a package index: ``name==version`` fetched through the simple repository API
-(PEP 691 JSON, or PEP 503 HTML), checked against the index's sha256, then read as a wheel.
-What may be read, how much and for how long is opmarket._fetch's rule, as for every client."""
+(opmarket._index, the one client of that API), checked against the index's sha256, then read
+as a wheel. What may be read, how much and for how long is opmarket._fetch's rule."""
 
 from __future__ import annotations
 
-import json
 import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from opmarket._fetch import Fetcher, FetchError, join_link, printable
+from opmarket._fetch import Fetcher, FetchError, printable
+from opmarket._index import IndexFile, IndexPageError, project_files
 from opmarket.compat._dists import opset_from_wheel
 from opmarket.compat._sources import PINNED
 from opmarket.sdk import DocumentError, OpSet
@@ -20,63 +19,18 @@ from opmarket.sdk import DocumentError, OpSet
 __all__ = ["opset_from_index"]
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, str]] = []  # (filename, href)
-        self._href: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._href = dict(attrs).get("href")
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None:
-            self.links.append((data.strip(), self._href))
-            self._href = None
-
-
-def _index_files(
-    fetcher: Fetcher, index_url: str, project: str, label: str
-) -> list[tuple[str, str, str]]:
-    """(filename, absolute url, sha256 or "") for every file of ``project`` on the index."""
-    url = index_url.rstrip("/") + f"/{project}/"
+def _index_files(fetcher: Fetcher, index_url: str, project: str, label: str) -> list[IndexFile]:
+    """Every file of ``project`` on the index (opmarket._index), errors as DocumentError."""
     try:
-        page = fetcher.get(url, accept="application/vnd.pypi.simple.v1+json, text/html;q=0.1")
-        if "json" in page.content_type:
-            return _json_files(page.url, page.body, label)
-        parser = _Links()
-        parser.feed(page.body.decode("utf-8", errors="replace"))
-        out: list[tuple[str, str, str]] = []
-        for filename, href in parser.links:
-            base, _, fragment = join_link(page.url, href).partition("#")
-            digest = fragment[len("sha256=") :] if fragment.startswith("sha256=") else ""
-            out.append((filename or base.rsplit("/", 1)[-1], base, digest))
-        return out
+        return project_files(index_url, project, fetcher)
+    except IndexPageError as exc:
+        raise DocumentError(label, str(exc)) from None
     except FetchError as exc:
         base = index_url.rstrip("/")
         hint = ""
         if exc.status == 404 and not base.endswith("/simple"):  # the index's site, not its API
             hint = f" (is --index-url the simple API? it mostly ends in /simple/: {base}/simple/)"
         raise DocumentError(label, f"{exc}{hint}") from None
-
-
-def _json_files(page: str, body: bytes | bytearray, label: str) -> list[tuple[str, str, str]]:
-    try:
-        data = json.loads(body)
-        out = []
-        for f in data["files"]:
-            hashes = f.get("hashes") or {}
-            digest = hashes.get("sha256", "") if isinstance(hashes, dict) else ""
-            if not (isinstance(f["filename"], str) and isinstance(digest, str)):
-                raise TypeError("a filename or sha256 that is not a string")
-            out.append((f["filename"], join_link(page, str(f["url"])), digest))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        # Not the simple API's JSON (PEP 691): a proxy's error page, a truncated body.
-        raise DocumentError(
-            label, f"{page}: unreadable index response ({type(exc).__name__}: {exc})"
-        ) from None
-    return out
 
 
 def opset_from_index(requirement: str, index_url: str, *, fetcher: Fetcher | None = None) -> OpSet:
@@ -96,13 +50,13 @@ def opset_from_index(requirement: str, index_url: str, *, fetcher: Fetcher | Non
     if fetcher is None:
         fetcher = new_fetcher()
     candidates = []
-    for filename, url, digest in _index_files(fetcher, index_url, project, requirement):
+    for file in _index_files(fetcher, index_url, project, requirement):
         try:
-            name, version, *_ = parse_wheel_filename(filename)
+            name, version, *_ = parse_wheel_filename(file.filename)
         except InvalidWheelFilename:
             continue
         if name == project and version == wanted:
-            candidates.append((filename, url, digest))
+            candidates.append((file.filename, file.url, file.sha256))
     if not candidates:
         raise DocumentError(requirement, f"no wheel of {project} {wanted} on {index_url}")
     filename, url, digest = sorted(candidates, key=lambda c: "none-any" not in c[0])[0]

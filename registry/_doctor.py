@@ -1,5 +1,5 @@
-"""``opmarket doctor``: what this machine has, and for every installed op which kernel runs
-on each device and why every other kernel or build does not fit.
+"""What ``opmarket doctor`` shows: what this machine has, and for every installed op which
+kernel runs on each device and why every other kernel or build does not fit.
 
 Two halves. :func:`decide` is pure: machine facts (:class:`~opmarket.registry._machine.
 Machine`) and one op's kernel candidates (:class:`Candidate`) in, a :class:`Verdict` per
@@ -15,17 +15,12 @@ the ``cuda<major>`` extras of base plugins whose companion is not installed.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
-from opmarket._usage import EXIT_PROBLEM
 from opmarket.registry._capi_bridge import NativeDoor, native_door
 from opmarket.registry._cuda_rules import code_runs_on
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
@@ -36,7 +31,7 @@ __all__ = [
     "OpReport",
     "Verdict",
     "decide",
-    "doctor",
+    "door_text",
     "examine",
     "gpu_fit",
     "report_json",
@@ -229,12 +224,13 @@ def _missing_companions(metadata_dir: str) -> list[tuple[str, str]]:
 def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
     """Load the installed plugins (into the process-wide registry) and decide every op's
     kernels on ``machine``; also the problems found (plugins that failed to load)."""
-    from opmarket.registry._cli import kernel_dtypes
     from opmarket.registry._envcheck import installed_problems
+    from opmarket.registry._listing import kernel_dtypes
     from opmarket.registry._manifest import read_manifest
     from opmarket.registry._plugins import discover
     from opmarket.registry._runtime import get_registry, load_plugins
-    from opmarket.sdk import OpmarketError, load_cuda_library
+    from opmarket.sdk import OpmarketError
+    from opmarket.sdk.build import load_cuda_library
 
     infos = {i.name: i for i in load_plugins()}
     reg = get_registry()
@@ -344,78 +340,8 @@ def _door_json(door: NativeDoor | None) -> dict[str, Any]:
     return {} if door is None else {"native": door.native, "native_reason": door.reason}
 
 
-def _door_text(door: NativeDoor | None) -> str:
+def door_text(door: NativeDoor | None) -> str:
+    """The end of a kernel's line in the text report: the door framework bridges take."""
     if door is None:
         return ""
     return f"; frameworks: {'native' if door.native else 'python'} ({door.reason})"
-
-
-# --- the command --------------------------------------------------------------------------
-
-
-def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]) -> str:
-    gpus = ", ".join(
-        f"{g.index}: {g.name} (compute capability {g.compute_capability[0]}."
-        f"{g.compute_capability[1]})"
-        for g in machine.gpus
-    )
-    runtimes = ", ".join(f"{r.major} ({r.source}: {r.path})" for r in machine.runtimes)
-    driver_cuda = "{}.{}".format(*machine.driver_cuda) if machine.driver_cuda else ""
-    lines = [
-        "machine",
-        f"  cpu           {machine.arch} {machine.cpu}".rstrip(),
-        f"  simd          {' '.join(machine.simd) or '-'}",
-        f"  gpus          {gpus or 'none: ' + (machine.gpu_note or 'no GPU visible')}",
-        f"  driver        {machine.driver or '-'}"
-        + (f" (CUDA {driver_cuda})" if driver_cuda else ""),
-        f"  cuda runtime  {runtimes or 'none found'}",
-        "",
-        "ops",
-    ]
-    for r in reports:
-        lines.append(f"  {r.op}")
-        for v in r.verdicts:
-            c = v.candidate
-            types = "any dtype" if c.dtypes is None else ", ".join(c.dtypes)
-            mark = "chosen" if v.chosen else "-"
-            lines.append(f"    {c.device:<4} {mark:<6} {types}: {v.reason}{_door_text(c.door)}")
-    if not reports:
-        lines.append("  (no plugin ops installed)")
-    lines += [f"problem: {p}" for p in problems]
-    return "\n".join(lines) + "\n"
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for people, json for tools.",
-)
-def doctor(fmt: str) -> None:
-    """Show this machine's CPU, GPUs and CUDA runtimes, and which kernel runs each op.
-
-    For every installed op, each kernel on each device: whether it is chosen here and why,
-    or why it does not fit ("no GPU visible", "sm_75 GPU but the build has sm_80/sm_90 and
-    no PTX <= 7.5", "CUDA runtime 13 not found; install the cuda13 extra"). Read without a
-    CUDA toolkit. Exit code 1 when a plugin failed to load or an op has no kernel that runs.
-
-    \b
-    Examples:
-      opmarket doctor
-      opmarket doctor --format json
-    """
-    from opmarket.registry._machine import machine_facts
-
-    machine = machine_facts()
-    reports, problems = examine(machine)
-    if fmt == "json":  # the issue's shape exactly; problems go to stderr
-        click.echo(json.dumps(report_json(machine, reports), indent=2))
-        for problem in problems:
-            click.echo(f"problem: {problem}", err=True)
-    else:
-        click.echo(_text(machine, reports, problems), nl=False)
-    if problems:
-        sys.exit(EXIT_PROBLEM)

@@ -38,8 +38,8 @@ __all__ = [
     "UNPACK_LIMIT",
     "FileReport",
     "check_installed",
-    "installed_problems",
     "check_wheel",
+    "installed_problems",
     "report_json",
     "report_text",
 ]

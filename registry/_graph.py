@@ -23,9 +23,9 @@ from opmarket.sdk._attrcodec import tagged_from_json, tagged_to_json
 
 __all__ = [
     "GRAPH_FORMAT",
+    "NODE_NAME",
     "PRODUCER_VERSION",
     "Graph",
-    "NODE_NAME",
     "Node",
     "OpLookup",
     "dumps_graph",

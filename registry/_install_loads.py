@@ -16,10 +16,9 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from opmarket._fetch import Fetcher, FetchError, printable
-from opmarket._usage import UsageError
 from opmarket.registry._envcheck import check_wheel
 from opmarket.registry._environment import Environment
-from opmarket.registry._install import IndexFile
+from opmarket.registry._install import IndexFile, InstallError
 from opmarket.registry._wheelzip import BadWheel
 
 __all__ = ["newest_that_loads", "releases"]
@@ -48,7 +47,7 @@ def newest_that_loads(
     files: Sequence[IndexFile], env: Environment, fetcher: Fetcher
 ) -> tuple[IndexFile | None, list[str]]:
     """The newest release's wheel that loads in ``env``, and a line for each newer one
-    skipped (``2.0.0: skipped: ...``); None when none loads. UsageError when a wheel cannot
+    skipped (``2.0.0: skipped: ...``); None when none loads. InstallError when a wheel cannot
     be downloaded or read."""
     skipped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="opmarket-install-") as tmp:
@@ -59,9 +58,9 @@ def newest_that_loads(
                     fetcher.download(wheel.url, f)
                 report = check_wheel(path, env)
             except FetchError as exc:
-                raise UsageError(f"cannot download {printable(wheel.url)}: {exc}") from None
+                raise InstallError(f"cannot download {printable(wheel.url)}: {exc}") from None
             except (BadWheel, OSError) as exc:
-                raise UsageError(f"{printable(wheel.filename)}: {exc}") from None
+                raise InstallError(f"{printable(wheel.filename)}: {exc}") from None
             if report.works:
                 return wheel, skipped
             first = report.problems[0]

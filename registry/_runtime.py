@@ -21,7 +21,7 @@ from opmarket.registry._namespace import OpsNamespace, matches
 from opmarket.registry._plugins import PluginInfo, discover, load_into
 from opmarket.registry._registry import Registry
 from opmarket.sdk import OpmarketError
-from opmarket.sdk._inline import install_library_loader
+from opmarket.sdk.build._inline import install_library_loader
 
 __all__ = [
     "get_registry",
@@ -189,5 +189,5 @@ def _load_inline_library(path: str) -> Any:
     return load_library(path)
 
 
-# opmarket.sdk.load_inline registers what it compiles through the run time's load_library.
+# opmarket.sdk.build.load_inline registers what it compiles through the run time's load_library.
 install_library_loader(_load_inline_library)

@@ -28,6 +28,7 @@ from opmarket.sdk._values import (
 
 __all__ = [
     "BadJsonError",
+    "attr_type_of",
     "check_keys",
     "expect",
     "read_bool",
@@ -35,7 +36,6 @@ __all__ = [
     "read_int",
     "read_list",
     "read_str",
-    "attr_type_of",
     "tagged_from_json",
     "tagged_to_json",
     "value_from_json",

@@ -11,10 +11,10 @@ import numpy as np
 from opmarket.sdk._errors import UnknownDTypeError
 
 __all__ = [
-    "DType",
     "NUMBER_TYPES",
     "QUANTIZED_TYPES",
     "REAL_NUMBER_TYPES",
+    "DType",
     "as_dtype",
 ]
 

@@ -14,10 +14,10 @@ from opmarket.sdk._errors import InvalidArgumentError
 
 __all__ = [
     "ATTR_BASE_TYPES",
+    "TENSOR_VALUE_FIELDS",
     "AttrValue",
     "FullType",
     "FuncValue",
-    "TENSOR_VALUE_FIELDS",
     "TaggedValue",
     "TensorShape",
     "TensorValue",

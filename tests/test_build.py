@@ -231,7 +231,7 @@ def test_an_editable_build_writes_the_manifest_into_the_source_package(tmp_path:
 def test_an_editable_build_of_a_c_abi_plugin_builds_its_library_beside_the_sources(
     tmp_path: Path,
 ) -> None:
-    """opmarket.sdk.library_setup under ``pip install -e``: the library goes where the
+    """opmarket.sdk.build.library_setup under ``pip install -e``: the library goes where the
     editable install imports the package from (the build folder is never imported)."""
     root = zero_out_c(tmp_path)
     done = build_editable(root, tmp_path / "out")

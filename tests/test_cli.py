@@ -142,7 +142,7 @@ print("imported:", ",".join(sorted(m for m in sys.modules if m.startswith({heavy
 """
 
 
-@pytest.mark.parametrize("module", ["opmarket._cli", "opmarket.compat._cli"])
+@pytest.mark.parametrize("module", ["opmarket.cli", "opmarket.cli._compat"])
 def test_help_imports_nothing_heavy(module: str) -> None:
     """`opmarket --help` and `compat-check --help` answer without importing the engine (they
     answer in well under 0.1 s; what they import is what can be checked without a clock)."""
@@ -152,14 +152,25 @@ def test_help_imports_nothing_heavy(module: str) -> None:
     assert done.stdout.splitlines()[-1] == "imported: ", done.stdout
 
 
-def test_listing_help_is_each_commands_own() -> None:
-    """The root listing's one-line helps (kept beside the lazy table) start each command's
-    docstring, so they cannot drift from what `opmarket COMMAND --help` says."""
-    from opmarket._cli import _LAZY_COMMANDS
+def test_listing_shows_each_commands_own_first_line_whole() -> None:
+    """`opmarket --help` lists each command with the first paragraph of its own help (its
+    docstring), written once and shown whole: none cut off mid-sentence."""
+    from opmarket.cli._main import _COMMANDS
 
-    for name, (module, attr, help_) in _LAZY_COMMANDS.items():
+    listing = run("--help").stdout
+    shown: dict[str, str] = {}
+    for row in listing.partition("Commands:")[2].splitlines():
+        if row.startswith("  ") and not row.startswith("   "):  # a command, then its help
+            name, _, help_ = row.strip().partition(" ")
+            shown[name] = help_.strip()
+        elif row.strip():  # its help, wrapped
+            shown[name] += " " + row.strip()
+    assert sorted(shown) == sorted([*_COMMANDS, "convert"])
+    where = {**_COMMANDS, "convert": ("opmarket.cli._main", "convert")}
+    for name, (module, attr) in where.items():
         command = getattr(importlib.import_module(module), attr)
-        assert " ".join((command.help or "").split()).startswith(help_), name
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert shown[name] == first, name
 
 
 # Third-party libraries are imported once up front (a cycle can only run through our own
@@ -184,7 +195,8 @@ for name in sys.argv[1:]:
 def test_every_module_imports_on_its_own() -> None:
     """No import cycle: each module of the package imports first, in a fresh interpreter."""
     names = ["opmarket"]
-    for pkg in ("opmarket", "opmarket.sdk", "opmarket.registry", "opmarket.compat", "opmarket.web"):
+    packages = ("opmarket", "opmarket.cli", "opmarket.sdk", "opmarket.registry", "opmarket.compat")
+    for pkg in (*packages, "opmarket.web"):
         path = importlib.import_module(pkg).__path__
         names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules(path)]
     done = subprocess.run(
@@ -238,7 +250,7 @@ class Refuse:
 
 
 sys.meta_path.insert(0, Refuse())
-from opmarket._cli import main
+from opmarket.cli import main
 
 main(sys.argv[1:], prog_name="opmarket")
 """
@@ -262,11 +274,11 @@ def _required_arguments(command: Any, tmp_path: Path) -> list[str]:
 
 def _web_command_lines(tmp_path: Path) -> list[list[str]]:
     """Every command (and subcommand) of the CLI that lives in opmarket.web, with arguments."""
-    from opmarket._cli import _LAZY_COMMANDS
+    from opmarket.cli._main import _COMMANDS, _WEB_COMMANDS
 
     lines = []
-    for name, (module, attr, _) in sorted(_LAZY_COMMANDS.items()):
-        if not module.startswith("opmarket.web."):
+    for name, (module, attr) in sorted(_COMMANDS.items()):
+        if name not in _WEB_COMMANDS:
             continue
         command = getattr(importlib.import_module(module), attr)
         subcommands = getattr(command, "commands", {})
@@ -309,13 +321,13 @@ import sys
 
 class Refuse:
     def find_spec(self, name, path=None, target=None):
-        if name == "opmarket.web._cli":  # as if that module imported acme_dep
+        if name == "opmarket.cli._web":  # as if that module imported acme_dep
             raise ModuleNotFoundError("No module named 'acme_dep'", name="acme_dep")
         return None
 
 
 sys.meta_path.insert(0, Refuse())
-from opmarket._cli import main
+from opmarket.cli import main
 
 main(sys.argv[1:], prog_name="opmarket")
 """
@@ -334,26 +346,29 @@ def test_a_missing_module_the_web_extra_does_not_bring_is_not_called_the_extra()
     assert "ModuleNotFoundError: No module named 'acme_dep'" in done.stderr
 
 
-def test_the_web_extras_modules_cover_its_requirements() -> None:
-    # Each requirement of the [web] extra, installed here, brings only modules the CLI
-    # knows as the extra's (else a Python without it would get a traceback, not the hint).
+@pytest.mark.parametrize("extra", ["web", "web-gpu", "postgres"])
+def test_the_web_extras_modules_cover_their_requirements(extra: str) -> None:
+    # Each requirement of a web extra, installed here, brings only modules the CLI knows as
+    # that extra's (else a Python without it would get a traceback, not the hint).
     import importlib.metadata
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    from opmarket._cli import _EXTRA_MODULES
+    from opmarket.cli._main import _EXTRA_MODULES
 
-    web = set()
+    wanted = set()
     for line in importlib.metadata.requires("opmarket") or []:
         requirement = Requirement(line)
         marker = requirement.marker
-        if marker and marker.evaluate({"extra": "web"}) and not marker.evaluate({"extra": ""}):
-            web.add(canonicalize_name(requirement.name))
-    assert web
+        if requirement.name == "opmarket":  # web-gpu and postgres bring web: its own test
+            continue
+        if marker and marker.evaluate({"extra": extra}) and not marker.evaluate({"extra": ""}):
+            wanted.add(canonicalize_name(requirement.name))
+    assert wanted
     modules = {
         module
         for module, dists in importlib.metadata.packages_distributions().items()
-        if any(canonicalize_name(d) in web for d in dists) and not module.startswith("_")
+        if any(canonicalize_name(d) in wanted for d in dists) and not module.startswith("_")
     }
-    assert modules - _EXTRA_MODULES["web"] == set()
+    assert modules - _EXTRA_MODULES[extra] == set()

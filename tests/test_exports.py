@@ -1,8 +1,12 @@
-"""The public surface of the SDK, the compat engine and the facade: adding or removing a name
-is a decision, made here on purpose (registry and web pin theirs beside their tests)."""
+"""The public surface of each package: ``__all__``, the map it comes from (``EXPORTS``) and
+the names the package imports for type checkers agree (as httpx's test_exported_members);
+adding or removing a public name is a change to one map, made on purpose."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import subprocess
 import sys
 from types import ModuleType
@@ -13,107 +17,60 @@ import opmarket
 import opmarket.compat
 import opmarket.registry
 import opmarket.sdk
+import opmarket.sdk.build
+import opmarket.testing
 import opmarket.web
+from opmarket.sdk._lazy import all_order
 
-SDK = [
-    "DEVICES",
-    "NUMBER_TYPES",
-    "QUANTIZED_TYPES",
-    "REAL_NUMBER_TYPES",
-    "ArgDef",
-    "AttrDef",
-    "AttrType",
-    "CudaBuildError",
-    "CudaLibrary",
-    "CustomCallTarget",
-    "DType",
-    "Deprecation",
-    "Dim",
-    "Document",
-    "DocumentError",
-    "FullType",
-    "FuncValue",
-    "GradientOp",
-    "GradientSpec",
-    "InferenceContext",
-    "InlineBuildError",
-    "InputGeneratorSpec",
-    "InvalidArgumentError",
-    "InvalidDeclarationError",
-    "InvalidOpDefError",
-    "Kernel",
-    "KernelDef",
-    "KernelSpec",
-    "NotFoundError",
-    "OpBuilder",
-    "OpDef",
-    "OpSet",
-    "OpmarketError",
-    "Problem",
-    "ReferenceSpec",
-    "Shape",
-    "ShapeFn",
-    "ShapeFnSpec",
-    "TaggedValue",
-    "TensorShape",
-    "TensorValue",
-    "UnknownDTypeError",
-    "as_dtype",
-    "broadcast_shape",
-    "broadcasting",
-    "build_cuda_library",
-    "check_attr_value",
-    "custom_call",
-    "custom_call_target",
-    "finalize_op",
-    "find_nvcc",
-    "format_shape",
-    "get_include",
-    "hookimpl",
-    "infer_error",
-    "infer_ok",
-    "input_generator",
-    "intra_op_threads",
-    "is_valid_op_name",
-    "kernel",
-    "library_declarations",
-    "library_setup",
-    "load",
-    "load_cuda_library",
-    "load_inline",
-    "merge_all_inputs",
-    "not_differentiable",
-    "op",
-    "opdefs_from_pbtxt",
-    "opdefs_to_pbtxt",
-    "opset_from_json",
-    "opset_to_json",
-    "parse_document",
-    "parse_shape",
-    "read_document",
-    "read_opset",
-    "reference",
-    "register_gradient",
-    "render_document",
-    "scalar_shape",
-    "set_intra_op_threads",
-    "shape_fn",
-    "snake_case",
-    "unchanged",
-    "unknown_shape",
-    "validate_opdef",
+PACKAGES = [
+    opmarket.sdk,
+    opmarket.sdk.build,
+    opmarket.registry,
+    opmarket.compat,
+    opmarket.web,
+    opmarket.testing,
 ]
 FACADE = ["device", "hookimpl", "kernel", "load_library", "load_plugins", "op", "ops", "register"]
 
 
-def test_sdk_public_names_are_pinned() -> None:
-    assert sorted(opmarket.sdk.__all__) == sorted(SDK)
-    for name in SDK:
-        assert getattr(opmarket.sdk, name) is not None
+def type_checking_imports(module: ModuleType) -> dict[str, str]:
+    """name -> module of each ``from M import N as N`` under ``if TYPE_CHECKING:``."""
+    found: dict[str, str] = {}
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module, ast.unparse(stmt)
+                for alias in stmt.names:
+                    # `as` the same name: the explicit re-export a strict type checker needs.
+                    assert alias.asname == alias.name, ast.unparse(stmt)
+                    found[alias.name] = stmt.module
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda m: m.__name__)
+def test_all_the_map_and_the_type_checking_imports_agree(package: ModuleType) -> None:
+    mapped = {name: module for module, names in package.EXPORTS.items() for name in names}
+    assert package.__all__ == sorted(mapped, key=all_order)
+    assert type_checking_imports(package) == mapped
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda m: m.__name__)
+def test_every_public_name_is_where_the_map_says(package: ModuleType) -> None:
+    for module, names in package.EXPORTS.items():
+        defining = importlib.import_module(module)
+        for name in names:
+            assert getattr(package, name) is getattr(defining, name), f"{package.__name__}.{name}"
+
+
+def test_a_name_listed_under_two_modules_is_refused() -> None:
+    from opmarket.sdk._lazy import lazy_exports
+
+    with pytest.raises(ValueError, match="a public name is listed under two modules"):
+        lazy_exports("fake", {"fake._a": ("x",), "fake._b": ("x",)})
 
 
 def test_facade_public_names_are_pinned_and_lazy() -> None:
-    assert sorted(opmarket.__all__) == sorted(FACADE)
+    assert opmarket.__all__ == FACADE
     # Importing opmarket loads nothing heavy: no numpy, no plugin, no registry.
     code = (
         "import sys, opmarket\n"
@@ -125,22 +82,23 @@ def test_facade_public_names_are_pinned_and_lazy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
     )
     assert done.stdout.strip() == "[]"
+    from opmarket.sdk import hookimpl, kernel, op
+
+    assert (opmarket.op, opmarket.kernel, opmarket.hookimpl) == (op, kernel, hookimpl)
+    assert opmarket.register is opmarket.registry.register
+    assert opmarket.load_plugins is opmarket.registry.load_plugins
+    assert opmarket.device is opmarket.registry.device
+    assert opmarket.load_library is opmarket.registry.load_library
+    assert "ops" in dir(opmarket)
 
 
 def test_every_error_is_under_opmarket_error() -> None:
-    import opmarket.registry
-
-    for module in (opmarket.sdk, opmarket.registry, opmarket.compat):
+    # opmarket.testing's OpCheckError is an AssertionError (pytest shows it as a failure).
+    for module in (opmarket.sdk, opmarket.sdk.build, opmarket.registry, opmarket.compat):
         for name in module.__all__:
             value = getattr(module, name)
             if isinstance(value, type) and issubclass(value, Exception):
                 assert issubclass(value, opmarket.sdk.OpmarketError), f"{module.__name__}.{name}"
-
-
-def test_compat_names_exist() -> None:
-    assert opmarket.compat.__all__
-    for name in opmarket.compat.__all__:
-        assert hasattr(opmarket.compat, name), name
 
 
 @pytest.mark.parametrize(
@@ -159,14 +117,35 @@ def test_old_error_names_still_work_with_a_deprecation_warning(
     module: ModuleType, old: str, new: str
 ) -> None:
     """Errors are named ``*Error`` since 0.2; the 0.1 names stay until 1.0, warning."""
-    with pytest.warns(DeprecationWarning, match=f"use {module.__name__}.{new}"):
+    with pytest.warns(
+        DeprecationWarning, match=f"goes in opmarket 1.0; use {module.__name__}.{new}"
+    ):
         alias = getattr(module, old)
     assert alias is getattr(module, new)
     assert old not in module.__all__
 
 
+@pytest.mark.parametrize("name", opmarket.sdk.build.__all__)
+def test_build_helpers_moved_to_sdk_build_still_work_from_sdk_warning(name: str) -> None:
+    with pytest.warns(
+        DeprecationWarning,
+        match=f"opmarket.sdk.{name} is deprecated and goes in opmarket 1.0; "
+        f"use opmarket.sdk.build.{name}",
+    ):
+        alias = getattr(opmarket.sdk, name)
+    assert alias is getattr(opmarket.sdk.build, name)
+    assert name not in opmarket.sdk.__all__
+
+
+def test_the_package_version_is_the_release_its_deprecations_name() -> None:
+    """The deprecations above say "since 0.2": the package says it is 0.2."""
+    import importlib.metadata
+
+    assert opmarket.__version__ == importlib.metadata.version("opmarket") == "0.2.0"
+
+
 def test_every_exported_exception_is_named_error() -> None:
-    for module in (opmarket.sdk, opmarket.registry, opmarket.compat, opmarket.web):
+    for module in PACKAGES:
         for name in module.__all__:
             value = getattr(module, name)
             if isinstance(value, type) and issubclass(value, Exception):

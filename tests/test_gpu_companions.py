@@ -25,8 +25,8 @@ import opmarket
 from opmarket.registry import isolated_registry, load_plugins
 from opmarket.registry._doctor import _missing_companions
 from opmarket.registry._gpubinary import read_device_code
-from opmarket.sdk import load_cuda_library
-from opmarket.sdk._cuda import find_nvcc
+from opmarket.sdk.build import load_cuda_library
+from opmarket.sdk.build._cuda import find_nvcc
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -1,5 +1,6 @@
-"""Dependencies point one way (sdk <- registry <- compat <- web): no module imports a package
-above its own, not even inside a function (DESIGN.md's layout table)."""
+"""Dependencies point one way (sdk <- registry <- compat <- web <- the CLI): no module imports a
+package above its own, not even inside a function (DESIGN.md's layout table). sdk imports
+nothing of ours; the library packages import no click (commands live in opmarket.cli)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# folder -> the opmarket packages its modules must never import
+# What every library package must never import: the command line and its toolkit.
+_NO_CLI = ("opmarket.cli", "click")
+# folder -> the modules its modules must never import
 FORBIDDEN = {
-    "sdk": ("opmarket.registry", "opmarket.compat", "opmarket.web", "opmarket._cli"),
-    "registry": ("opmarket.compat", "opmarket.web", "opmarket._cli"),
-    "compat": ("opmarket.web", "opmarket._cli"),
-    "web": ("opmarket._cli",),
+    "registry": ("opmarket.compat", "opmarket.web", *_NO_CLI),
+    "compat": ("opmarket.web", *_NO_CLI),
+    "web": _NO_CLI,
     # Framework bridges use sdk and registry; nothing of ours imports them.
-    "bridges": ("opmarket.compat", "opmarket.web", "opmarket._cli"),
+    "bridges": ("opmarket.compat", "opmarket.web", *_NO_CLI),
 }
 
 
@@ -38,9 +40,36 @@ def test_imports_point_one_way(folder: str) -> None:
         f"{path.relative_to(ROOT)}:{line}: imports {module}"
         for path in sorted((ROOT / folder).rglob("*.py"))
         for line, module in imported_modules(path)
-        if module.startswith(FORBIDDEN[folder])
+        if within(module, FORBIDDEN[folder])
     ]
     assert wrong == []
+
+
+def within(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _ours_outside_sdk(module: str) -> bool:
+    return within(module, ("opmarket",)) and not within(module, ("opmarket.sdk",))
+
+
+def test_sdk_imports_nothing_of_ours() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for path in sorted((ROOT / "sdk").rglob("*.py"))
+        for line, module in imported_modules(path)
+        if _ours_outside_sdk(module) or within(module, _NO_CLI)
+    ]
+    assert wrong == []
+
+
+def test_the_check_sees_what_it_must_refuse() -> None:
+    """The prefixes catch what they are for, and no more (opmarket.sdk is sdk's own)."""
+    assert all(map(_ours_outside_sdk, ("opmarket", "opmarket._fetch", "opmarket.registry")))
+    assert not _ours_outside_sdk("opmarket.sdk._lazy")
+    assert within("click.testing", _NO_CLI) and within("opmarket.cli._usage", _NO_CLI)
+    assert not within("clickhouse", _NO_CLI)
 
 
 def test_nothing_imports_a_bridge() -> None:

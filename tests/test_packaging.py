@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import venv
 import zipfile
@@ -64,3 +65,73 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path)
     )
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "p" / "src" / "acme_clip" / "opmarket.opset.json").is_file()
+
+
+def _pyprojects(tmp_path: Path) -> list[Path]:
+    """This repository's, each first-party plugin's, and each kind of `opmarket new` project's
+    pyproject.toml."""
+    from opmarket._scaffold._new import generate
+
+    generated = []
+    for kernel in ("python", "cpp", "c", "cuda"):
+        project = generate(f"opmarket-probe-{kernel}", kernel, tmp_path / kernel)
+        generated.append(project / "pyproject.toml")
+    return [REPO / "pyproject.toml", *sorted(REPO.glob("plugins/*/pyproject.toml")), *generated]
+
+
+def test_a_license_string_comes_with_the_setuptools_that_reads_it(tmp_path: Path) -> None:
+    """`license = "Apache-2.0"` (PEP 639) needs setuptools 77: an older one (Python 3.11's
+    venvs bundle 65) fails the build with a 94-line validation error."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    for path in _pyprojects(tmp_path):
+        data = tomllib.loads(path.read_text())
+        if not isinstance(data["project"].get("license"), str):
+            continue
+        requires = [Requirement(r) for r in data["build-system"]["requires"]]
+        (setuptools,) = [r for r in requires if r.name == "setuptools"]
+        assert "77.0" in setuptools.specifier, path
+        assert "76.1" not in setuptools.specifier, (path, str(setuptools))
+
+
+def test_what_opmarket_subclasses_inside_is_pinned_below_its_next_release() -> None:
+    """opmarket.web._limits subclasses uvicorn's internal HTTP protocol class and
+    opmarket.web.gpu._tools calls auditwheel's internal analysis: a release may move them, so
+    the web extras stop before the next one."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    reached = {"uvicorn", "auditwheel"}
+    bounded = {
+        r.name
+        for r in map(Requirement, importlib.metadata.requires("opmarket") or [])
+        if r.name in reached
+        and r.marker is not None
+        and not r.marker.evaluate({"extra": ""})
+        and any(s.operator in ("<", "==", "~=") for s in r.specifier)
+    }
+    assert bounded == reached
+
+
+def test_the_readme_says_why_each_dependency_is_there() -> None:
+    """Each requirement of pyproject.toml (core, extras, build) is named in the README's
+    "Dependencies, and why"."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    lines = [
+        *data["project"]["dependencies"],
+        *(r for extra in data["project"]["optional-dependencies"].values() for r in extra),
+        *data["build-system"]["requires"],
+    ]
+    names = {canonicalize_name(Requirement(r).name) for r in lines} - {"opmarket"}
+    readme = (REPO / "README.md").read_text()
+    section = readme.partition("## Dependencies, and why")[2].partition("\n## ")[0]
+    said = {canonicalize_name(w) for w in re.findall(r"[A-Za-z][\w.-]*[A-Za-z0-9]", section)}
+    assert names - said == set()

@@ -9,57 +9,37 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opmarket._lazy import lazy_exports
-
-__all__ = [
-    "Limits",
-    "LocalFileStore",
-    "Previous",
-    "Settings",
-    "Step",
-    "Storage",
-    "StorageError",
-    "Verdict",
-    "WheelError",
-    "WheelInfo",
-    "WheelLimits",
-    "app_from_environment",
-    "create_app",
-    "inspect_wheel",
-    "storage_from_url",
-    "validate_wheel",
-]
+from opmarket.sdk._lazy import Moved, lazy_exports
 
 if TYPE_CHECKING:
-    from opmarket.web._app import app_from_environment, create_app
-    from opmarket.web._settings import Settings
-    from opmarket.web.sandbox._run import Limits
-    from opmarket.web.storage._local import LocalFileStore, Storage, StorageError
-    from opmarket.web.storage._open import storage_from_url
-    from opmarket.web.validation._pipeline import Previous, Step, Verdict, validate_wheel
-    from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
+    from opmarket.web._app import app_from_environment as app_from_environment
+    from opmarket.web._app import create_app as create_app
+    from opmarket.web._settings import Settings as Settings
+    from opmarket.web.sandbox._run import Limits as Limits
+    from opmarket.web.storage._local import LocalFileStore as LocalFileStore
+    from opmarket.web.storage._local import Storage as Storage
+    from opmarket.web.storage._local import StorageError as StorageError
+    from opmarket.web.storage._open import storage_from_url as storage_from_url
+    from opmarket.web.validation._pipeline import Previous as Previous
+    from opmarket.web.validation._pipeline import Step as Step
+    from opmarket.web.validation._pipeline import Verdict as Verdict
+    from opmarket.web.validation._pipeline import validate_wheel as validate_wheel
+    from opmarket.web.wheels._inspect import WheelError as WheelError
+    from opmarket.web.wheels._inspect import WheelInfo as WheelInfo
+    from opmarket.web.wheels._inspect import WheelLimits as WheelLimits
+    from opmarket.web.wheels._inspect import inspect_wheel as inspect_wheel
 
-_LAZY = {
-    "app_from_environment": "_app",
-    "create_app": "_app",
-    "Previous": "validation._pipeline",
-    "Step": "validation._pipeline",
-    "Verdict": "validation._pipeline",
-    "validate_wheel": "validation._pipeline",
-    "Limits": "sandbox._run",
-    "Settings": "_settings",
-    "LocalFileStore": "storage._local",
-    "Storage": "storage._local",
-    "StorageError": "storage._local",
-    "storage_from_url": "storage._open",
-    "WheelError": "wheels._inspect",
-    "WheelInfo": "wheels._inspect",
-    "WheelLimits": "wheels._inspect",
-    "inspect_wheel": "wheels._inspect",
+# module -> its public names: __all__ and the names' loading on first use come from here
+# (tests/test_exports.py checks the imports above against it).
+EXPORTS = {
+    "opmarket.web._app": ("app_from_environment", "create_app"),
+    "opmarket.web.validation._pipeline": ("Previous", "Step", "Verdict", "validate_wheel"),
+    "opmarket.web.sandbox._run": ("Limits",),
+    "opmarket.web._settings": ("Settings",),
+    "opmarket.web.storage._local": ("LocalFileStore", "Storage", "StorageError"),
+    "opmarket.web.storage._open": ("storage_from_url",),
+    "opmarket.web.wheels._inspect": ("WheelError", "WheelInfo", "WheelLimits", "inspect_wheel"),
 }
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {name: f"opmarket.web.{module}" for name, module in _LAZY.items()},
-    # Old public names: still there, with a DeprecationWarning, until 1.0.
-    deprecated={"WheelProblem": "WheelError"},
-)
+# Old public names: still there, with a DeprecationWarning that says when they go.
+DEPRECATED = {"WheelProblem": Moved("WheelError", "1.0")}
+__all__, __getattr__, __dir__ = lazy_exports(__name__, EXPORTS, DEPRECATED)

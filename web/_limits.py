@@ -343,6 +343,4 @@ class UploadSlots:
 
 def configure(settings: Settings) -> None:
     """Set this process's head limits from ``settings`` (the protocol class holds them)."""
-    LimitedHttpToolsProtocol.limits = HeadLimits(
-        settings.max_header_bytes, settings.max_headers, settings.header_timeout_s
-    )
+    LimitedHttpToolsProtocol.limits = settings.head_limits()

@@ -26,7 +26,7 @@ from opmarket.web.routes._upstream import check_new_name
 from opmarket.web.routes._variant_files import check_release_variants
 from opmarket.web.storage._local import StorageError
 from opmarket.web.validation._owned import reserved_problem
-from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
+from opmarket.web.wheels._inspect import WheelError, WheelInfo, inspect_wheel
 
 __all__ = ["Accepted", "Form", "ReleaseNotFoundError", "accept_upload", "set_yanked"]
 
@@ -136,12 +136,8 @@ def _accept_spooled(  # noqa: PLR0917  (one call site passes what the upload car
             _check_owner(taken.release.project, who)
             if taken.sha256 != digests["sha256"]:
                 raise _name_reused(form.filename)
-    settings = state.settings
-    limits = WheelLimits(
-        settings.max_unpacked_bytes, settings.max_zip_entries, settings.max_compression_ratio
-    )
     try:
-        info = inspect_wheel(path, form.filename, limits)
+        info = inspect_wheel(path, form.filename, state.settings.wheel_limits())
     except WheelError as exc:
         raise HTTPError(400, "invalid-wheel", str(exc)) from None
     if form.name and canonicalize_name(form.name) != info.normalized:

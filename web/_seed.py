@@ -1,17 +1,14 @@
-"""``opmarket seed``: synthetic projects for benchmarks, written straight into the database
-in bulk (no uploads, no validation, no file bytes): realistic op counts, several releases
-and files each, mixed statuses, and each project's summary and search rows."""
+"""Synthetic projects for benchmarks (what ``opmarket seed`` writes), straight into the
+database in bulk (no uploads, no validation, no file bytes): realistic op counts, several
+releases and files each, mixed statuses, and each project's summary and search rows."""
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import click
 from sqlalchemy import Connection, func, insert, select
 
 from opmarket.web.catalog._db import Database
@@ -279,37 +276,6 @@ def seed(db: Database, count: int, *, random_seed: int = 0) -> None:
     """Insert ``count`` synthetic projects (see :func:`seed_projects`)."""
     for _ in seed_projects(db, count, random_seed=random_seed):
         pass
-
-
-@click.command("seed")
-@click.argument("count", type=click.IntRange(min=1))
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The marketplace's data folder [env OPMARKET_DATA_DIR; default ./opmarket-data].",
-)
-@click.option("--random-seed", type=int, default=0, show_default=True, help="For the names.")
-def seed_command(count: int, data: Path | None, random_seed: int) -> None:
-    """Fill a data folder's database with COUNT synthetic projects, for benchmarks.
-
-    Written in bulk through the database (OPMARKET_DATABASE_URL, or SQLite in the data
-    folder): releases, files, ops, kernels and mixed statuses, but no file bytes, so
-    downloads of seeded files fail. Prints progress to stderr.
-    """
-    from opmarket.web._cli import _settings
-
-    settings = _settings(data_dir=data)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.database)
-    start = time.monotonic()
-    try:
-        for done in seed_projects(db, count, random_seed=random_seed):
-            click.echo(f"seeded {done}/{count} projects", err=True)
-    finally:
-        db.dispose()
-    click.echo(f"seeded {count} projects in {time.monotonic() - start:.1f} s")
 
 
 def _write_rows(conn: Connection, rows: _Rows) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from opmarket._bridge import _registry
 from opmarket.registry import LibraryError
-from opmarket.sdk._setup import compiler
+from opmarket.sdk.build._setup import compiler
 
 __all__ = ["build_shim"]
 

@@ -7,7 +7,7 @@ so: there is no CPU-only build of a GPU companion (the base plugin is that).
 
 from setuptools import setup
 
-from opmarket.sdk import library_setup
+from opmarket.sdk.build import library_setup
 
 setup(
     **library_setup(

@@ -4,7 +4,7 @@ crosses into opmarket; the C++ layer (opmarket/c_api.hpp) is compiled in."""
 
 from setuptools import setup
 
-from opmarket.sdk import library_setup
+from opmarket.sdk.build import library_setup
 
 setup(
     **library_setup(

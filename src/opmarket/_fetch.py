@@ -14,8 +14,8 @@ Three rules, each a :class:`FetchError` with a one-line message when broken:
   connect (to each address a host name has, on each redirect) waits only until the
   deadline, and none starts after it; looking the host name up (DNS) is outside it.
 
-Its own module beside ``opmarket._usage``, not in a layer's package, so that every client
-(registry, compat, web) imports the same rules.
+Its own module at the facade, not in a layer's package, so that every client (registry,
+compat, the CLI) imports the same rules; :mod:`opmarket._index` reads project pages with it.
 """
 
 from __future__ import annotations

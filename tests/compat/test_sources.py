@@ -181,7 +181,7 @@ def test_an_index_answering_malformed_json_is_unreadable_input(body: bytes) -> N
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
-        with pytest.raises(DocumentError, match="unreadable index response"):
+        with pytest.raises(DocumentError, match="not a PEP 691 project page"):
             load_source("opm-zero==1.0.0", index_url=url)
     finally:
         server.shutdown()

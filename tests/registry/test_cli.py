@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from opmarket.registry._cli import ops, plugins
+from opmarket.cli._registry import ops, plugins
 from opmarket.registry._manifest import MANIFEST_FIX
 
 OPMARKET = shutil.which("opmarket", path=str(Path(sys.executable).parent))
@@ -206,7 +206,7 @@ def test_a_manifest_that_disagrees_with_the_code_is_reported(tmp_path: Path) -> 
 
 
 def test_kernels_on_one_device_are_shown_merged() -> None:
-    from opmarket.registry._cli import describe_kernels
+    from opmarket.registry._listing import describe_kernels
     from opmarket.sdk import DType, KernelDef
 
     kernels = [

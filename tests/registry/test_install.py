@@ -19,8 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from opmarket._usage import UsageError
-from opmarket.registry._install import IndexFile, newest_wheel, project_files, wheel_extras
+from opmarket.registry._install import (
+    IndexFile,
+    InstallError,
+    newest_wheel,
+    project_files,
+    wheel_extras,
+)
 from opmarket.registry._machine import machine_facts
 
 OPMARKET = str(Path(sys.executable).parent / "opmarket")
@@ -202,7 +207,7 @@ def test_the_newest_final_release_wins_over_a_newer_pre_or_dev_release() -> None
 
 @pytest.mark.parametrize("name", ["foo bar", "-foo", "foo/../bar", "foo?x=1", "", "naïve"])
 def test_a_name_that_is_no_project_name_is_a_clear_error(name: str) -> None:
-    with pytest.raises(UsageError, match="is not a project name"):
+    with pytest.raises(InstallError, match="is not a project name"):
         project_files("http://127.0.0.1:9/simple/", name)
 
 
@@ -216,7 +221,7 @@ def test_a_project_page_that_is_not_pep_691_is_a_clear_error(tmp_path: Path) -> 
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with pytest.raises(UsageError, match="not a PEP 691 project page"):
+        with pytest.raises(InstallError, match="not a PEP 691 project page"):
             project_files(f"http://127.0.0.1:{server.server_address[1]}/simple/", "opm-bad")
     finally:
         server.shutdown()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from opmarket._scaffold._new import KERNELS, generate, project_for
-from opmarket._usage import UsageError
+from opmarket.cli._usage import UsageError
 
 BIN = Path(sys.executable).parent
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.sdk import InlineBuildError, InvalidArgumentError, NotFoundError, load, load_inline
+from opmarket.sdk import InvalidArgumentError, NotFoundError
+from opmarket.sdk.build import InlineBuildError, load, load_inline
 
 SCALE = r"""
 #include <opmarket/kernel.h>
@@ -34,7 +35,7 @@ OPM_LIBRARY(scale_lib, lib) {
 
 SCRIPT_LOAD = """
 import sys, numpy as np, opmarket
-from opmarket.sdk import load
+from opmarket.sdk.build import load
 module = load("scale_lib", sources=[sys.argv[1]])
 print(module.__file__)
 print(opmarket.ops.scale(np.array([1.0, 2.5], np.float32)).tolist())

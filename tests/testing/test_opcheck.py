@@ -231,7 +231,8 @@ OPM_LIBRARY(drifted_clip, lib) {
 def test_a_compiled_kernel_whose_default_drifted_is_named(
     registry: Registry, tmp_path: Path
 ) -> None:
-    from opmarket.sdk import library_declarations, load_inline
+    from opmarket.sdk import library_declarations
+    from opmarket.sdk.build import load_inline
 
     module = load_inline("drifted_clip", DRIFTED_CPP, build_directory=tmp_path, register=False)
     register(registry, kernel=None)

@@ -92,7 +92,7 @@ def test_users_and_tokens(tmp_path: Path) -> None:
 def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
     """Plugin authors run it without opmarket[web]: nothing of the server is imported."""
     code = (
-        "import sys\nfrom opmarket._cli import main\n"
+        "import sys\nfrom opmarket.cli import main\n"
         f"try:\n    main(['validate', {str(wheels.double_1_0)!r}])\n"
         "except SystemExit as e:\n    code = e.code\n"
         "heavy = sorted(m for m in ('fastapi', 'sqlalchemy', 'starlette', 'uvicorn', 'jinja2',"
@@ -115,7 +115,7 @@ def test_validate_runs_where_the_web_extra_is_missing(wheels: Wheels) -> None:
     """An author's machine without opmarket[web] (no pydantic): the server's default limits."""
     code = (
         "import sys\nsys.modules['pydantic'] = None  # as if not installed\n"
-        "from opmarket._cli import main\n"
+        "from opmarket.cli import main\n"
         f"main(['validate', {str(wheels.double_1_0)!r}])\n"
     )
     done = subprocess.run(
@@ -191,3 +191,53 @@ def test_ctrl_c_stops_the_server_without_abort_noise(tmp_path: Path) -> None:
             proc.kill()
     assert "Aborted!" not in "".join(said), said
     assert "Traceback" not in "".join(said), said
+
+
+def test_serve_has_an_option_for_each_setting_marked_as_a_flag() -> None:
+    """The options are made from the settings model: each marked setting is one, named after
+    it, with its variable and default in its help; nothing else is (but --data, --demo)."""
+    from opmarket.web._settings import FLAG, Settings
+
+    done = subprocess.run(
+        [OPMARKET, "serve", "--help"], capture_output=True, text=True, env=clean_env(), check=True
+    )
+    text = " ".join(done.stdout.split())
+    options = {line.split()[0] for line in done.stdout.splitlines() if line.startswith("  --")}
+    flagged = {n: f for n, f in Settings.model_fields.items() if FLAG in f.metadata}
+    assert options == {
+        "--data",
+        "--demo",
+        *("--" + n.removesuffix("_s").replace("_", "-") for n in flagged),
+    }
+    for name, field in flagged.items():
+        assert f"{field.description} [env OPMARKET_{name.upper()}; default " in text, name
+    assert "[env OPMARKET_MAX_UPLOAD_BYTES; default 100 MiB]" in text
+    assert "[env OPMARKET_HEADER_TIMEOUT_S; default 10]" in text
+
+
+def test_a_serve_option_wins_over_its_variable(tmp_path: Path) -> None:
+    """--max-headers 8 with OPMARKET_MAX_HEADERS=100: a request with 12 headers gets 431."""
+    import http.client
+
+    port = free_port()
+    env = clean_env(OPMARKET_MAX_HEADERS="100")
+    command = [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path), "--max-headers"]
+    with subprocess.Popen([*command, "8"], stderr=subprocess.PIPE, text=True, env=env) as proc:
+        assert proc.stderr is not None
+        try:
+            assert proc.stderr.readline().startswith("opmarket: serving ")
+            while True:  # up once it answers (urllib sends 4 headers: under the limit)
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=10).close()
+                    break
+                except urllib.error.HTTPError:
+                    raise
+                except urllib.error.URLError:
+                    assert proc.poll() is None, proc.stderr.read()
+                    time.sleep(0.1)  # a poll interval: it is up when it answers
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/simple/", headers={f"X-Extra-{i}": "1" for i in range(8)})
+            assert conn.getresponse().status == 431
+            conn.close()
+        finally:
+            proc.kill()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web._demo import find_plugins, is_gpu_companion
+from opmarket.cli._demo import find_plugins, is_gpu_companion
 from opmarket.web.gpu._tools import cuobjdump_path
 
 from .conftest import OPMARKET, clean_env, free_port

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from opmarket.web._demo import upload_wheel
+from opmarket.cli._demo import upload_wheel
 from opmarket.web.validation._shown import MAX_KERNEL_ROWS
 
 from .conftest import Market, start_market

@@ -17,8 +17,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from opmarket.cli._demo import upload_wheel
 from opmarket.web import Limits, validate_wheel
-from opmarket.web._demo import upload_wheel
 from opmarket.web.sandbox._run import sandbox_problem
 from opmarket.web.validation._deps import Candidate
 

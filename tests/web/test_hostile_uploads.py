@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
-from opmarket.web._demo import upload_wheel
+from opmarket.cli._demo import upload_wheel
 
 from .conftest import Backend, Market, start_market
 from .plugins import handmade_wheel, record_line

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from opmarket.web._demo import upload_wheel
+from opmarket.cli._demo import upload_wheel
 from opmarket.web.catalog._models import File
 from opmarket.web.routes import _variant_files as _variant_index
 from opmarket.web.routes._variant_files import _published_order, release_variants

@@ -14,8 +14,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from opmarket.cli._demo import upload_wheel
 from opmarket.web import Limits, validate_wheel
-from opmarket.web._demo import upload_wheel
 from opmarket.web.validation._owned import _shipped, environment_table
 
 from .conftest import Market, start_market

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from opmarket.web._demo import upload_wheel
+from opmarket.cli._demo import upload_wheel
 
 from .conftest import BIN, Market, Wheels, clean_env, twine
 

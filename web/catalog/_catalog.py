@@ -12,7 +12,6 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from opmarket.registry._metadata import version_key
-from opmarket.sdk import OpmarketError
 from opmarket.web.catalog._hosted import HOSTED
 from opmarket.web.catalog._models import (
     File,

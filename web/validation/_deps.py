@@ -30,7 +30,7 @@ from opmarket.web.validation._steps import Step, StepStatus, Verdict
 if TYPE_CHECKING:
     from opmarket.web._state import AppState
 
-__all__ = ["Candidate", "Resolution", "CatalogSource", "requirements_of", "resolve"]
+__all__ = ["Candidate", "CatalogSource", "Resolution", "requirements_of", "resolve"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,21 +43,7 @@ def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
     """The sandbox's and the archive checks' limits from the settings (None: defaults)."""
     if settings is None:
         return Limits(), WheelLimits()
-    return (
-        Limits(
-            timeout_s=settings.validation_timeout_s,
-            memory_mb=settings.validation_memory_mb,
-            max_pids=settings.validation_max_pids,
-            max_output_bytes=settings.validation_max_output_bytes,
-            disk_mb=settings.validation_disk_mb,
-            cpus=settings.validation_cpus,
-            user=settings.sandbox_user,
-            allow_unsandboxed=settings.validation_allow_unsandboxed,
-        ),
-        WheelLimits(
-            settings.max_unpacked_bytes, settings.max_zip_entries, settings.max_compression_ratio
-        ),
-    )
+    return settings.sandbox_limits(), settings.wheel_limits()
 
 
 @dataclasses.dataclass(slots=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import UsageError
+from opmarket.cli._usage import UsageError
 
 __all__ = ["BUILD_BACKEND", "KERNELS", "Project", "generate", "new", "project_for"]
 
@@ -208,7 +208,7 @@ def _files(p: Project) -> dict[str, str]:
     for lower in ("attr", "input", "output", "doc"):  # the C API's builder: Attr, Input, ...
         c_lines = c_lines.replace(f".{lower}(", f".{lower.capitalize()}(")
     v["c_builder_lines"] = c_lines
-    requires = ['"setuptools>=70.1"', '"opmarket"']
+    requires = ['"setuptools>=77"', '"opmarket"']  # 77: the license string (PEP 639)
     if p.kernel in ("cpp", "cuda"):
         requires.insert(1, '"pybind11>=2.12"')
         v["dev_requires"] = " pybind11 setuptools"

@@ -9,40 +9,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opmarket._lazy import lazy_exports
+from opmarket.sdk._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from opmarket.testing._fixtures import plugin_registry, plugins_under_test
-    from opmarket.testing._opcheck import (
-        CHECKS,
-        OpCheckError,
-        OpCheckReport,
-        OpCheckResult,
-        OpCheckStatus,
-        opcheck,
-    )
+    from opmarket.testing._fixtures import plugin_registry as plugin_registry
+    from opmarket.testing._fixtures import plugins_under_test as plugins_under_test
+    from opmarket.testing._opcheck import CHECKS as CHECKS
+    from opmarket.testing._opcheck import OpCheckError as OpCheckError
+    from opmarket.testing._opcheck import OpCheckReport as OpCheckReport
+    from opmarket.testing._opcheck import OpCheckResult as OpCheckResult
+    from opmarket.testing._opcheck import OpCheckStatus as OpCheckStatus
+    from opmarket.testing._opcheck import opcheck as opcheck
 
-__all__ = [
-    "CHECKS",
-    "OpCheckError",
-    "OpCheckReport",
-    "OpCheckResult",
-    "OpCheckStatus",
-    "opcheck",
-    "plugin_registry",
-    "plugins_under_test",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "CHECKS": "opmarket.testing._opcheck",
-        "OpCheckError": "opmarket.testing._opcheck",
-        "OpCheckReport": "opmarket.testing._opcheck",
-        "OpCheckResult": "opmarket.testing._opcheck",
-        "OpCheckStatus": "opmarket.testing._opcheck",
-        "opcheck": "opmarket.testing._opcheck",
-        "plugin_registry": "opmarket.testing._fixtures",
-        "plugins_under_test": "opmarket.testing._fixtures",
-    },
-)
+# module -> its public names: __all__ and the names' loading on first use come from here.
+EXPORTS = {
+    "opmarket.testing._fixtures": ("plugin_registry", "plugins_under_test"),
+    "opmarket.testing._opcheck": (
+        "CHECKS",
+        "OpCheckError",
+        "OpCheckReport",
+        "OpCheckResult",
+        "OpCheckStatus",
+        "opcheck",
+    ),
+}
+__all__, __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from opmarket_median_pool import geometry  # the base plugin's checks and window numbers
 
-from opmarket.sdk import CudaLibrary, hookimpl, kernel, load_cuda_library
+from opmarket.sdk import hookimpl, kernel
+from opmarket.sdk.build import CudaLibrary, load_cuda_library
 
 __all__ = ["LIBRARY", "geometry", "gpu", "gpu_status", "kernels", "register"]
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from opmarket.sdk import CudaLibrary, hookimpl, kernel, load_cuda_library
+from opmarket.sdk import hookimpl, kernel
+from opmarket.sdk.build import CudaLibrary, load_cuda_library
 
 __all__ = ["LIBRARY", "gpu", "gpu_status", "kernels", "register"]
 

@@ -1,8 +1,8 @@
 """What every opmarket command line shares: user errors as one line with exit code 2, and
 output files written whole.
 
-Its own module, not part of ``opmarket._cli``, so that ``compat-check`` (its own console
-script) uses them without importing the ``opmarket`` group and every command on it.
+Its own module, not part of the ``opmarket`` group's, so that ``compat-check`` (its own
+console script) uses them without importing the group and every command on it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 __all__ = [
+    "CONTEXT",
     "EXIT_PROBLEM",
     "EXIT_USAGE",
     "UsageError",
@@ -22,6 +23,8 @@ __all__ = [
     "write_output",
 ]
 
+#: Every command's click context settings: -h as well as --help, lines up to 100 columns.
+CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: The command found a problem in its input (invalid ops, breaking changes, a rejected wheel).
 EXIT_PROBLEM = 1
 #: Bad usage or unreadable input.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import UsageError, check_index_url, write_output
+from opmarket.cli._usage import UsageError, check_index_url, write_output
 
 __all__ = ["main", "snapshot"]
 

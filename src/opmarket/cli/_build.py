@@ -20,14 +20,12 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, UsageError, need_module
+from opmarket.cli._usage import CONTEXT, EXIT_PROBLEM, UsageError, need_module
 
 __all__ = ["CUDA_EXCLUDES", "build", "build_wheels", "manifest"]
 
 #: Libraries ``auditwheel repair`` must not copy into a wheel (``--exclude`` patterns).
 CUDA_EXCLUDES = ("libcuda.so.1", "libcudart.so.*")
-
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class BuildFailed(click.ClickException):
@@ -127,7 +125,7 @@ def build_wheels(project: Path, out: Path, *, isolation: bool = True) -> list[Pa
     return results
 
 
-@click.command(context_settings=_CONTEXT)
+@click.command(context_settings=CONTEXT)
 @click.argument(
     "path", type=click.Path(file_okay=False, path_type=Path), default=".", required=False
 )
@@ -194,7 +192,7 @@ def _differences(old_text: str, new_text: str) -> list[str]:
     return found
 
 
-@click.command(context_settings=_CONTEXT)
+@click.command(context_settings=CONTEXT)
 @click.argument("path", type=click.Path(exists=True, path_type=Path), default=".", required=False)
 @click.option(
     "--check",

@@ -16,8 +16,8 @@ import click
 if TYPE_CHECKING:
     from packaging.version import Version
 
-from opmarket._fetch import Fetcher, FetchError, printable
-from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
+from opmarket.cli._usage import EXIT_PROBLEM, UsageError, check_index_url
+from opmarket.cli._web import data_option, state_from
 
 __all__ = ["EXIT_PENDING", "host", "status"]
 
@@ -28,13 +28,7 @@ _FIELDS = ("filename", "version", "status", "log")  # of a file in /api/packages
 
 @click.command()
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--data",
-    "data",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The marketplace's data folder [env OPMARKET_DATA_DIR; default ./opmarket-data].",
-)
+@data_option
 def host(wheels: tuple[Path, ...], data: Path | None) -> None:
     """Host dependency wheels (not plugins) on the index: archive checks only, no validation.
 
@@ -45,10 +39,9 @@ def host(wheels: tuple[Path, ...], data: Path | None) -> None:
     Examples:
       opmarket host dist/opmarket-0.2.0-py3-none-any.whl --data ./market
     """
-    from opmarket.web._cli import _state
     from opmarket.web.catalog._hosted import HostError, host_wheel
 
-    state = _state(data)
+    state = state_from(data)
     for wheel in wheels:
         if not wheel.is_file():
             raise UsageError(f"{wheel}: no such file")
@@ -77,6 +70,8 @@ class _File:
 def _files(base: str, project: str) -> list[_File] | None:
     """The files of ``project`` the index's JSON API lists (None: no such project); a
     UsageError for an answer that is not that API's, too large or too slow."""
+    from opmarket._fetch import Fetcher, FetchError
+
     url = f"{base}/api/packages/{urllib.parse.quote(project)}"
     try:
         body = Fetcher().get(url, accept="application/json").body
@@ -121,6 +116,8 @@ def status(requirement: str, index_url: str, wait: bool, timeout: float) -> None
     """
     from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion, Version
+
+    from opmarket._fetch import printable
 
     name, sep, version = requirement.partition("==")
     if not sep or not name.strip() or not version.strip():

@@ -29,11 +29,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opmarket.sdk._cuda import find_nvcc
 from opmarket.sdk._errors import InvalidArgumentError, NotFoundError, OpmarketError
 from opmarket.sdk._files import cache_dir
 from opmarket.sdk._native import get_include
-from opmarket.sdk._setup import compiler
+from opmarket.sdk.build._cuda import find_nvcc
+from opmarket.sdk.build._setup import compiler
 
 __all__ = ["InlineBuildError", "cache_root", "install_library_loader", "load", "load_inline"]
 

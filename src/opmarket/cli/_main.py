@@ -13,124 +13,59 @@ from typing import Any, cast
 import click
 
 from opmarket import __version__
-from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError, missing_extra, write_output
+from opmarket.cli._usage import (
+    CONTEXT,
+    EXIT_PROBLEM,
+    EXIT_USAGE,
+    UsageError,
+    missing_extra,
+    write_output,
+)
 
 __all__ = ["EXIT_PROBLEM", "EXIT_USAGE", "UsageError", "main", "write_output"]
 
-# Each command's module, attribute and one-line help: a command's module is imported only
-# when that command runs (or shows its own --help), so `opmarket --help` imports none of them.
-_LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
-    "compat": (
-        "opmarket.compat._cli",
-        "main",
-        "Tell whether release NEW breaks graphs or code written against release OLD.",
-    ),
-    "snapshot": (
-        "opmarket.compat._cli",
-        "snapshot",
-        "Write the op-set (ops and kernels) of one release, as plugin repos commit it.",
-    ),
-    "plugins": (
-        "opmarket.registry._cli",
-        "plugins",
-        "List the installed plugins: name, version, ops, kernels by device, status, errors.",
-    ),
-    "ops": (
-        "opmarket.registry._cli",
-        "ops",
-        "List the installed plugins' ops: op, plugin, signature, kernels.",
-    ),
-    "env-check": (
-        "opmarket._cli_envcheck",
-        "env_check",
-        "Tell whether each wheel loads in this environment, without loading it.",
-    ),
-    "doctor": (
-        "opmarket.registry._doctor",
-        "doctor",
-        "Show this machine's CPU, GPUs and CUDA runtimes, and which kernel runs each op.",
-    ),
-    "install": (
-        "opmarket.registry._install",
-        "install",
-        "Install plugin NAME and the GPU companion that fits this machine, with pip.",
-    ),
-    "build": (
-        "opmarket._build",
-        "build",
-        "Build a plugin's wheel the way the index accepts it (manylinux for native code).",
-    ),
-    "manifest": (
-        "opmarket._build",
-        "manifest",
-        "Write a plugin's manifest (opmarket.opset.json) from what its code registers.",
-    ),
-    "seed": (
-        "opmarket.web._seed",
-        "seed_command",
-        "Fill a data folder's database with COUNT synthetic projects, for benchmarks.",
-    ),
-    "serve": (
-        "opmarket.web._cli",
-        "serve",
-        "Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog",
-    ),
-    "users": ("opmarket.web._cli", "users", "Marketplace users (who may upload)."),
-    "tokens": (
-        "opmarket.web._cli",
-        "tokens",
-        "API tokens for uploads (twine: user __token__, password the token).",
-    ),
-    "validate": (
-        "opmarket.web._cli",
-        "validate",
-        "Validate WHEEL as the marketplace does on upload: archive checks, install in",
-    ),
-    "yank": (
-        "opmarket.web._cli",
-        "yank",
-        "Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it.",
-    ),
-    "new": (
-        "opmarket._scaffold._new",
-        "new",
-        "Create a plugin project NAME: one op with spec, kernel, tests, CI, ready to build.",
-    ),
-    "host": (
-        "opmarket.web._cli_index",
-        "host",
-        "Host dependency wheels (not plugins) on the index: archive checks only, no validation.",
-    ),
-    "status": (
-        "opmarket.web._cli_index",
-        "status",
-        "Print the validation verdict of release NAME==VERSION on an index.",
-    ),
-    "worker": (
-        "opmarket.web._cli",
-        "worker",
-        "Validate uploads without serving: take jobs from the catalog's database until",
-    ),
+# Each command's module and attribute: a command's module is imported only when that command
+# runs (or when help lists the commands: each module of this package imports only click until
+# its command runs). The one-line helps are the commands' own (their docstrings).
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "build": ("opmarket.cli._build", "build"),
+    "compat": ("opmarket.cli._compat", "main"),
+    "doctor": ("opmarket.cli._doctor", "doctor"),
+    "env-check": ("opmarket.cli._envcheck", "env_check"),
+    "host": ("opmarket.cli._index", "host"),
+    "install": ("opmarket.cli._install", "install"),
+    "manifest": ("opmarket.cli._build", "manifest"),
+    "new": ("opmarket._scaffold._new", "new"),
+    "ops": ("opmarket.cli._registry", "ops"),
+    "plugins": ("opmarket.cli._registry", "plugins"),
+    "seed": ("opmarket.cli._seed", "seed_command"),
+    "serve": ("opmarket.cli._web", "serve"),
+    "snapshot": ("opmarket.cli._compat", "snapshot"),
+    "status": ("opmarket.cli._index", "status"),
+    "tokens": ("opmarket.cli._web", "tokens"),
+    "users": ("opmarket.cli._web", "users"),
+    "validate": ("opmarket.cli._web", "validate"),
+    "worker": ("opmarket.cli._web", "worker"),
+    "yank": ("opmarket.cli._web", "yank"),
 }
 
-# The extra that a command's package needs: without it, a command says which extra to install
-# (exit 2), whether its module or the command itself imports what is missing.
-_EXTRA_OF_PACKAGE = {"opmarket.web": "web"}
-# The top-level modules an extra brings (its requirements, and what opmarket imports of their
+# The marketplace's commands: a module they import that one of the web extras brings, when
+# missing, is reported as that extra to install (exit 2), whether the command's module or the
+# command itself imports it.
+_WEB_COMMANDS = frozenset({"host", "seed", "serve", "status", "tokens", "users", "validate"})
+_WEB_COMMANDS |= {"worker", "yank"}
+# The top-level modules each extra brings (its requirements, and what opmarket imports of their
 # own dependencies: starlette and pydantic under fastapi). A missing module not listed is a
-# broken install or a plugin's own dependency, not the extra: its traceback is the report.
-# tests/test_cli.py checks the list against the extra's requirements in the metadata.
+# broken install or a plugin's own dependency, not an extra: its traceback is the report.
+# tests/test_cli.py checks the lists against the extras' requirements in the metadata.
 _EXTRA_MODULES = {
     "web": frozenset(
         {
             "alembic",
-            "auditwheel",
             "fastapi",
             "jinja2",
             "multipart",
             "python_multipart",
-            "nvidia",
-            "psycopg",
             "pydantic",
             "pydantic_core",
             "pydantic_settings",
@@ -139,42 +74,37 @@ _EXTRA_MODULES = {
             "sqlalchemy",
             "starlette",
             "uvicorn",
-            "variantlib",
         }
-    )
+    ),
+    "web-gpu": frozenset({"auditwheel", "nvidia", "variantlib"}),
+    "postgres": frozenset({"psycopg"}),
 }
-
-
-def _extra(cmd_name: str | None) -> str | None:
-    module = _LAZY_COMMANDS.get(cmd_name or "", ("", "", ""))[0]
-    for package, extra in _EXTRA_OF_PACKAGE.items():
-        if module.startswith(package + "."):
-            return extra
-    return None
 
 
 def _missing(cmd_name: str | None, exc: ModuleNotFoundError) -> UsageError | None:
     """The extra-to-install error for a module missing under command ``cmd_name``, or None
-    when that module is not one the command's extra brings (a bug, a plugin's own
-    dependency) or the command needs no extra."""
-    extra = _extra(cmd_name)
-    top = (exc.name or "").partition(".")[0]
-    if extra is None or top not in _EXTRA_MODULES[extra]:
+    when that module is not one a web extra brings (a bug, a plugin's own dependency) or the
+    command needs no extra."""
+    if cmd_name not in _WEB_COMMANDS:
         return None
-    return missing_extra(f"opmarket {cmd_name}", top, extra)
+    top = (exc.name or "").partition(".")[0]
+    for extra, modules in _EXTRA_MODULES.items():
+        if top in modules:
+            return missing_extra(f"opmarket {cmd_name}", top, extra)
+    return None
 
 
 class _LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use (``_LAZY_COMMANDS``)."""
+    """A group whose subcommands are imported on first use (``_COMMANDS``)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+        return sorted([*super().list_commands(ctx), *_COMMANDS])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in _LAZY_COMMANDS:
+        if cmd_name in _COMMANDS:
             import importlib  # lazy by design: only the command that runs is imported
 
-            module, attr, _ = _LAZY_COMMANDS[cmd_name]
+            module, attr = _COMMANDS[cmd_name]
             try:
                 command = getattr(importlib.import_module(module), attr)
             except ModuleNotFoundError as exc:
@@ -196,24 +126,18 @@ class _LazyGroup(click.Group):
             raise error from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # As click lists commands, but from the one-line help above: no command is imported.
-        helps = {name: help_ for name, (_, _, help_) in _LAZY_COMMANDS.items()}
-        for name in super().list_commands(ctx):
-            command = super().get_command(ctx, name)
+        # Each command's first sentence whole, wrapped where the terminal is narrow; click
+        # would cut it at the terminal's width with "...".
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
-                helps[name] = command.help or ""
-        limit = formatter.width - 6 - max(map(len, helps))
-        # A stand-in command with the same help gives click's own shortening of it.
-        short = {n: click.Command(n, help=h).get_short_help_str(limit) for n, h in helps.items()}
-        rows = sorted(short.items())
+                rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
-@click.group(
-    cls=_LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
+@click.group(cls=_LazyGroup, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="opmarket")
 def main() -> None:
     """opmarket: ML op/kernel plugins, their compatibility, and a marketplace for them.

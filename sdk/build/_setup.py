@@ -5,7 +5,7 @@ C-ABI plugins (``opmarket-zero-out-c``, ``opmarket-bitcast``) and GPU companions
 Python version, so the wheel is ``py3-none-<platform>``. Their ``setup.py`` is one call::
 
     from setuptools import setup
-    from opmarket.sdk import library_setup
+    from opmarket.sdk.build import library_setup
 
     setup(**library_setup("opmarket_zero_out_c", "libopm_zero_out_c.so",
                           ["src/opmarket_zero_out_c/zero_out.cc"]))
@@ -14,7 +14,7 @@ The library is compiled when setuptools builds the package (``build_py``), into 
 package's build folder (for an editable install, ``pip install -e``, into the package's
 source folder, where the editable install imports it from): C (``.c``, ``-std=c99``) with
 ``$CC``, C++ (``-std=c++17``) with ``$CXX``, both against opmarket's headers; with
-``cuda_runtime`` set, nvcc builds it (:func:`opmarket.sdk.build_cuda_library`: the runtime
+``cuda_runtime`` set, nvcc builds it (:func:`opmarket.sdk.build.build_cuda_library`: the runtime
 linked shared, found in the ``nvidia-cuda-runtime`` wheel) and ``cuda_build.json`` records
 what it built. No ``-march``: the library runs on any x86-64 CPU. Importing this module
 imports nothing but the standard library; setuptools is imported by :func:`library_setup`.
@@ -92,7 +92,7 @@ def library_setup(
             if cuda_runtime is None:
                 _compile_library(paths, folder / library)
                 return
-            from opmarket.sdk._cuda import build_cuda_library
+            from opmarket.sdk.build._cuda import build_cuda_library
 
             record = build_cuda_library(paths, folder / library, runtime_major=cuda_runtime)
             record["library"] = library

@@ -1,4 +1,5 @@
-"""``opmarket serve``, ``opmarket users``, ``opmarket tokens`` and ``opmarket validate``."""
+"""``opmarket serve``, ``users``, ``tokens``, ``validate``, ``yank`` and ``worker``: the
+marketplace's commands (opmarket.web does the work)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,21 @@ from typing import Any
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, EXIT_USAGE, UsageError
+from opmarket.cli._usage import CONTEXT, EXIT_PROBLEM, EXIT_USAGE, UsageError
 
-__all__ = ["serve", "tokens", "users", "validate", "worker", "yank"]
+__all__ = [
+    "data_option",
+    "serve",
+    "settings_from",
+    "state_from",
+    "tokens",
+    "users",
+    "validate",
+    "worker",
+    "yank",
+]
 
-_data_option = click.option(
+data_option = click.option(
     "--data",
     "data",
     type=click.Path(file_okay=False, path_type=Path),
@@ -26,7 +37,9 @@ _data_option = click.option(
 )
 
 
-def _settings(**overrides: Any) -> Any:
+def settings_from(**overrides: Any) -> Any:
+    """The server's settings: ``overrides`` (those not None) over ``OPMARKET_*`` over the
+    defaults; a UsageError naming the first setting that is not valid."""
     from pydantic import ValidationError
 
     from opmarket.web._settings import Settings
@@ -38,8 +51,9 @@ def _settings(**overrides: Any) -> Any:
         raise UsageError(f"setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
-def _state(data: Path | None) -> Any:
-    settings = _settings(data_dir=data)
+def state_from(data: Path | None) -> Any:
+    """The marketplace's state (database, files) in data folder ``data``, migrated."""
+    settings = settings_from(data_dir=data)
     from opmarket.web._app import open_state
 
     try:
@@ -48,115 +62,63 @@ def _state(data: Path | None) -> Any:
         raise UsageError(f"--data {settings.data_dir}: {exc.strerror or exc}") from None
 
 
-@click.command()
-@click.option("--host", default=None, help="Address to listen on [default 127.0.0.1].")
-@click.option("--port", type=int, default=None, help="Port [default 8000].")
-@_data_option
-@click.option("--workers", type=int, default=None, help="uvicorn worker processes [default 1].")
-@click.option(
-    "--validation-workers",
-    type=int,
-    default=None,
-    help="Validation threads per process (0: validate nothing here) [default 1].",
-)
-@click.option(
-    "--max-upload-bytes",
-    type=int,
-    default=None,
-    help="Largest wheel accepted, in bytes [default 100 MiB].",
-)
-@click.option(
-    "--max-header-bytes",
-    type=int,
-    default=None,
-    help="Largest request line and headers, in bytes; larger: 431 [default 65536].",
-)
-@click.option(
-    "--max-headers",
-    type=int,
-    default=None,
-    help="Most headers in a request; more: 431 [default 100].",
-)
-@click.option(
-    "--header-timeout",
-    "header_timeout_s",
-    type=float,
-    default=None,
-    help="Seconds a request's head may take to arrive; slower: 408 [default 10].",
-)
-@click.option(
-    "--max-body-bytes",
-    type=int,
-    default=None,
-    help="Largest request body except uploads, in bytes; larger: 413 [default 65536].",
-)
-@click.option(
-    "--body-timeout",
-    "body_timeout_s",
-    type=float,
-    default=None,
-    help="Seconds to wait for the next part of a request body; then 408 [default 30].",
-)
-@click.option(
-    "--body-deadline",
-    "body_deadline_s",
-    type=float,
-    default=None,
-    help="Seconds a whole request body (an upload's included) may take; then 408 [default 600].",
-)
-@click.option(
-    "--max-uploads",
-    type=int,
-    default=None,
-    help="Uploads received at once per process; more: 503 with Retry-After [default 64].",
-)
-@click.option(
-    "--max-uploads-per-token",
-    type=int,
-    default=None,
-    help="Uploads received at once per API token; more: 429 with Retry-After [default 8].",
-)
-@click.option(
-    "--upstream",
-    default=None,
-    help="Simple index for projects not hosted here, e.g. https://pypi.org/simple/ "
-    "(a name hosted here is never looked up there) [env OPMARKET_UPSTREAM].",
-)
-@click.option(
-    "--upload-wait",
-    "upload_wait_s",
-    type=float,
-    default=None,
-    help="Seconds an upload waits for its verdict; 0: answer 'pending' at once "
-    "[env OPMARKET_UPLOAD_WAIT_S; default 60].",
-)
+def _default_shown(name: str, value: Any) -> str:
+    """A setting's default as help shows it: ``100 MiB``, ``10``, ``none``."""
+    from opmarket.web._settings import MiB
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value) if value != "" else "none"
+    if name.endswith("_bytes") and value >= MiB and value % MiB == 0:
+        return f"{value // MiB} MiB"
+    return f"{value:g}"
+
+
+def _setting_options() -> list[click.Option]:
+    """An option for each setting marked as a flag (``web._settings.FLAG``): named after the
+    field (``header_timeout_s``: ``--header-timeout``), typed as it, its description and
+    default (and the variable that sets it too) as its help. None when not given: the
+    variable or the default applies."""
+    from opmarket.web._settings import FLAG, Settings
+
+    options = []
+    for name, field in Settings.model_fields.items():
+        if FLAG not in field.metadata:
+            continue
+        flag = "--" + name.removesuffix("_s").replace("_", "-")
+        help_ = (
+            f"{field.description} [env OPMARKET_{name.upper()}; "
+            f"default {_default_shown(name, field.default)}]."
+        )
+        options.append(click.Option([flag, name], type=field.annotation, help=help_))
+    return options
+
+
+class _SettingsCommand(click.Command):
+    """A command that also takes the settings marked as flags, as options made from the
+    settings model the first time its parameters are needed (so that listing the commands
+    does not import the model's pydantic)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not getattr(self, "_with_settings", False):
+            self.params[:0] = _setting_options()
+            self._with_settings = True
+        return super().get_params(ctx)
+
+
+@click.command(cls=_SettingsCommand, context_settings=CONTEXT)
+@data_option
 @click.option(
     "--demo",
     is_flag=True,
     help="Build the first-party plugins, upload them through /legacy/, wait for their "
     "validation, then serve.",
 )
-def serve(  # noqa: PLR0917  (click passes every option as an argument)
-    host: str | None,
-    port: int | None,
-    data: Path | None,
-    workers: int | None,
-    validation_workers: int | None,
-    max_upload_bytes: int | None,
-    max_header_bytes: int | None,
-    max_headers: int | None,
-    header_timeout_s: float | None,
-    max_body_bytes: int | None,
-    body_timeout_s: float | None,
-    body_deadline_s: float | None,
-    max_uploads: int | None,
-    max_uploads_per_token: int | None,
-    upstream: str | None,
-    upload_wait_s: float | None,
-    demo: bool,
-) -> None:
-    """Serve the marketplace: the simple index at /simple/, uploads at /legacy/, the catalog
-    at / and its JSON API at /api/ (OpenAPI at /docs).
+def serve(data: Path | None, demo: bool, **flags: Any) -> None:
+    """Serve the marketplace: the simple index, uploads, the catalog and its JSON API.
+
+    The simple index at /simple/, uploads at /legacy/ (twine), the catalog at / and its JSON
+    API at /api/ (OpenAPI at /docs). Each option also comes from its OPMARKET_* variable;
+    an option given wins.
 
     \b
     Examples:
@@ -175,24 +137,7 @@ def serve(  # noqa: PLR0917  (click passes every option as an argument)
         import signal
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    settings = _settings(
-        host=host,
-        port=port,
-        data_dir=data,
-        workers=workers,
-        validation_workers=validation_workers,
-        max_upload_bytes=max_upload_bytes,
-        max_header_bytes=max_header_bytes,
-        max_headers=max_headers,
-        header_timeout_s=header_timeout_s,
-        max_body_bytes=max_body_bytes,
-        body_timeout_s=body_timeout_s,
-        body_deadline_s=body_deadline_s,
-        max_uploads=max_uploads,
-        max_uploads_per_token=max_uploads_per_token,
-        upstream=upstream,
-        upload_wait_s=upload_wait_s,
-    )
+    settings = settings_from(data_dir=data, **flags)
     try:
         _check_port(settings.host, settings.port)  # before the demo's builds and "serving"
         if fresh is not None:
@@ -237,7 +182,7 @@ def _serve(settings: Any, demo: bool) -> None:
     from opmarket.web._limits import LimitedHttpToolsProtocol
 
     if demo:
-        from opmarket.web._demo import run_demo
+        from opmarket.cli._demo import run_demo
 
         run_demo(settings)
         return
@@ -249,7 +194,7 @@ def _serve(settings: Any, demo: bool) -> None:
         # Each worker process reads the same settings back from the environment.
         for key, value in settings.model_dump(exclude_defaults=True).items():
             os.environ[f"OPMARKET_{key.upper()}"] = str(value)
-        _state(settings.data_dir)  # migrate once, before the workers start
+        state_from(settings.data_dir)  # migrate once, before the workers start
         uvicorn.run(
             "opmarket.web:app_from_environment",
             factory=True,
@@ -278,12 +223,12 @@ def users() -> None:
 
 @users.command("add")
 @click.argument("name")
-@_data_option
+@data_option
 def users_add(name: str, data: Path | None) -> None:
     """Add the user NAME."""
     from opmarket.web._auth import add_user
 
-    state = _state(data)
+    state = state_from(data)
     try:
         with state.db.transaction() as session:
             add_user(session, name)
@@ -300,12 +245,12 @@ def tokens() -> None:
 @tokens.command("create")
 @click.argument("name")
 @click.option("--project", default=None, help="Limit the token to this project.")
-@_data_option
+@data_option
 def tokens_create(name: str, project: str | None, data: Path | None) -> None:
     """Create an API token for user NAME; it is printed once, as the last line."""
     from opmarket.web._auth import create_token
 
-    state = _state(data)
+    state = state_from(data)
     try:
         with state.db.transaction() as session:
             secret = create_token(session, name, project)
@@ -327,8 +272,10 @@ def tokens_create(name: str, project: str | None, data: Path | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
-    """Validate WHEEL as the marketplace does on upload: archive checks, install in
-    isolation, discover the plugin, snapshot, conformance, compat and version policy.
+    """Validate WHEEL as the marketplace does on upload.
+
+    Archive checks, install in isolation, discover the plugin, snapshot, conformance, compat
+    and version policy.
 
     Exit code 0 when it would be listed (validated), 1 when rejected, 2 when unreadable.
     """
@@ -341,7 +288,7 @@ def validate(wheel: Path, previous: Path | None, as_json: bool) -> None:
     if previous is not None:
         prior = Previous(str(previous), _opset_text(previous))
     try:  # the server's limits, from OPMARKET_* as the server reads them
-        settings = _settings()
+        settings = settings_from()
     except (UsageError, ImportError):  # no web extra: an author's machine; server defaults
         settings = None
     limits, wheel_limits = limits_from(settings)
@@ -378,7 +325,7 @@ def _gpu_worker(data: Path | None) -> None:
         sys.exit(EXIT_USAGE)
     import signal as signals
 
-    state = _state(data)
+    state = state_from(data)
     stop = threading.Event()
     for sig in (signals.SIGINT, signals.SIGTERM):
         signals.signal(sig, lambda *_: stop.set())
@@ -401,12 +348,12 @@ def _opset_text(path: Path) -> str:
 @click.argument("version")
 @click.option("--reason", default="", help="Why (shown to pip and uv users).")
 @click.option("--undo", is_flag=True, help="Un-yank the release.")
-@_data_option
+@data_option
 def yank(project: str, version: str, reason: str, undo: bool, data: Path | None) -> None:
     """Yank release VERSION of PROJECT (PEP 592): installers skip it unless pinned to it."""
     from opmarket.web._publish import set_yanked
 
-    state = _state(data)
+    state = state_from(data)
     try:
         count = set_yanked(state, project, version, not undo, reason)
     except LookupError as exc:
@@ -415,7 +362,7 @@ def yank(project: str, version: str, reason: str, undo: bool, data: Path | None)
 
 
 @click.command()
-@_data_option
+@data_option
 @click.option(
     "--threads",
     type=int,
@@ -429,8 +376,11 @@ def yank(project: str, version: str, reason: str, undo: bool, data: Path | None)
     "exit 2 without one). See docs/gpu.md.",
 )
 def worker(data: Path | None, threads: int | None, gpu: bool) -> None:
-    """Validate uploads without serving: take jobs from the catalog's database until stopped
-    (Ctrl-C). Run web servers with --validation-workers 0 and as many of these as you like."""
+    """Validate uploads without serving: take jobs from the catalog's database.
+
+    Until stopped (Ctrl-C). Run web servers with --validation-workers 0 and as many of these
+    as you like.
+    """
     import signal as signals
 
     if gpu:
@@ -439,7 +389,7 @@ def worker(data: Path | None, threads: int | None, gpu: bool) -> None:
 
     from opmarket.web.validation._job import validation_worker
 
-    state = _state(data)
+    state = state_from(data)
     count = threads if threads is not None else max(state.settings.validation_workers, 1)
     runner = validation_worker(state, count)
     stop = threading.Event()

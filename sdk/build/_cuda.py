@@ -105,6 +105,8 @@ def build_cuda_library(
     shows): nvcc's version, the CUDA runtime major, the SASS and PTX lists. CudaBuildError
     when nvcc is missing, is not CUDA ``runtime_major``, or fails.
     """
+    from opmarket.sdk._native import get_include  # lazy: the module stays standard-library only
+
     nvcc = find_nvcc()
     if nvcc is None:
         raise CudaBuildError(
@@ -137,7 +139,7 @@ def build_cuda_library(
         # No shell runs this: $ORIGIN reaches the linker as it is written.
         f"-Xlinker=-rpath,$ORIGIN/../nvidia/cu{runtime_major}/lib",
         # opmarket's headers: <opmarket/cuda.cuh> (the device count, the host round trip).
-        f"-I{Path(__file__).resolve().parent / 'include'}",
+        f"-I{get_include()}",
         *flags,
         "-o",
         str(output),

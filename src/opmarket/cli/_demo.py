@@ -21,21 +21,25 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import UsageError
+from opmarket.cli._usage import UsageError
 from opmarket.web._settings import Settings
 from opmarket.web._status import FileStatus
 
 __all__ = ["find_plugins", "run_demo", "upload_wheel"]
+
+# The checkout this module runs from (src/opmarket/cli/_demo.py): its plugins/ and its own
+# project, which the demo builds.
+_CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def find_plugins() -> list[Path]:
     """The first-party plugin projects: ``plugins/*/pyproject.toml`` of the checkout (or of
     ``OPMARKET_DEMO_PLUGINS``); the GPU companions (``*_cuda<major>``) only where nvcc is,
     since they cannot build without it."""
-    from opmarket.sdk._cuda import find_nvcc
+    from opmarket.sdk.build._cuda import find_nvcc
 
     override = os.environ.get("OPMARKET_DEMO_PLUGINS")
-    root = Path(override) if override else Path(__file__).resolve().parent.parent / "plugins"
+    root = Path(override) if override else _CHECKOUT / "plugins"
     found = sorted(p.parent for p in root.glob("*/pyproject.toml"))
     if find_nvcc() is None:
         return [p for p in found if not is_gpu_companion(p)]
@@ -199,7 +203,7 @@ def _host_dependencies(settings: Settings, out: Path) -> list[tuple[str, str]]:
 
     deps = out / "dependencies"
     deps.mkdir(parents=True, exist_ok=True)
-    root = Path(__file__).resolve().parent.parent
+    root = _CHECKOUT
     pip = [sys.executable, "-m", "pip"]
     click.echo("building opmarket's own wheel to host it", err=True)
     _opmarket_build(root, deps)  # manylinux, as the index takes wheels with native code

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import click
 
-from opmarket._usage import EXIT_PROBLEM, UsageError, check_index_url
+from opmarket.cli._usage import CONTEXT, EXIT_PROBLEM, UsageError, check_index_url
 
 __all__ = ["env_check"]
 
 
 @click.command(
     "env-check",
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings=CONTEXT,
 )
 @click.argument("targets", metavar="TARGET...", nargs=-1, required=True)
 @click.option(
@@ -102,7 +102,7 @@ def _download(requirement: str, index_url: str | None, folder: Path, tags: tuple
     from packaging.version import InvalidVersion, Version
 
     from opmarket._fetch import Fetcher, FetchError, printable
-    from opmarket.registry._install import DEFAULT_INDEX, project_files
+    from opmarket.registry._install import DEFAULT_INDEX, InstallError, project_files
 
     name, _, version_text = requirement.partition("==")
     try:
@@ -120,7 +120,11 @@ def _download(requirement: str, index_url: str | None, folder: Path, tags: tuple
         raise UsageError(str(exc)) from None
     rank = {tag: i for i, tag in enumerate(tags)}
     candidates = []
-    for entry in project_files(index, name.strip(), fetcher):
+    try:
+        entries = project_files(index, name.strip(), fetcher)
+    except InstallError as exc:
+        raise UsageError(str(exc)) from None
+    for entry in entries:
         try:
             _, found, _, file_tags = parse_wheel_filename(entry.filename)
         except ValueError:
