@@ -102,12 +102,15 @@ def imported_names(path: Path) -> list[tuple[int, str, str]]:
 
 
 def public_names(init: Path) -> set[str]:
-    """The ``__all__`` of a package's ``__init__.py``, read without importing it."""
+    """The ``__all__`` of a package's ``__init__.py``, read without importing it: a literal
+    list, or derived from its ``EXPORTS`` map (module -> names), as lazy packages write it."""
     for node in ast.parse(init.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            return set(ast.literal_eval(node.value))
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return set(ast.literal_eval(node.value))  # type: ignore[attr-defined]
+        if any(isinstance(t, ast.Name) and t.id == "EXPORTS" for t in targets):
+            exports = ast.literal_eval(node.value)  # type: ignore[attr-defined]
+            return {name for names in exports.values() for name in names}
     return set()
 
 

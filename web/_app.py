@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings or Settings()
     state = open_state(settings)
-    configure(settings)
+    configure(settings.head_limits())
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

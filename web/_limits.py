@@ -34,7 +34,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from opmarket.web._errors import HTTPError, error_response
-from opmarket.web._settings import Settings
 
 __all__ = ["BodyLimits", "HeadLimits", "LimitedHttpToolsProtocol", "UploadSlots", "configure"]
 
@@ -341,6 +340,7 @@ class UploadSlots:
                     self._by_token[token] = left
 
 
-def configure(settings: Settings) -> None:
-    """Set this process's head limits from ``settings`` (the protocol class holds them)."""
-    LimitedHttpToolsProtocol.limits = settings.head_limits()
+def configure(limits: HeadLimits) -> None:
+    """Set this process's head limits (the protocol class holds them): the server's
+    ``Settings.head_limits()``."""
+    LimitedHttpToolsProtocol.limits = limits
