@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 
 from opmarket.web._catalog import (
     OpDetail,
@@ -13,10 +14,10 @@ from opmarket.web._catalog import (
     SearchResult,
     get_op,
     get_package,
-    search_packages,
 )
 from opmarket.web._errors import HTTPError
-from opmarket.web._state import SessionDep
+from opmarket.web._results import cached_result, cached_search
+from opmarket.web._state import SessionDep, app_state
 
 __all__ = ["router"]
 
@@ -28,9 +29,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/packages", summary="Search packages")
-def packages(  # noqa: PLR0917  (each query parameter is an argument)
-    session: SessionDep,
+# Answered from memory until the catalog changes (opmarket.web._results): the search, and
+# its JSON, are computed once per change.
+@router.get("/packages", summary="Search packages", response_model=SearchResult)
+async def packages(  # noqa: PLR0917  (each query parameter is an argument)
+    request: Request,
     q: Annotated[str, Query(description="part of a package or op name")] = "",
     device: Annotated[str, Query(description="CPU or GPU: has kernels for it")] = "",
     dtype: Annotated[str, Query(description="e.g. float, int32: has kernels for it")] = "",
@@ -42,10 +45,10 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
         str, Query(description="e.g. 8.6: has device code that runs on such a GPU")
     ] = "",
     after: Annotated[str, Query(description="a cursor: the next_after of the previous page")] = "",
-) -> SearchResult:
+) -> Response:
     try:
-        return search_packages(
-            session,
+        found = await cached_search(
+            app_state(request),
             q,
             device,
             dtype,
@@ -58,6 +61,7 @@ def packages(  # noqa: PLR0917  (each query parameter is an argument)
         )
     except SearchError as exc:
         raise HTTPError(400, "bad-query", str(exc)) from None
+    return Response(found[1], media_type="application/json")
 
 
 @router.get(
@@ -74,9 +78,12 @@ def package(name: str, session: SessionDep) -> PackageDetail:
     "/ops/{name}",
     summary="Which packages provide an op, kernels per device and dtype",
     responses=_ERRORS,
+    response_model=OpDetail,
 )
-def op(name: str, session: SessionDep) -> OpDetail:
-    found = get_op(session, name)
+async def op(name: str, request: Request) -> Response:
+    found = await cached_result(
+        app_state(request), ("op", name), partial(get_op, name=name), OpDetail
+    )
     if found is None:
         raise HTTPError(404, "not-found", f"no op {name!r}")
-    return found
+    return Response(found[1], media_type="application/json")

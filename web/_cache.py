@@ -10,6 +10,9 @@ change (another server's upload, a worker's verdict, a CLI yank) shows within ``
 the check's cost follows the number of changes, never the number of projects. This
 process's own changes drop their pages at once.
 
+Search results and op pages (:meth:`PageCache.keep_result`) draw on every project, so any
+change drops them all, at the same check.
+
 On PostgreSQL ids are handed out when a row is inserted, not when its transaction commits:
 a change can appear below an id already seen. The ids skipped over are remembered and read
 again at each check until they show up (or for a minute, after which they belonged to
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, func, or_, select
 
-__all__ = ["FILE_BUDGET", "INDEX", "PageCache", "prune_changes", "read_changes"]
+__all__ = ["FILE_BUDGET", "INDEX", "RESULTS", "PageCache", "prune_changes", "read_changes"]
 
 #: The key of the project index page.
 INDEX = ""
@@ -82,6 +85,11 @@ def prune_changes(engine: Engine, keep: int = 100_000) -> int:
     return int(getattr(gone, "rowcount", 0) or 0)
 
 
+#: The most search results and op pages kept (any change drops them all; past it the
+#: oldest go first).
+RESULTS = 4096
+
+
 #: The most bytes of generated files (project pages, variants.json) kept in all: past it the
 #: least recently used go first.
 FILE_BUDGET = 64 * 1024 * 1024
@@ -103,6 +111,8 @@ class PageCache:
         self._files: dict[str, OrderedDict[tuple[str, str], bytes]] = {}
         self._lru: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._bytes = 0
+        # search and op results by their normalized query, each with its JSON body
+        self._results: dict[tuple[object, ...], tuple[object, bytes]] = {}
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
@@ -137,6 +147,7 @@ class PageCache:
                     self._files.clear()
                     self._lru.clear()
                     self._bytes = 0
+                    self._results.clear()
                 self._gaps.clear()
             elif newest != self._generation or self._gaps:
                 seen = self._generation
@@ -149,6 +160,7 @@ class PageCache:
                         self._drop(project)
                     if changes:
                         self._pages.pop(INDEX, None)
+                        self._results.clear()
                 now = time.monotonic()
                 for change_id in got:
                     self._gaps.pop(change_id, None)
@@ -236,8 +248,27 @@ class PageCache:
                 self._pages[key] = (serial, html, js)
         return html, js
 
+    def get_result(self, key: tuple[object, ...]) -> tuple[object, bytes] | None:
+        """A search result or op page kept by :meth:`keep_result` (no lock: one dict read)."""
+        return self._results.get(key)
+
+    def keep_result(
+        self, key: tuple[object, ...], result: object, body: bytes, *, seen: object
+    ) -> None:
+        """Keep a result computed from the whole catalog (and its JSON ``body``), as
+        :meth:`keep` does: only when no check moved the generation since ``seen``; any
+        change drops every result. Past :data:`RESULTS` of them the oldest go."""
+        with self._store:
+            if seen != self._generation or seen is None:
+                return
+            self._results[key] = (result, body)
+            while len(self._results) > RESULTS:
+                del self._results[next(iter(self._results))]
+
     def forget(self, key: str) -> None:
-        """Drop a project's page and files (and the index, which lists it)."""
+        """Drop a project's page and files (and the index, which lists it, and every
+        search result and op page)."""
         with self._store:
             self._drop(key)
             self._pages.pop(INDEX, None)
+            self._results.clear()

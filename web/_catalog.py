@@ -16,7 +16,7 @@ from opmarket.sdk import OpmarketError
 from opmarket.web._gpu_index import gpu_filter
 from opmarket.web._hosted import HOSTED
 from opmarket.web._models import File, KernelEntry, OpEntry, Project, ProjectSummary, Release
-from opmarket.web._queries import search, summary_of
+from opmarket.web._queries import search, search_words, summary_of
 from opmarket.web._showcase import file_tags, python_calls
 from opmarket.web._simple import file_url
 from opmarket.web._variants import split_variant
@@ -35,6 +35,7 @@ __all__ = [
     "SearchResult",
     "get_op",
     "get_package",
+    "search_key",
     "search_packages",
 ]
 
@@ -158,6 +159,34 @@ class SearchResult(BaseModel):
     next_after: str | None = None
 
 
+def search_key(
+    q: str = "",
+    device: str = "",
+    dtype: str = "",
+    status: str = "",
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    cuda: str = "",
+    compute_capability: str = "",
+    after: str = "",
+) -> tuple[object, ...]:
+    """What a search's result depends on (``q`` by its words, ``device`` and ``dtype`` in
+    the case they are compared in): equal keys, equal results (:func:`search_packages`'s
+    arguments). SearchError when the search is refused."""
+    fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
+    for field, value in fields:
+        if len(value) > MAX_QUERY:
+            raise SearchError(
+                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
+            )
+    if offset > MAX_OFFSET:
+        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
+    words = tuple(search_words(q))
+    gpu = (cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
+    return ("search", words, device.upper(), dtype.lower(), status, offset, limit, *gpu, after)
+
+
 def search_packages(
     session: Session,
     q: str = "",
@@ -178,14 +207,7 @@ def search_packages(
     of them from ``offset`` (after the cursor ``after``, a normalized name, when given: see
     ``next_after``), all in SQL (opmarket.web._queries). SearchError when a filter
     is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
-    fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
-    for field, value in fields:
-        if len(value) > MAX_QUERY:
-            raise SearchError(
-                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
-            )
-    if offset > MAX_OFFSET:
-        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
+    search_key(q, device, dtype, status, offset=offset, after=after)  # SearchError
     gpu_match = gpu_filter(cuda[:MAX_QUERY], compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
         where = [*where, gpu_match]
@@ -277,37 +299,49 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
 
 
 def get_op(session: Session, name: str) -> OpDetail | None:
-    rows = session.scalars(
-        select(OpEntry)
-        .where(OpEntry.op == name)
-        .options(
-            selectinload(OpEntry.file).selectinload(File.kernels),
-            selectinload(OpEntry.file).selectinload(File.release).selectinload(Release.project),
+    """Which files provide the op ``name``, with their kernels for it: two queries of plain
+    rows (the op's entries with their file, release and project; its kernels in those
+    files), no objects loaded."""
+    rows = session.execute(
+        select(
+            OpEntry.file_id,
+            OpEntry.signature,
+            OpEntry.summary,
+            File.filename,
+            File.status,
+            Release.version,
+            Project.name,
+            Project.normalized,
         )
+        .join(File, OpEntry.file_id == File.id)
+        .join(Release, File.release_id == Release.id)
+        .join(Project, Release.project_id == Project.id)
+        .where(OpEntry.op == name)
+        .order_by(OpEntry.id)
     ).all()
     if not rows:
         return None
-    by_file: dict[int, OpEntry] = {r.file_id: r for r in rows}
-    providers = []
+    by_file = {r.file_id: r for r in rows}  # the last entry of a file, as it was
     kernels: dict[int, list[KernelInfo]] = defaultdict(list)
-    for entry in by_file.values():
-        for k in entry.file.kernels:
-            if k.op == name:
-                kernels[entry.file_id].append(_kernel(k))
-    for entry in sorted(
-        by_file.values(),
-        key=lambda e: (e.file.release.project.normalized, _vkey(e.file.release.version)),
-    ):
-        f = entry.file
-        providers.append(
-            Provider(
-                package=f.release.project.name,
-                normalized=f.release.project.normalized,
-                version=f.release.version,
-                filename=f.filename,
-                status=f.status,
-                signature=entry.signature,
-                kernels=kernels[f.id],
-            )
+    for k in session.execute(
+        select(KernelEntry)
+        .where(
+            KernelEntry.op == name,
+            KernelEntry.file_id.in_(select(OpEntry.file_id).where(OpEntry.op == name)),
         )
+        .order_by(KernelEntry.id)
+    ).scalars():
+        kernels[k.file_id].append(_kernel(k))
+    providers = [
+        Provider(
+            package=r.name,
+            normalized=r.normalized,
+            version=r.version,
+            filename=r.filename,
+            status=r.status,
+            signature=r.signature,
+            kernels=kernels[r.file_id],
+        )
+        for r in sorted(by_file.values(), key=lambda r: (r.normalized, _vkey(r.version)))
+    ]
     return OpDetail(name=name, summary=rows[0].summary, providers=providers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -14,11 +15,17 @@ from packaging.utils import canonicalize_name
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._cache import read_changes
-from opmarket.web._catalog import SearchError, get_op, get_package, search_packages
+from opmarket.web._catalog import (
+    OpDetail,
+    SearchError,
+    get_op,
+    get_package,
+)
 from opmarket.web._hosted import HOSTED
 from opmarket.web._models import FileStatus
+from opmarket.web._results import cached_result, cached_search
 from opmarket.web._showcase import readme_html
-from opmarket.web._state import AppState, SessionDep
+from opmarket.web._state import AppState, app_state
 
 __all__ = ["router"]
 
@@ -58,9 +65,8 @@ def _render(request: Request, name: str, code: int = 200, **context: Any) -> HTM
 
 
 @router.get("/")
-def home(
+async def home(
     request: Request,
-    session: SessionDep,
     *,
     q: Annotated[str, Query()] = "",
     device: Annotated[str, Query()] = "",
@@ -71,9 +77,9 @@ def home(
     compute_capability: Annotated[str, Query()] = "",
 ) -> HTMLResponse:
     gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
-    try:
-        found = search_packages(
-            session,
+    try:  # kept until the catalog changes, as the JSON API's (opmarket.web._results)
+        found, _ = await cached_search(
+            app_state(request),
             q,
             device,
             dtype,
@@ -149,8 +155,10 @@ def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResp
 
 
 @router.get("/op/{name}/")
-def op(name: str, session: SessionDep, request: Request) -> HTMLResponse:
-    found = get_op(session, name)
-    if found is None:
+async def op(name: str, request: Request) -> HTMLResponse:
+    hit = await cached_result(
+        app_state(request), ("op", name), partial(get_op, name=name), OpDetail
+    )
+    if hit is None:
         return _render(request, "missing.html", 404, what=f"op {name}")
-    return _render(request, "op.html", op=found)
+    return _render(request, "op.html", op=hit[0])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from opmarket.web._cache import INDEX, PageCache, prune_changes, read_changes
+from opmarket.web._cache import INDEX, RESULTS, PageCache, prune_changes, read_changes
 from opmarket.web._db import Database
 from opmarket.web._models import Project, User
 
@@ -209,3 +209,38 @@ def test_a_render_finishing_while_a_check_drops_pages_is_not_kept() -> None:
         _Hooked.hook = staticmethod(lambda: None)
     assert cache.get("a") is None
     assert cache.get_file("a", "page", kind="page") is None
+
+
+def test_any_change_drops_every_search_result() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    key = ("search", ("flash",))
+    cache.keep_result(key, "result", b"{}", seen=cache.generation)
+    cache.sync(log.last, log.after)
+    assert cache.get_result(key) == ("result", b"{}")  # nothing moved: kept
+    log.add("zzz")  # a project no result names: it may match a search now
+    cache.sync(log.last, log.after)
+    assert cache.get_result(key) is None
+    cache.keep_result(key, "result", b"{}", seen=cache.generation)
+    cache.forget("b")  # this process's own change
+    assert cache.get_result(key) is None
+
+
+def test_a_result_computed_across_a_check_is_not_kept() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    seen = cache.generation  # a search starts...
+    log.add("a")  # ...a project changes, and a check notices
+    cache.sync(log.last, log.after)
+    cache.keep_result(("search",), "old", b"old", seen=seen)
+    assert cache.get_result(("search",)) is None
+
+
+def test_results_are_capped() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    for n in range(RESULTS + 10):
+        cache.keep_result(("search", n), n, b"{}", seen=cache.generation)
+    assert cache.get_result(("search", 0)) is None
+    assert cache.get_result(("search", RESULTS + 9)) == (RESULTS + 9, b"{}")
