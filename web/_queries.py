@@ -244,7 +244,7 @@ def search(
         # such kernels, which grows with the catalog).
         match = " ".join(f'"{w}"*' for w in words)
         matches = (
-            select(literal_column("rowid"))
+            select(literal_column("rowid", Integer))
             .select_from(table("project_search"))
             .where(
                 text("project_search MATCH :m").bindparams(m=match),
