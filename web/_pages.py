@@ -77,9 +77,11 @@ async def home(
     compute_capability: Annotated[str, Query()] = "",
 ) -> HTMLResponse:
     gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
+    state = app_state(request)
+    seen = state.pages.generation  # the page is kept only if the catalog stays as it is
     try:  # kept until the catalog changes, as the JSON API's (opmarket.web._results)
         found, _ = await cached_search(
-            app_state(request),
+            state,
             q,
             device,
             dtype,
@@ -91,6 +93,12 @@ async def home(
         )
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))
+    # The page itself too (rendering 50 rows costs more than the search does, once kept),
+    # per base URL, as the search has it: dropped with it.
+    key = ("home", str(request.base_url), q, device, dtype, status, page, *gpu.values())
+    kept = state.pages.get_result(key)
+    if kept is not None:
+        return HTMLResponse(kept[1])
     query = urlencode(
         {k: v for k, v in (("q", q), ("device", device), ("dtype", dtype), ("status", status)) if v}
         | {k: v for k, v in gpu.items() if v}
@@ -98,7 +106,8 @@ async def home(
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
     if found.capped:  # at least this many: there is a next page while this one is full
         pages = max(pages, page + (len(found.packages) == PER_PAGE))
-    return _render(
+    rendered = await run_in_threadpool(  # not on the event loop: it takes milliseconds
+        _render,
         request,
         "home.html",
         packages=found.packages,
@@ -117,6 +126,8 @@ async def home(
         pages=pages,
         query=query,
     )
+    state.pages.keep_result(key, None, bytes(rendered.body), seen=seen)
+    return rendered
 
 
 #: How many renderings of one project's page (one per base URL the clients use, from their
@@ -161,4 +172,4 @@ async def op(name: str, request: Request) -> HTMLResponse:
     )
     if hit is None:
         return _render(request, "missing.html", 404, what=f"op {name}")
-    return _render(request, "op.html", op=hit[0])
+    return await run_in_threadpool(_render, request, "op.html", op=hit[0])

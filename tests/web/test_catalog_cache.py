@@ -87,17 +87,22 @@ def test_an_upload_to_one_server_shows_in_the_others_searches_and_pages(
     def page_has(filename: str) -> bool:  # whether A's project page lists the file
         return filename.encode() in a.get(f"/project/{DIST}/")[2]
 
+    def listed(version: str) -> bool:  # whether A's HTML search shows it as the latest
+        return f"<td>{version}</td>".encode() in a.get("/?q=coherent")[2]
+
     first = _wheel(tmp_path, "1.0.0")
     assert twine(b, token, first).returncode == 0
     assert _until(latest, "1.0.0") == "1.0.0"
     assert _until(lambda: page_has(first.name), True)
+    assert _until(lambda: listed("1.0.0"), True)
     for _ in range(3):  # A keeps them now: served from memory
-        assert latest() == "1.0.0" and page_has(first.name)
+        assert latest() == "1.0.0" and page_has(first.name) and listed("1.0.0")
     second = _wheel(tmp_path, "1.1.0")  # the same project: no new project in the log
     assert twine(b, token, second).returncode == 0
     assert _until(latest, "1.1.0") == "1.1.0"
     assert _until(lambda: page_has(second.name), True)
+    assert _until(lambda: listed("1.1.0"), True)
     # And a server's own upload shows on its own pages at once.
     third = _wheel(tmp_path, "1.2.0")
     assert twine(a, token, third).returncode == 0
-    assert latest() == "1.2.0" and page_has(third.name)
+    assert latest() == "1.2.0" and page_has(third.name) and listed("1.2.0")
