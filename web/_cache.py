@@ -28,7 +28,15 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, func, or_, select
 
-__all__ = ["FILE_BUDGET", "INDEX", "RESULTS", "PageCache", "prune_changes", "read_changes"]
+__all__ = [
+    "FILE_BUDGET",
+    "INDEX",
+    "RESULTS",
+    "RESULT_BUDGET",
+    "PageCache",
+    "prune_changes",
+    "read_changes",
+]
 
 #: The key of the project index page.
 INDEX = ""
@@ -85,9 +93,10 @@ def prune_changes(engine: Engine, keep: int = 100_000) -> int:
     return int(getattr(gone, "rowcount", 0) or 0)
 
 
-#: The most search results and op pages kept (any change drops them all; past it the
-#: oldest go first).
+#: The most search results and op pages kept, and the most bytes of their JSON (a page of
+#: 1,000 packages is about 250 kB): any change drops them all; past either, the oldest go.
 RESULTS = 4096
+RESULT_BUDGET = 16 * 1024 * 1024
 
 
 #: The most bytes of generated files (project pages, variants.json) kept in all: past it the
@@ -113,6 +122,7 @@ class PageCache:
         self._bytes = 0
         # search and op results by their normalized query, each with its JSON body
         self._results: dict[tuple[object, ...], tuple[object, bytes]] = {}
+        self._result_bytes = 0
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
@@ -147,7 +157,7 @@ class PageCache:
                     self._files.clear()
                     self._lru.clear()
                     self._bytes = 0
-                    self._results.clear()
+                    self._clear_results()
                 self._gaps.clear()
             elif newest != self._generation or self._gaps:
                 seen = self._generation
@@ -160,7 +170,7 @@ class PageCache:
                         self._drop(project)
                     if changes:
                         self._pages.pop(INDEX, None)
-                        self._results.clear()
+                        self._clear_results()
                 now = time.monotonic()
                 for change_id in got:
                     self._gaps.pop(change_id, None)
@@ -257,13 +267,20 @@ class PageCache:
     ) -> None:
         """Keep a result computed from the whole catalog (and its JSON ``body``), as
         :meth:`keep` does: only when no check moved the generation since ``seen``; any
-        change drops every result. Past :data:`RESULTS` of them the oldest go."""
+        change drops every result. Past :data:`RESULTS` of them, or :data:`RESULT_BUDGET`
+        bytes of JSON, the oldest go."""
         with self._store:
-            if seen != self._generation or seen is None:
+            if seen != self._generation or seen is None or len(body) > RESULT_BUDGET:
                 return
+            old = self._results.pop(key, None)
+            self._result_bytes += len(body) - (len(old[1]) if old else 0)
             self._results[key] = (result, body)
-            while len(self._results) > RESULTS:
-                del self._results[next(iter(self._results))]
+            while len(self._results) > RESULTS or self._result_bytes > RESULT_BUDGET:
+                self._result_bytes -= len(self._results.pop(next(iter(self._results)))[1])
+
+    def _clear_results(self) -> None:
+        self._results.clear()
+        self._result_bytes = 0
 
     def forget(self, key: str) -> None:
         """Drop a project's page and files (and the index, which lists it, and every
@@ -271,4 +288,4 @@ class PageCache:
         with self._store:
             self._drop(key)
             self._pages.pop(INDEX, None)
-            self._results.clear()
+            self._clear_results()

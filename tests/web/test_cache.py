@@ -8,7 +8,14 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from opmarket.web._cache import INDEX, RESULTS, PageCache, prune_changes, read_changes
+from opmarket.web._cache import (
+    INDEX,
+    RESULT_BUDGET,
+    RESULTS,
+    PageCache,
+    prune_changes,
+    read_changes,
+)
 from opmarket.web._db import Database
 from opmarket.web._models import Project, User
 
@@ -244,3 +251,17 @@ def test_results_are_capped() -> None:
         cache.keep_result(("search", n), n, b"{}", seen=cache.generation)
     assert cache.get_result(("search", 0)) is None
     assert cache.get_result(("search", RESULTS + 9)) == (RESULTS + 9, b"{}")
+
+
+def test_results_stay_within_their_byte_budget() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    big = b"x" * (RESULT_BUDGET // 4)
+    for n in range(6):
+        cache.keep_result(("search", n), n, big, seen=cache.generation)
+    assert [n for n in range(6) if cache.get_result(("search", n))] == [2, 3, 4, 5]
+    cache.keep_result(("search", 5), 5, b"{}", seen=cache.generation)  # replaced: counted once
+    cache.keep_result(("search", 6), 6, big, seen=cache.generation)
+    assert [n for n in range(7) if cache.get_result(("search", n))] == [3, 4, 5, 6]
+    cache.keep_result(("huge",), 0, b"x" * (RESULT_BUDGET + 1), seen=cache.generation)
+    assert cache.get_result(("huge",)) is None and cache.get_result(("search", 6))
