@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -318,7 +318,14 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
             file = _add_file(session, who, upload)
             state.queue.enqueue(session, "validate", {"file_id": file.id})
             accepted = Accepted(filename, upload.sha256, normalized, FileStatus.PENDING, True)
-        refresh_summary(session, _project_id(session, normalized))
+        project_id = _project_id(session, normalized)
+        # A change the catalog shows (a new latest version, a file on the project's page):
+        # the serial bump logs it for every process's caches (opmarket.web.routes._cache).
+        session.execute(
+            update(Project).where(Project.id == project_id).values(serial=Project.serial + 1)
+        )
+        refresh_summary(session, project_id)
+    state.pages.forget(normalized)
     state.queue.notify()
     return accepted
 

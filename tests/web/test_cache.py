@@ -10,7 +10,14 @@ from sqlalchemy import update
 
 from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import Project, User
-from opmarket.web.routes._cache import INDEX, PageCache, prune_changes, read_changes
+from opmarket.web.routes._cache import (
+    INDEX,
+    RESULT_BUDGET,
+    RESULTS,
+    PageCache,
+    prune_changes,
+    read_changes,
+)
 
 
 class Log:
@@ -209,3 +216,52 @@ def test_a_render_finishing_while_a_check_drops_pages_is_not_kept() -> None:
         _Hooked.hook = staticmethod(lambda: None)
     assert cache.get("a") is None
     assert cache.get_file("a", "page", kind="page") is None
+
+
+def test_any_change_drops_every_search_result() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    key = ("search", ("flash",))
+    cache.keep_result(key, "result", b"{}", seen=cache.generation)
+    cache.sync(log.last, log.after)
+    assert cache.get_result(key) == ("result", b"{}")  # nothing moved: kept
+    log.add("zzz")  # a project no result names: it may match a search now
+    cache.sync(log.last, log.after)
+    assert cache.get_result(key) is None
+    cache.keep_result(key, "result", b"{}", seen=cache.generation)
+    cache.forget("b")  # this process's own change
+    assert cache.get_result(key) is None
+
+
+def test_a_result_computed_across_a_check_is_not_kept() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    seen = cache.generation  # a search starts...
+    log.add("a")  # ...a project changes, and a check notices
+    cache.sync(log.last, log.after)
+    cache.keep_result(("search",), "old", b"old", seen=seen)
+    assert cache.get_result(("search",)) is None
+
+
+def test_results_are_capped() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    for n in range(RESULTS + 10):
+        cache.keep_result(("search", n), n, b"{}", seen=cache.generation)
+    assert cache.get_result(("search", 0)) is None
+    assert cache.get_result(("search", RESULTS + 9)) == (RESULTS + 9, b"{}")
+
+
+def test_results_stay_within_their_byte_budget() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    big = b"x" * (RESULT_BUDGET // 4)
+    for n in range(6):
+        cache.keep_result(("search", n), n, big, seen=cache.generation)
+    assert [n for n in range(6) if cache.get_result(("search", n))] == [2, 3, 4, 5]
+    cache.keep_result(("search", 5), 5, b"{}", seen=cache.generation)  # replaced: counted once
+    cache.keep_result(("search", 6), 6, big, seen=cache.generation)
+    assert [n for n in range(7) if cache.get_result(("search", n))] == [3, 4, 5, 6]
+    cache.keep_result(("huge",), 0, b"x" * (RESULT_BUDGET + 1), seen=cache.generation)
+    assert cache.get_result(("huge",)) is None and cache.get_result(("search", 6))

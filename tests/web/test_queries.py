@@ -7,15 +7,23 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import select, text, update
+from packaging.version import Version
+from sqlalchemy import func, select, text, update
 
-from opmarket.web._seed import seed
+from opmarket.web._seed import SEED_WORDS, seed
 from opmarket.web.catalog import _queries
-from opmarket.web.catalog._catalog import get_package, search_packages
+from opmarket.web.catalog._catalog import (
+    SearchError,
+    get_op,
+    get_package,
+    search_key,
+    search_packages,
+)
 from opmarket.web.catalog._db import Database
-from opmarket.web.catalog._models import File, FileStatus, ProjectSummary
+from opmarket.web.catalog._models import File, FileStatus, OpEntry, ProjectSummary
 from opmarket.web.catalog._queries import (
     dtypes_of,
     listed_projects,
@@ -226,3 +234,105 @@ def test_combined_filters_count_up_to_the_limit(
         assert (capped.total, capped.capped) == (5, True)
         assert capped.rows == exact.rows  # the pages are whole: only the count stops
         assert not search(session, SearchQuery(device="CPU"), limit=1).capped  # a cheap count
+
+
+def test_op_pages_name_each_provider_with_its_kernels_of_that_op(seeded: Database) -> None:
+    with seeded.session() as session:
+        name = session.scalars(
+            select(OpEntry.op).group_by(OpEntry.op).order_by(func.count().desc(), OpEntry.op)
+        ).first()
+        assert name is not None
+        found = get_op(session, name)
+        assert found is not None and len(found.providers) > 1
+        # What the page says, read the plain way: every file with the op, and its kernels.
+        entries = session.scalars(select(OpEntry).where(OpEntry.op == name)).all()
+        expected = sorted(
+            (
+                e.file.release.project.normalized,
+                e.file.release.version,
+                e.file.filename,
+                e.file.status,
+                e.signature,
+                sorted((k.device, k.dtypes, k.status) for k in e.file.kernels if k.op == name),
+            )
+            for e in {e.file_id: e for e in entries}.values()
+        )
+        shown = [
+            (
+                p.normalized,
+                p.version,
+                p.filename,
+                p.status,
+                p.signature,
+                sorted((k.device, k.dtypes, k.status) for k in p.kernels),
+            )
+            for p in found.providers
+        ]
+        assert sorted(shown) == expected
+        ordered = [(p.normalized, p.version) for p in found.providers]
+        assert ordered == sorted(ordered, key=lambda pv: (pv[0], Version(pv[1])))
+        assert get_op(session, "No>SuchOp") is None
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ({"q": "Flash  ATT"}, {"q": "flash>att"}),
+        ({"device": "gpu", "dtype": "HALF"}, {"device": "GPU", "dtype": "half"}),
+    ],
+)
+def test_searches_with_one_key_have_one_result(
+    seeded: Database, one: dict[str, str], other: dict[str, str]
+) -> None:
+    assert search_key(SearchQuery(**one)) == search_key(SearchQuery(**other))
+    with seeded.session() as session:
+        assert search_packages(session, SearchQuery(**one)) == search_packages(
+            session, SearchQuery(**other)
+        )
+
+
+def test_search_keys_tell_every_filter_apart() -> None:
+    searches: list[dict[str, Any]] = [
+        {},
+        {"q": "flash"},
+        {"q": "flash att"},
+        {"device": "GPU"},
+        {"dtype": "half"},
+        {"status": "rejected"},
+        {"offset": 50},
+        {"limit": 50},
+        {"cuda": "13"},
+        {"compute_capability": "8.6"},
+        {"after": "m"},
+    ]
+
+    def key(offset: int = 0, limit: int = 100, after: str = "", **filters: str) -> object:
+        return search_key(SearchQuery(**filters), offset=offset, limit=limit, after=after)
+
+    assert len({key(**s) for s in searches}) == len(searches)
+    with pytest.raises(SearchError, match="q is 201 characters long"):
+        search_key(SearchQuery(q="x" * 201))
+
+
+@pytest.mark.parametrize(("device", "dtype"), [("CPU", ""), ("", "float"), ("gpu", "half")])
+def test_words_with_kernel_filters_count_what_their_pages_list(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch, device: str, dtype: str
+) -> None:
+    """The count of words with device/dtype filters (on SQLite: the text's matches, each
+    looked up in project_kernels) is the number of rows the pages list."""
+    with seeded.session() as session:
+        for word in SEED_WORDS[:6]:
+            found = search(session, SearchQuery(q=word, device=device, dtype=dtype), limit=1000)
+            assert (found.total, found.capped) == (len(found.rows), False)
+        found = search(
+            session, SearchQuery(device=device, dtype=dtype), limit=1000
+        )  # 300 projects: some match
+        assert found.total > 5
+        monkeypatch.setattr(_queries, "COUNT_LIMIT", 5)
+        word = next(
+            w
+            for w in SEED_WORDS
+            if len(search(session, SearchQuery(q=w, device=device, dtype=dtype)).rows) > 5
+        )
+        capped = search(session, SearchQuery(q=word, device=device, dtype=dtype), limit=1000)
+        assert (capped.total, capped.capped) == (5, True) and len(capped.rows) > 5

@@ -21,7 +21,7 @@ from opmarket.web.catalog._models import (
     ProjectSummary,
     Release,
 )
-from opmarket.web.catalog._queries import search, summary_of
+from opmarket.web.catalog._queries import search, search_words, summary_of
 from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError, SearchQuery
 from opmarket.web.catalog._showcase import file_tags, python_calls
 from opmarket.web.gpu._index import gpu_filter
@@ -42,6 +42,7 @@ __all__ = [
     "SearchResult",
     "get_op",
     "get_package",
+    "search_key",
     "search_packages",
 ]
 
@@ -147,6 +148,33 @@ class SearchResult(BaseModel):
 _ANY = SearchQuery()
 
 
+def search_key(
+    query: SearchQuery, *, offset: int = 0, limit: int = 100, after: str = ""
+) -> tuple[object, ...]:
+    """What a search's result depends on (``q`` by its words, ``device`` and ``dtype`` in
+    the case they are compared in): equal keys, equal results (:func:`search_packages`'s
+    arguments). SearchError when the search is refused (a filter longer than
+    :data:`MAX_QUERY`, ``offset`` past :data:`MAX_OFFSET`)."""
+    fields = (
+        ("q", query.q),
+        ("device", query.device),
+        ("dtype", query.dtype),
+        ("status", query.status),
+        ("after", after),
+    )
+    for field, value in fields:
+        if len(value) > MAX_QUERY:
+            raise SearchError(
+                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
+            )
+    if offset > MAX_OFFSET:
+        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
+    words = tuple(search_words(query.q))
+    gpu = (query.cuda[:MAX_QUERY], query.compute_capability[:MAX_QUERY])
+    device, dtype = query.device.upper(), query.dtype.lower()
+    return ("search", words, device, dtype, query.status, offset, limit, *gpu, after)
+
+
 def search_packages(
     session: Session,
     query: SearchQuery = _ANY,
@@ -163,15 +191,7 @@ def search_packages(
     of them from ``offset`` (after the cursor ``after``, a normalized name, when given: see
     ``next_after``), all in SQL (opmarket.web.catalog._queries). SearchError when a filter
     is longer than :data:`MAX_QUERY` or ``offset`` is past :data:`MAX_OFFSET`."""
-    q, device, dtype, status = query.q, query.device, query.dtype, query.status
-    fields = (("q", q), ("device", device), ("dtype", dtype), ("status", status), ("after", after))
-    for field, value in fields:
-        if len(value) > MAX_QUERY:
-            raise SearchError(
-                f"{field} is {len(value)} characters long, more than {MAX_QUERY}: {value[:40]!r}..."
-            )
-    if offset > MAX_OFFSET:
-        raise SearchError(f"the listing ends at {MAX_OFFSET:,} packages; {offset:,} is past it")
+    search_key(query, offset=offset, after=after)  # SearchError
     gpu_match = gpu_filter(query.cuda[:MAX_QUERY], query.compute_capability[:MAX_QUERY])
     if gpu_match is not None:  # CUDA major, runs on compute capability X.Y (_gpu_index)
         where = [*where, gpu_match]
@@ -261,37 +281,49 @@ def get_package(session: Session, name: str) -> PackageDetail | None:
 
 
 def get_op(session: Session, name: str) -> OpDetail | None:
-    rows = session.scalars(
-        select(OpEntry)
-        .where(OpEntry.op == name)
-        .options(
-            selectinload(OpEntry.file).selectinload(File.kernels),
-            selectinload(OpEntry.file).selectinload(File.release).selectinload(Release.project),
+    """Which files provide the op ``name``, with their kernels for it: two queries of plain
+    rows (the op's entries with their file, release and project; its kernels in those
+    files), no objects loaded."""
+    rows = session.execute(
+        select(
+            OpEntry.file_id,
+            OpEntry.signature,
+            OpEntry.summary,
+            File.filename,
+            File.status,
+            Release.version,
+            Project.name,
+            Project.normalized,
         )
+        .join(File, OpEntry.file_id == File.id)
+        .join(Release, File.release_id == Release.id)
+        .join(Project, Release.project_id == Project.id)
+        .where(OpEntry.op == name)
+        .order_by(OpEntry.id)
     ).all()
     if not rows:
         return None
-    by_file: dict[int, OpEntry] = {r.file_id: r for r in rows}
-    providers = []
+    by_file = {r.file_id: r for r in rows}  # the last entry of a file, as it was
     kernels: dict[int, list[KernelInfo]] = defaultdict(list)
-    for entry in by_file.values():
-        for k in entry.file.kernels:
-            if k.op == name:
-                kernels[entry.file_id].append(_kernel(k))
-    for entry in sorted(
-        by_file.values(),
-        key=lambda e: (e.file.release.project.normalized, version_key(e.file.release.version)),
-    ):
-        f = entry.file
-        providers.append(
-            Provider(
-                package=f.release.project.name,
-                normalized=f.release.project.normalized,
-                version=f.release.version,
-                filename=f.filename,
-                status=f.status,
-                signature=entry.signature,
-                kernels=kernels[f.id],
-            )
+    for k in session.execute(
+        select(KernelEntry)
+        .where(
+            KernelEntry.op == name,
+            KernelEntry.file_id.in_(select(OpEntry.file_id).where(OpEntry.op == name)),
         )
+        .order_by(KernelEntry.id)
+    ).scalars():
+        kernels[k.file_id].append(_kernel(k))
+    providers = [
+        Provider(
+            package=r.name,
+            normalized=r.normalized,
+            version=r.version,
+            filename=r.filename,
+            status=r.status,
+            signature=r.signature,
+            kernels=kernels[r.file_id],
+        )
+        for r in sorted(by_file.values(), key=lambda r: (r.normalized, version_key(r.version)))
+    ]
     return OpDetail(name=name, summary=rows[0].summary, providers=providers)

@@ -231,6 +231,26 @@ def search(
             text("SELECT count(*) FROM project_search WHERE project_search MATCH :m"),
             {"m": match},
         )
+    elif dialect == "sqlite" and words and not filters:
+        # Words and kernels: read the text's matches, each looked up in project_kernels'
+        # primary key, up to COUNT_LIMIT + 1 of them (not the set of every project with
+        # such kernels, which grows with the catalog).
+        match = " ".join(f'"{w}"*' for w in words)
+        matches = (
+            select(literal_column("rowid", Integer))
+            .select_from(table("project_search"))
+            .where(
+                text("project_search MATCH :m").bindparams(m=match),
+                select(ProjectKernel.project_id)
+                .where(
+                    ProjectKernel.project_id == literal_column("project_search.rowid"),
+                    *_kernel_conditions(device, dtype),
+                )
+                .exists(),
+            )
+            .limit(COUNT_LIMIT + 1)
+        )
+        total = session.scalar(select(func.count()).select_from(matches.subquery()))
     elif kernels and not words and not filters:
         # One project_kernels row per (project, device, dtype): count in its index alone.
         conditions = _kernel_conditions(device, dtype)

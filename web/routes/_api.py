@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
 from opmarket.web._errors import HTTPError
-from opmarket.web._state import SessionDep
+from opmarket.web._state import SessionDep, app_state
 from opmarket.web.catalog._catalog import (
     OpDetail,
     PackageDetail,
@@ -16,9 +17,9 @@ from opmarket.web.catalog._catalog import (
     SearchResult,
     get_op,
     get_package,
-    search_packages,
 )
 from opmarket.web.catalog._search import SearchQuery
+from opmarket.web.routes._results import cached_result, cached_search
 
 __all__ = ["router"]
 
@@ -38,14 +39,17 @@ class PackagesQuery(SearchQuery):
     after: str = Field(default="", description="a cursor: the next_after of the previous page")
 
 
-@router.get("/packages", summary="Search packages")
-def packages(session: SessionDep, query: Annotated[PackagesQuery, Query()]) -> SearchResult:
+# Answered from memory until the catalog changes (opmarket.web.routes._results): the search,
+# and its JSON, are computed once per change.
+@router.get("/packages", summary="Search packages", response_model=SearchResult)
+async def packages(request: Request, query: Annotated[PackagesQuery, Query()]) -> Response:
     try:
-        return search_packages(
-            session, query, offset=query.offset, limit=query.limit, after=query.after
+        found = await cached_search(
+            app_state(request), query, offset=query.offset, limit=query.limit, after=query.after
         )
     except SearchError as exc:
         raise HTTPError(400, "bad-query", str(exc)) from None
+    return Response(found[1], media_type="application/json")
 
 
 @router.get(
@@ -62,9 +66,12 @@ def package(name: str, session: SessionDep) -> PackageDetail:
     "/ops/{name}",
     summary="Which packages provide an op, kernels per device and dtype",
     responses=_ERRORS,
+    response_model=OpDetail,
 )
-def op(name: str, session: SessionDep) -> OpDetail:
-    found = get_op(session, name)
+async def op(name: str, request: Request) -> Response:
+    found = await cached_result(
+        app_state(request), ("op", name), partial(get_op, name=name), OpDetail
+    )
     if found is None:
         raise HTTPError(404, "not-found", f"no op {name!r}")
-    return found
+    return Response(found[1], media_type="application/json")

@@ -10,6 +10,9 @@ change (another server's upload, a worker's verdict, a CLI yank) shows within ``
 the check's cost follows the number of changes, never the number of projects. This
 process's own changes drop their pages at once.
 
+Search results and op pages (:meth:`PageCache.keep_result`) draw on every project, so any
+change drops them all, at the same check.
+
 On PostgreSQL ids are handed out when a row is inserted, not when its transaction commits:
 a change can appear below an id already seen. The ids skipped over are remembered and read
 again at each check until they show up (or for a minute, after which they belonged to
@@ -25,7 +28,15 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, func, or_, select
 
-__all__ = ["FILE_BUDGET", "INDEX", "PageCache", "prune_changes", "read_changes"]
+__all__ = [
+    "FILE_BUDGET",
+    "INDEX",
+    "RESULTS",
+    "RESULT_BUDGET",
+    "PageCache",
+    "prune_changes",
+    "read_changes",
+]
 
 #: The key of the project index page.
 INDEX = ""
@@ -82,6 +93,12 @@ def prune_changes(engine: Engine, keep: int = 100_000) -> int:
     return int(getattr(gone, "rowcount", 0) or 0)
 
 
+#: The most search results and op pages kept, and the most bytes of their JSON (a page of
+#: 1,000 packages is about 250 kB): any change drops them all; past either, the oldest go.
+RESULTS = 4096
+RESULT_BUDGET = 16 * 1024 * 1024
+
+
 #: The most bytes of generated files (project pages, variants.json) kept in all: past it the
 #: least recently used go first.
 FILE_BUDGET = 64 * 1024 * 1024
@@ -103,6 +120,9 @@ class PageCache:
         self._files: dict[str, OrderedDict[tuple[str, str], bytes]] = {}
         self._lru: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._bytes = 0
+        # search and op results by their normalized query, each with its JSON body
+        self._results: dict[tuple[object, ...], tuple[object, bytes]] = {}
+        self._result_bytes = 0
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
@@ -137,6 +157,7 @@ class PageCache:
                     self._files.clear()
                     self._lru.clear()
                     self._bytes = 0
+                    self._clear_results()
                 self._gaps.clear()
             elif newest != self._generation or self._gaps:
                 seen = self._generation
@@ -149,6 +170,7 @@ class PageCache:
                         self._drop(project)
                     if changes:
                         self._pages.pop(INDEX, None)
+                        self._clear_results()
                 now = time.monotonic()
                 for change_id in got:
                     self._gaps.pop(change_id, None)
@@ -236,8 +258,34 @@ class PageCache:
                 self._pages[key] = (serial, html, js)
         return html, js
 
+    def get_result(self, key: tuple[object, ...]) -> tuple[object, bytes] | None:
+        """A search result or op page kept by :meth:`keep_result` (no lock: one dict read)."""
+        return self._results.get(key)
+
+    def keep_result(
+        self, key: tuple[object, ...], result: object, body: bytes, *, seen: object
+    ) -> None:
+        """Keep a result computed from the whole catalog (and its JSON ``body``), as
+        :meth:`keep` does: only when no check moved the generation since ``seen``; any
+        change drops every result. Past :data:`RESULTS` of them, or :data:`RESULT_BUDGET`
+        bytes of JSON, the oldest go."""
+        with self._store:
+            if seen != self._generation or seen is None or len(body) > RESULT_BUDGET:
+                return
+            old = self._results.pop(key, None)
+            self._result_bytes += len(body) - (len(old[1]) if old else 0)
+            self._results[key] = (result, body)
+            while len(self._results) > RESULTS or self._result_bytes > RESULT_BUDGET:
+                self._result_bytes -= len(self._results.pop(next(iter(self._results)))[1])
+
+    def _clear_results(self) -> None:
+        self._results.clear()
+        self._result_bytes = 0
+
     def forget(self, key: str) -> None:
-        """Drop a project's page and files (and the index, which lists it)."""
+        """Drop a project's page and files (and the index, which lists it, and every
+        search result and op page)."""
         with self._store:
             self._drop(key)
             self._pages.pop(INDEX, None)
+            self._clear_results()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -14,13 +15,14 @@ from packaging.utils import canonicalize_name
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from opmarket.web._state import AppState, SessionDep
-from opmarket.web.catalog._catalog import SearchError, get_op, get_package, search_packages
+from opmarket.web._state import AppState, app_state
+from opmarket.web.catalog._catalog import OpDetail, SearchError, get_op, get_package
 from opmarket.web.catalog._hosted import HOSTED
 from opmarket.web.catalog._models import FileStatus
 from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.catalog._showcase import readme_html
 from opmarket.web.routes._cache import read_changes
+from opmarket.web.routes._results import cached_result, cached_search
 
 __all__ = ["router"]
 
@@ -66,19 +68,26 @@ class HomeQuery(SearchQuery):
 
 
 @router.get("/")
-def home(
+async def home(
     request: Request,
-    session: SessionDep,
     *,
     asked: Annotated[HomeQuery, Query()],
 ) -> HTMLResponse:
     q, device, dtype, status, page = asked.q, asked.device, asked.dtype, asked.status, asked.page
     cuda, compute_capability = asked.cuda, asked.compute_capability
     gpu = {"cuda": cuda, "compute_capability": compute_capability}  # _gpu_index's filters
-    try:
-        found = search_packages(session, asked, offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
+    state = app_state(request)
+    seen = state.pages.generation  # the page is kept only if the catalog stays as it is
+    try:  # kept until the catalog changes, as the JSON API's (opmarket.web.routes._results)
+        found, _ = await cached_search(state, asked, offset=(page - 1) * PER_PAGE, limit=PER_PAGE)
     except SearchError as exc:
         return _render(request, "bad_request.html", 400, why=str(exc))
+    # The page itself too (rendering 50 rows costs more than the search does, once kept),
+    # per base URL, as the search has it: dropped with it.
+    key = ("home", str(request.base_url), q, device, dtype, status, page, *gpu.values())
+    kept = state.pages.get_result(key)
+    if kept is not None:
+        return HTMLResponse(kept[1])
     query = urlencode(
         {k: v for k, v in (("q", q), ("device", device), ("dtype", dtype), ("status", status)) if v}
         | {k: v for k, v in gpu.items() if v}
@@ -86,7 +95,8 @@ def home(
     pages = max((found.total + PER_PAGE - 1) // PER_PAGE, 1)
     if found.capped:  # at least this many: there is a next page while this one is full
         pages = max(pages, page + (len(found.packages) == PER_PAGE))
-    return _render(
+    rendered = await run_in_threadpool(  # not on the event loop: it takes milliseconds
+        _render,
         request,
         "home.html",
         packages=found.packages,
@@ -105,6 +115,8 @@ def home(
         pages=pages,
         query=query,
     )
+    state.pages.keep_result(key, None, bytes(rendered.body), seen=seen)
+    return rendered
 
 
 #: How many renderings of one project's page (one per base URL the clients use, from their
@@ -143,8 +155,10 @@ def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResp
 
 
 @router.get("/op/{name}/")
-def op(name: str, session: SessionDep, request: Request) -> HTMLResponse:
-    found = get_op(session, name)
-    if found is None:
+async def op(name: str, request: Request) -> HTMLResponse:
+    hit = await cached_result(
+        app_state(request), ("op", name), partial(get_op, name=name), OpDetail
+    )
+    if hit is None:
         return _render(request, "missing.html", 404, what=f"op {name}")
-    return _render(request, "op.html", op=found)
+    return await run_in_threadpool(_render, request, "op.html", op=hit[0])

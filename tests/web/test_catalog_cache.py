@@ -1,0 +1,108 @@
+"""The catalog's caches across processes: two ``opmarket serve`` processes on one catalog;
+what one of them takes in (an upload that waits for its verdict: the search shows a new
+latest version, the project page a new file) shows on the other's searches and pages
+after its next look at the change log, never a stale copy kept."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import OPMARKET, Backend, Market, _wait_up, clean_env, free_port, start_market, twine
+from .plugins import handmade_wheel, manifest_for, plugin_source
+
+SERVE_ONLY = ("--validation-workers", "0", "--upload-wait", "0")
+DIST = "opm-coherent"
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, database: Backend) -> Iterator[tuple[Market, Market]]:
+    """Servers A and B on one catalog, neither validating (uploads stay pending)."""
+    data = tmp_path / "market"
+    url = database.new_url("coherent")
+    first = start_market(data, validation_workers=0, flags=SERVE_ONLY[2:], database_url=url)
+    a = next(first)
+    port = free_port()
+    env = clean_env(**({"OPMARKET_DATABASE_URL": url} if url else {}))
+    log = open(tmp_path / "b.log", "wb")  # noqa: SIM115  # closed below
+    proc = subprocess.Popen(
+        [OPMARKET, "serve", "--port", str(port), "--data", str(data), *SERVE_ONLY],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        b = Market(f"http://127.0.0.1:{port}", data, proc, a.tokens, a.env)
+        _wait_up(b.url, proc)
+        yield a, b
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        log.close()
+        first.close()
+
+
+def _wheel(folder: Path, version: str) -> Path:
+    package = DIST.replace("-", "_")
+    module = folder / f"{package}.py"
+    module.write_text(plugin_source("Test>Coherent", 2))
+    return handmade_wheel(
+        folder,
+        DIST,
+        version,
+        {
+            f"{package}/__init__.py": module.read_bytes(),
+            f"{package}/opmarket.opset.json": manifest_for(module, DIST, version).encode(),
+            f"{package}-{version}.dist-info/entry_points.txt": (
+                f"[opmarket]\n{package} = {package}\n".encode()
+            ),
+        },
+    )
+
+
+def _until(what: Callable[[], Any], expected: Any, timeout: float = 60) -> Any:
+    """``what()`` once it equals ``expected`` (the other server looks at the change log
+    once a second; a busy machine may take longer), else its last value."""
+    deadline = time.monotonic() + timeout
+    while (got := what()) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return got
+
+
+def test_an_upload_to_one_server_shows_in_the_others_searches_and_pages(
+    two_servers: tuple[Market, Market], tmp_path: Path
+) -> None:
+    a, b = two_servers
+    token = a.tokens["alice"]
+
+    def latest() -> str | None:  # what A's search says
+        found = a.json("/api/packages?q=coherent")["packages"]
+        return found[0]["latest"] if found else None
+
+    def page_has(filename: str) -> bool:  # whether A's project page lists the file
+        return filename.encode() in a.get(f"/project/{DIST}/")[2]
+
+    def listed(version: str) -> bool:  # whether A's HTML search shows it as the latest
+        return f"<td>{version}</td>".encode() in a.get("/?q=coherent")[2]
+
+    first = _wheel(tmp_path, "1.0.0")
+    assert twine(b, token, first).returncode == 0
+    assert _until(latest, "1.0.0") == "1.0.0"
+    assert _until(lambda: page_has(first.name), True)
+    assert _until(lambda: listed("1.0.0"), True)
+    for _ in range(3):  # A keeps them now: served from memory
+        assert latest() == "1.0.0" and page_has(first.name) and listed("1.0.0")
+    second = _wheel(tmp_path, "1.1.0")  # the same project: no new project in the log
+    assert twine(b, token, second).returncode == 0
+    assert _until(latest, "1.1.0") == "1.1.0"
+    assert _until(lambda: page_has(second.name), True)
+    assert _until(lambda: listed("1.1.0"), True)
+    # And a server's own upload shows on its own pages at once.
+    third = _wheel(tmp_path, "1.2.0")
+    assert twine(a, token, third).returncode == 0
+    assert latest() == "1.2.0" and page_has(third.name) and listed("1.2.0")
