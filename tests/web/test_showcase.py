@@ -8,7 +8,8 @@ import opmarket
 from opmarket.registry import get_registry
 from opmarket.registry._wrapper import python_call
 from opmarket.sdk import opset_to_json
-from opmarket.web.catalog._showcase import file_tags, python_calls, render_readme
+from opmarket.web.catalog._showcase import python_calls, render_readme
+from opmarket.web.wheels._filename import WheelName
 
 
 def _metadata(body: str, kind: str) -> bytes:
@@ -43,7 +44,7 @@ def test_the_python_call_is_the_generated_wrappers_signature() -> None:
 
 
 def test_wheel_tags() -> None:
-    assert file_tags("acme_clip-0.1.0-cp311-abi3-manylinux_2_28_x86_64.whl") == {
+    assert WheelName.parse("acme_clip-0.1.0-cp311-abi3-manylinux_2_28_x86_64.whl").tag_parts == {
         "python_tag": "cp311",
         "abi_tag": "abi3",
         "platform_tag": "manylinux_2_28_x86_64",

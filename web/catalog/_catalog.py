@@ -23,10 +23,10 @@ from opmarket.web.catalog._models import (
 )
 from opmarket.web.catalog._queries import search, search_words, summary_of
 from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError, SearchQuery
-from opmarket.web.catalog._showcase import file_tags, python_calls
+from opmarket.web.catalog._showcase import python_calls
 from opmarket.web.gpu._index import gpu_filter
 from opmarket.web.routes._simple import file_url
-from opmarket.web.wheels._variants import split_variant
+from opmarket.web.wheels._filename import WheelName
 
 __all__ = [
     "MAX_OFFSET",
@@ -207,6 +207,7 @@ def search_packages(
 
 
 def _file_info(f: File) -> FileInfo:
+    wheel = WheelName.parse(f.filename)  # stored files passed inspect_wheel's checks
     result = f.result or {}
     steps = result.get("steps", [])
     compat = result.get("compat")
@@ -225,8 +226,8 @@ def _file_info(f: File) -> FileInfo:
         steps=steps if isinstance(steps, list) else [],
         compat=compat if isinstance(compat, dict) else None,
         gpu=f.gpu,
-        variant=split_variant(f.filename)[1],
-        **file_tags(split_variant(f.filename)[0]),
+        variant=wheel.variant,
+        **wheel.tag_parts,
     )
 
 

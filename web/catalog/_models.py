@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_version
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -21,7 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from opmarket.web._status import FileStatus
-from opmarket.web.wheels._variants import VariantError, split_variant
+from opmarket.web.wheels._filename import WheelName
+from opmarket.web.wheels._variants import VariantError
 
 __all__ = [
     "Base",
@@ -52,10 +53,16 @@ def distribution_key(filename: str) -> str | None:
     identity: its key ends in ``/{label}`` (a plain wheel's key has no such part).
     """
     try:
-        base, label = split_variant(filename)
-        name, version, build, tags = parse_wheel_filename(base)
+        wheel = WheelName.parse(filename)
     except (InvalidWheelFilename, VariantError):
         return None
+    name, version, build, tags, label = (
+        wheel.name,
+        wheel.version,
+        wheel.build,
+        wheel.tags,
+        wheel.variant,
+    )
     build_tag = f"{build[0]}{build[1]}" if build else ""
     return "/".join(
         (

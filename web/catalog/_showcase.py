@@ -15,18 +15,9 @@ from opmarket.sdk import OpmarketError
 if TYPE_CHECKING:
     from opmarket.web.storage._local import Storage
 
-__all__ = ["file_tags", "python_calls", "readme_html", "render_readme"]
+__all__ = ["python_calls", "readme_html", "render_readme"]
 
 log = logging.getLogger("opmarket.web")
-
-
-def file_tags(filename: str) -> dict[str, str]:
-    """The wheel's Python, ABI and platform tags as its file name gives them (each may be
-    a ``.``-joined set, e.g. ``cp311.cp312``)."""
-    parts = filename.removesuffix(".whl").split("-")
-    if len(parts) < 5:
-        return {"python_tag": "", "abi_tag": "", "platform_tag": ""}
-    return {"python_tag": parts[-3], "abi_tag": parts[-2], "platform_tag": parts[-1]}
 
 
 @functools.lru_cache(maxsize=256)

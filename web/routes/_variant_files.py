@@ -36,6 +36,7 @@ from opmarket.web._errors import HTTPError
 from opmarket.web._state import AppState
 from opmarket.web.catalog._models import File, FileStatus, Project, Release
 from opmarket.web.routes._cache import read_changes
+from opmarket.web.wheels._filename import WheelName
 from opmarket.web.wheels._inspect import WheelInfo
 from opmarket.web.wheels._variants import (
     VariantError,
@@ -154,7 +155,7 @@ def check_release_variants(session: Session, info: WheelInfo) -> None:
     released = [
         (r.filename, r.variant)
         for r in rows
-        if r.variant is not None and Version(r.filename.split("-")[1]) == Version(info.version)
+        if r.variant is not None and WheelName.parse(r.filename).version == Version(info.version)
     ]
     try:
         check_consistent(released, info.filename, info.variant)

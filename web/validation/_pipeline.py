@@ -31,6 +31,7 @@ from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
 from opmarket.web.validation._steps import Previous, Step, StepStatus, Verdict
+from opmarket.web.wheels._filename import WheelName
 from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def _static_gpu_step(run: _Run) -> bool:
     """The static GPU and variant steps: a wheel they reject is rejected before code runs."""
     assert run.info is not None
     tools = ToolSandbox(run.limits, run.interpreter, run.private)
-    return not _static_gpu(run.verdict, run.path, run.filename, run.info.variant, tools)
+    return not _static_gpu(run.verdict, run.path, run.info.wheel, run.info.variant, tools)
 
 
 def _dependencies(run: _Run) -> bool:
@@ -275,7 +276,7 @@ STEPS: tuple[Callable[[_Run], bool], ...] = (
 def _static_gpu(
     verdict: Verdict,
     path: Path,
-    filename: str,
+    wheel: WheelName,
     variant: dict[str, Any] | None,
     tools: ToolSandbox,
 ) -> bool:
@@ -284,8 +285,9 @@ def _static_gpu(
     from opmarket.web.wheels._variants import variant_note
 
     if variant is not None:
-        verdict.steps.append(Step("variant", StepStatus.PASSED, variant_note(filename, variant)))
-    gpu = inspect_gpu(path, filename, tools)
+        note = variant_note(wheel.variant or "", variant)
+        verdict.steps.append(Step("variant", StepStatus.PASSED, note))
+    gpu = inspect_gpu(path, wheel.filename, tools)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.metadata import InvalidMetadata, Metadata, parse_email
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import Version
 
 from opmarket.sdk import OpmarketError
-from opmarket.web.wheels._variants import VariantError, read_variant_metadata, split_variant
+from opmarket.web.wheels._filename import WheelName
+from opmarket.web.wheels._variants import VariantError, read_variant_metadata
 
 __all__ = ["WheelError", "WheelInfo", "WheelLimits", "WheelProblem", "inspect_wheel"]
 
@@ -70,6 +71,7 @@ class WheelInfo:
     summary: str
     metadata: bytes  # the METADATA file, served as PEP 658 core metadata
     metadata_sha256: str
+    wheel: WheelName  # the file name, parsed once (its variant label included)
     variant: dict[str, Any] | None = None  # a PEP 825 variant wheel's variant.json
 
 
@@ -106,19 +108,20 @@ def _check_member(info: zipfile.ZipInfo, limits: WheelLimits) -> None:
         )
 
 
-def _check_filename(filename: str) -> tuple[str, Version]:
-    """The normalized name and the version the file name says; WheelError listing every
-    problem with it."""
+def _check_filename(filename: str) -> WheelName:
+    """The file name's parts (normalized name, version, tags, variant label); WheelError
+    listing every problem with it."""
     if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
         raise WheelError(f"{filename!r}: only wheels (.whl) are accepted")
     try:  # a PEP 825 variant label is checked here, the rest as any wheel's name
-        name, version, _build, tags = parse_wheel_filename(split_variant(filename)[0])
+        wheel = WheelName.parse(filename)
     except VariantError as exc:
         raise WheelError(str(exc)) from None
     except InvalidWheelFilename as exc:
         raise WheelError(f"invalid wheel file name {filename!r}: {exc}") from None
+    version, tags = wheel.version, wheel.tags
     problems = []
-    raw_name = filename.split("-", maxsplit=1)[0]
+    raw_name = wheel.parts[0]
     if not _NAME.match(raw_name):
         problems.append(
             f"the project name {raw_name!r} is not a valid name (PEP 508: ASCII "
@@ -144,7 +147,7 @@ def _check_filename(filename: str) -> tuple[str, Version]:
         )
     if problems:
         raise WheelError(f"invalid wheel file name {filename!r}: " + "; ".join(problems))
-    return str(name), version
+    return wheel
 
 
 def _record_digest(algorithm: str, data: IO[bytes]) -> str:
@@ -244,7 +247,8 @@ def _read_metadata(metadata: bytes, filename: str, name: str, version: Version) 
 def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) -> WheelInfo:
     """Check the wheel at ``path`` uploaded as ``filename``; WheelError says what is wrong."""
     limits = limits or WheelLimits()
-    name, version = _check_filename(filename)
+    wheel = _check_filename(filename)
+    name, version = str(wheel.name), wheel.version
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
@@ -270,8 +274,7 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
                 f"{filename}: unpacks to {total} bytes, more than "
                 f"{limits.max_unpacked_bytes}: refused as a zip bomb"
             )
-        dist_name, dist_version = filename.split("-")[:2]
-        dist_info = f"{dist_name}-{dist_version}.dist-info"
+        dist_info = wheel.dist_info
         names = set(seen.values())
         for required in ("METADATA", "WHEEL", "RECORD"):
             if f"{dist_info}/{required}" not in names:
@@ -285,7 +288,7 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
             raise WheelError(f"{filename}: METADATA cannot be read: {exc}") from None
         meta = _read_metadata(metadata, filename, name, version)
         _check_record(zf, filename, f"{dist_info}/RECORD")
-        label = split_variant(filename)[1]
+        label = wheel.variant
         try:
             variant = None if label is None else read_variant_metadata(zf, dist_info, label)
         except VariantError as exc:
@@ -300,4 +303,5 @@ def inspect_wheel(path: Path, filename: str, limits: WheelLimits | None = None) 
         metadata=metadata,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(),
         variant=variant,
+        wheel=wheel,
     )

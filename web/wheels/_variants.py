@@ -148,12 +148,12 @@ def _properties(data: dict[str, Any]) -> int:
     )
 
 
-def variant_note(filename: str, data: dict[str, Any]) -> list[str]:
-    """The validation log's lines for a variant wheel: its label and properties, what was
-    checked and what was not (property values, by provider plugins)."""
+def variant_note(label: str, data: dict[str, Any]) -> list[str]:
+    """The validation log's lines for a variant wheel (``label``, its parsed file name's):
+    its properties, what was checked and what was not (property values, by provider
+    plugins)."""
     from importlib.metadata import version
 
-    label = split_variant(filename)[1] or ""
     properties = [
         f"{namespace} :: {feature} :: {value}"
         for namespace, features in sorted(data.get("variants", {}).get(label, {}).items())
