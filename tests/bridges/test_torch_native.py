@@ -1,0 +1,109 @@
+"""opmarket.torch's native path with the real PyTorch (CPU): C-ABI kernels registered as
+boxed CPU kernels through torch's stable C ABI (the shim built on first use), checked
+against opmarket.ops, torch's opcheck, autograd and torch.compile; kernels that cannot go
+native keep the Python kernel and say why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opmarket  # noqa: E402
+import opmarket.torch as ot  # noqa: E402
+from opmarket.registry import get_registry, isolated_registry  # noqa: E402
+from opmarket.sdk import kernel, op, shape_fn, unchanged  # noqa: E402
+
+# (op, overload, input, attrs): the first-party kernels with C-ABI entries
+NATIVE = [
+    ("Opm>ZeroOut", "", torch.tensor([5.0, 4.0, 3.0, 2.0]), {"preserve_index": 2}),
+    ("Opm>ZeroOut", "c_abi", torch.arange(1, 9, dtype=torch.int32), {"preserve_index": 3}),
+    ("Opm>TimeTwo", "", torch.arange(-3.0, 9.0).reshape(3, 4), {}),
+    ("Opm>Bitcast", "", torch.tensor([1.5, -2.0]), {"type": torch.int32}),
+]
+IDS = [f"{n}{'.' + label if label else ''}" for n, label, _, _ in NATIVE]
+
+
+def _overload(name: str, label: str) -> Any:
+    packet = ot.torch_op(name)
+    return getattr(packet, label or "default")
+
+
+def _reference(name: str, label: str, x: Any, attrs: dict[str, Any]) -> Any:
+    """What opmarket.ops gives (the labelled kernel through the registry's dispatcher)."""
+    kwargs = {
+        k: np.dtype(str(v).removeprefix("torch.")) if isinstance(v, torch.dtype) else v
+        for k, v in attrs.items()
+    }
+    return get_registry().dispatcher(name).call([x.numpy()], kwargs, label=label)
+
+
+@pytest.mark.parametrize(("name", "label", "x", "attrs"), NATIVE, ids=IDS)
+def test_c_abi_kernels_run_natively_and_match_opmarket_ops(
+    name: str, label: str, x: Any, attrs: dict[str, Any]
+) -> None:
+    assert ot.native_reason(name, _kernel=label) == ""
+    assert ot.native_path(name, _kernel=label) == "native"
+    got = _overload(name, label)(x, **attrs)
+    np.testing.assert_array_equal(got.numpy(), _reference(name, label, x, attrs))
+
+
+@pytest.mark.parametrize(("name", "label", "x", "attrs"), NATIVE, ids=IDS)
+def test_opcheck_passes_on_the_native_kernels(
+    name: str, label: str, x: Any, attrs: dict[str, Any]
+) -> None:
+    x = x.clone().requires_grad_() if x.is_floating_point() and name != "Opm>Bitcast" else x
+    result = torch.library.opcheck(_overload(name, label), (x,), attrs)
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_a_non_contiguous_input_and_an_empty_one_reach_the_native_kernel() -> None:
+    x = torch.arange(12.0).reshape(3, 4).t()
+    torch.testing.assert_close(torch.ops.opm.time_two(x), x * 2)
+    assert torch.ops.opm.time_two(torch.empty(0, 3)).shape == (0, 3)
+
+
+def test_gradients_through_a_native_forward() -> None:
+    x = torch.tensor([5.0, 4.0, 3.0, 2.0], requires_grad=True)
+    torch.ops.opm.zero_out(x, preserve_index=1).sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad, torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    y = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.ops.opm.time_two, (y,))
+
+
+def test_a_kernel_error_from_the_native_path_is_a_value_error_naming_the_kernel() -> None:
+    with pytest.raises(ValueError, match="preserve_index"):
+        torch.ops.opm.zero_out.c_abi(torch.ones(2, dtype=torch.int32), preserve_index=5)
+    torch.ops.opm.zero_out.c_abi(torch.ones(2, dtype=torch.int32))  # and the op still runs
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_torch_compile_fullgraph_calls_the_native_kernels() -> None:
+    def f(x: Any) -> Any:
+        return torch.ops.opm.zero_out(torch.ops.opm.time_two(x) + 1, preserve_index=2)
+
+    compiled = torch.compile(f, fullgraph=True)
+    x = torch.tensor([5.0, 4.0, 3.0, -1.0])
+    torch.testing.assert_close(compiled(x), torch.tensor([0.0, 0.0, 7.0, 0.0]))
+
+
+PROBE = op("BridgeTest>TorchNativeProbe").input("x: float").output("y: float").build()
+
+
+def test_a_kernel_that_cannot_go_native_runs_through_python_and_says_why() -> None:
+    @kernel("BridgeTest>TorchNativeProbe")
+    def probe(x: Any) -> Any:
+        return x + 1
+
+    with isolated_registry():
+        opmarket.register(PROBE, probe, shape_fn("BridgeTest>TorchNativeProbe", unchanged))
+        assert ot.native_path("BridgeTest>TorchNativeProbe") == "python"
+        assert "not a C-ABI kernel" in ot.native_reason("BridgeTest>TorchNativeProbe")
+        torch.testing.assert_close(ot.ops.torch_native_probe(torch.ones(3)), torch.full((3,), 2.0))
+    assert ot.native_path("Opm>MedianPool") == "python"
+    assert "list(int)" in ot.native_reason("Opm>MedianPool")
