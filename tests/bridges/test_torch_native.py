@@ -5,6 +5,10 @@ native keep the Python kernel and say why."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,6 +94,40 @@ def test_torch_compile_fullgraph_calls_the_native_kernels() -> None:
     compiled = torch.compile(f, fullgraph=True)
     x = torch.tensor([5.0, 4.0, 3.0, -1.0])
     torch.testing.assert_close(compiled(x), torch.tensor([0.0, 0.0, 7.0, 0.0]))
+
+
+def test_torch_export_keeps_the_native_ops_and_runs_them() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.ops.opm.time_two(torch.ops.opm.zero_out.c_abi(x, preserve_index=1))
+
+    x = torch.tensor([3, 4, 5], dtype=torch.int32)
+    exported = torch.export.export(M(), (x,))
+    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    assert {"opm.zero_out.c_abi", "opm.time_two.default"} <= targets
+    torch.testing.assert_close(exported.module()(x), torch.tensor([0, 8, 0], dtype=torch.int32))
+
+
+def test_without_a_compiler_the_ops_run_through_python_and_say_why(tmp_path: Path) -> None:
+    code = (
+        "import torch, opmarket.torch as ot\n"
+        "print(ot.native_path('Opm>ZeroOut', _kernel='c_abi'))\n"
+        "print(ot.native_reason('Opm>ZeroOut', _kernel='c_abi'))\n"
+        "print(torch.ops.opm.zero_out.c_abi(torch.ones(3), preserve_index=1).tolist())\n"
+    )
+    env = {
+        **os.environ,
+        "CXX": str(tmp_path / "no-such-c++"),
+        "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    path, reason, result = done.stdout.splitlines()
+    assert path == "python"
+    assert "could not be built" in reason and "compiler" in reason
+    assert result == "[0.0, 1.0, 0.0]"
+    assert "building the PyTorch bridge's native shim" in done.stderr
 
 
 PROBE = op("BridgeTest>TorchNativeProbe").input("x: float").output("y: float").build()
