@@ -4,8 +4,9 @@ kernel through PyTorch's stable C ABI that runs the kernel through the host's br
 on torch's own buffers, with no Python per call. The operator's schema, fake tensors and
 autograd stay as the bridge defines them from Python. An overload goes native when every
 kernel that can serve it on the CPU is a C-ABI kernel and every argument is a tensor, an
-``int``, a ``float``, a ``bool`` or a ``ScalarType``; otherwise it keeps the Python kernel,
-and :func:`native_reason` says why."""
+``int``, a ``float``, a ``bool``, a ``ScalarType``, an ``int[]``, a ``float[]`` or a ``str``
+(none of them optional); otherwise it keeps the Python kernel, and
+``opmarket.torch.native_reason`` says why."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from opmarket._bridge import (
     native_handle,
 )
 from opmarket.sdk import DType
+from opmarket.sdk.torch_schema import forward_schema
 
-__all__ = ["SLOTS", "register", "shim"]
+__all__ = ["BRIDGE_VERSION", "SLOTS", "register", "shim"]
 
 #: Native overloads one process can register (each takes a trampoline of the shim).
 SLOTS = 1024
@@ -38,8 +40,17 @@ _TORCH_TYPES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 14, 17, 18, 19, 22, 23)
 #: Dtype combinations tried when tabling an overload's kernels.
 _MAX_COMBINATIONS = 4096
 # Where an attr comes from (enum Source in _shim.cc).
-_FROM_INPUT, _INT, _FLOAT, _BOOL, _DTYPE = range(5)
-_SOURCES = {"int": _INT, "float": _FLOAT, "bool": _BOOL}
+_FROM_INPUT, _INT, _FLOAT, _BOOL, _DTYPE, _INT_LIST, _FLOAT_LIST, _STRING = range(8)
+_SOURCES = {
+    "int": _INT,
+    "float": _FLOAT,
+    "bool": _BOOL,
+    "list(int)": _INT_LIST,
+    "list(float)": _FLOAT_LIST,
+    "string": _STRING,
+}
+#: The bridge interface version the shim's construction interface implements (list attrs).
+BRIDGE_VERSION = 2
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -128,18 +139,21 @@ def _plan(op: BridgeOp, label: str) -> tuple[str, dict[str, Any]]:
             seen.add(arg.type_attr)
             sources.append((arg.type_attr, _FROM_INPUT, i))
     dtype_args: list[int] = []
+    schema = forward_schema(op.op_def)
     for j, p in enumerate(op.params):
+        if f"? {p.name}=None" in schema:  # None stands for opmarket's default
+            return f"attr {p.attr.name} is optional in the schema", {}
         if p.kind is ParamKind.DTYPE:
-            if not p.required:
-                return f"attr {p.attr.name} is an optional ScalarType", {}
             sources.append((p.attr.name, _DTYPE, j))
             dtype_args.append(n_in + j)
         elif p.attr.type in _SOURCES:
-            if p.attr.type == "float" and not p.required and p.attr.default != p.attr.default:
-                return f"attr {p.attr.name} has a default a schema cannot spell", {}
             sources.append((p.attr.name, _SOURCES[p.attr.type], j))
         else:
-            return f"attr {p.attr.name} is a {p.attr.type} (native: int, float, bool, type)", {}
+            return (
+                f"attr {p.attr.name} is a {p.attr.type} (native: int, float, bool, type, "
+                "string, list(int), list(float))",
+                {},
+            )
     names, sets = _dtype_sets(op)
     combos = list(itertools.islice(itertools.product(*sets), _MAX_COMBINATIONS + 1))
     if len(combos) > _MAX_COMBINATIONS:
@@ -151,7 +165,7 @@ def _plan(op: BridgeOp, label: str) -> tuple[str, dict[str, Any]]:
             spec = op.kernel({k: DType(v) for k, v in values.items()}, "CPU", label)
         except KernelNotFoundError:
             continue
-        handle = native_handle(spec)
+        handle = native_handle(spec, bridge_version=BRIDGE_VERSION)
         if handle is None:
             return f"its CPU kernel {spec.name} is not a C-ABI kernel", {}
         dtypes = [values[a.type_attr] if a.type_attr else int(a.type) for a in op.op_def.inputs]

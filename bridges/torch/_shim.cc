@@ -29,8 +29,20 @@
 namespace {
 
 /* Where an attr's value comes from: the dtype of input `index`, or argument `index` of the
- * boxed stack as an int, a float (double), a bool or a ScalarType. */
-enum Source { FROM_INPUT_DTYPE = 0, ARG_INT = 1, ARG_FLOAT = 2, ARG_BOOL = 3, ARG_DTYPE = 4 };
+ * boxed stack (counted after the inputs) as an int, a float (double), a bool, a
+ * ScalarType, an int[], a float[] or a str. */
+enum Source {
+  FROM_INPUT_DTYPE = 0,
+  ARG_INT = 1,
+  ARG_FLOAT = 2,
+  ARG_BOOL = 3,
+  ARG_DTYPE = 4,
+  ARG_INT_LIST = 5,
+  ARG_FLOAT_LIST = 6,
+  ARG_STRING = 7
+};
+
+bool is_variable(int source) { return source >= ARG_INT_LIST; }
 
 struct Attr {
   std::string name;
@@ -55,6 +67,7 @@ struct Slot {
   int n_in = 0, n_args = 0, n_out = 0;
   std::vector<Attr> attrs;
   std::vector<int> dtype_args; /* stack indices of ScalarType args */
+  std::vector<int> arg_sources; /* each argument after the inputs: its Source */
   std::vector<Entry> kernels;
   std::mutex lock;
   std::vector<State> states;
@@ -99,7 +112,9 @@ int32_t to_opm(int32_t torch_code) {
 struct Construction {
   OPMB_KernelConstruction base;
   Slot* slot;
-  const uint64_t* key; /* the inputs' OPM dtypes, then the stack's attr args */
+  /* the inputs' OPM dtypes, then the stack's attr args (for a list or a string: where its
+   * length and values follow in the key) */
+  const uint64_t* key;
 };
 
 const Attr* find_attr(Construction* c, const char* name, int kind, OPM_Status* status) {
@@ -154,9 +169,81 @@ void c_get_bool(OPMB_KernelConstruction* b, const char* name, uint8_t* value,
   if (a != nullptr) *value = (uint8_t)(arg_value(c, a) & 0xff) != 0;
 }
 
+/* A list's or a string's length and first value in the key. */
+const uint64_t* variable(Construction* c, const Attr* a, size_t* length) {
+  uint64_t at = arg_value(c, a);
+  *length = (size_t)c->key[at];
+  return &c->key[at + 1];
+}
+
+void c_get_string(OPMB_KernelConstruction* b, const char* name, char* value,
+                  size_t max_length, size_t* length, OPM_Status* status) {
+  auto* c = reinterpret_cast<Construction*>(b);
+  const Attr* a = find_attr(c, name, ARG_STRING, status);
+  if (a == nullptr) return;
+  const uint64_t* words = variable(c, a, length);
+  std::memcpy(value, words, *length < max_length ? *length : max_length);
+}
+
+void c_get_int64_list(OPMB_KernelConstruction* b, const char* name, int64_t* values,
+                      size_t max_values, size_t* length, OPM_Status* status) {
+  auto* c = reinterpret_cast<Construction*>(b);
+  const Attr* a = find_attr(c, name, ARG_INT_LIST, status);
+  if (a == nullptr) return;
+  const uint64_t* items = variable(c, a, length);
+  for (size_t k = 0; k < *length && k < max_values; ++k) std::memcpy(&values[k], &items[k], 8);
+}
+
+void c_get_float_list(OPMB_KernelConstruction* b, const char* name, float* values,
+                      size_t max_values, size_t* length, OPM_Status* status) {
+  auto* c = reinterpret_cast<Construction*>(b);
+  const Attr* a = find_attr(c, name, ARG_FLOAT_LIST, status);
+  if (a == nullptr) return;
+  const uint64_t* items = variable(c, a, length);
+  for (size_t k = 0; k < *length && k < max_values; ++k) {
+    double d = 0;
+    std::memcpy(&d, &items[k], sizeof d);
+    values[k] = (float)d;
+  }
+}
+
 const OPMB_KernelConstructionOps construction_ops = {
     sizeof(OPMB_KernelConstructionOps), c_get_type, c_get_int64, c_get_float, c_get_bool,
-    nullptr, nullptr, nullptr};
+    c_get_string, c_get_int64_list, c_get_float_list};
+
+/* Argument i's list or string appended to the key (its length, then its values; a
+ * string's bytes packed into words), the handle deleted (the kernel owns it); false when
+ * torch could not read it. */
+bool append_variable(int source, StableIValue value, std::vector<uint64_t>* key) {
+  if (source == ARG_STRING) {
+    auto h = (StringHandle)(uintptr_t)value;
+    size_t length = 0;
+    const char* data = nullptr;
+    bool ok = torch_string_length(h, &length) == AOTI_TORCH_SUCCESS &&
+              torch_string_c_str(h, &data) == AOTI_TORCH_SUCCESS;
+    if (ok) {
+      key->push_back(length);
+      size_t at = key->size();
+      key->resize(at + (length + 7) / 8, 0);
+      std::memcpy(key->data() + at, data, length);
+    }
+    torch_delete_string(h);
+    return ok;
+  }
+  auto h = (StableListHandle)(uintptr_t)value;
+  size_t length = 0;
+  bool ok = torch_list_size(h, &length) == AOTI_TORCH_SUCCESS;
+  if (ok) {
+    key->push_back(length);
+    for (size_t k = 0; k < length && ok; ++k) {
+      StableIValue item = 0;
+      ok = torch_list_get_item(h, k, &item) == AOTI_TORCH_SUCCESS;
+      key->push_back(item);
+    }
+  }
+  torch_delete_list(h);
+  return ok;
+}
 
 /* ---- the compute interface: torch's tensors ------------------------------------------ */
 struct Context {
@@ -270,6 +357,16 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
   std::string error;
   int code = OPM_INTERNAL;
   std::vector<uint64_t> key((size_t)s->n_args, 0);
+  for (int i = s->n_in; i < s->n_args; ++i) { /* first: every list and string is ours to free */
+    int source = s->arg_sources[(size_t)(i - s->n_in)];
+    if (!is_variable(source)) {
+      key[(size_t)i] = stack[i];
+    } else {
+      key[(size_t)i] = key.size();
+      if (!append_variable(source, stack[i], &key) && error.empty())
+        error = "torch could not hand over a list or string argument";
+    }
+  }
   for (int i = 0; i < s->n_in && error.empty(); ++i) {
     AtenTensorHandle h = owned[i];
     bool contiguous = true;
@@ -312,7 +409,6 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
                (size_t)numel * s->bridge->api->DataTypeSize((OPM_DataType)dtype)};
     key[(size_t)i] = (uint64_t)dtype;
   }
-  for (int i = s->n_in; i < s->n_args; ++i) key[(size_t)i] = stack[i];
   const OPMB_Kernel* kernel = nullptr;
   if (error.empty()) {
     for (const Entry& e : s->kernels) {
@@ -410,6 +506,10 @@ OPM_TORCH_EXPORT int opm_torch_register(const char* ns, const char* name, int32_
   for (int32_t i = 0; i < n_attrs; ++i)
     s->attrs.push_back({attr_names[i], attr_sources[i], attr_indices[i]});
   for (int32_t i = 0; i < n_dtype_args; ++i) s->dtype_args.push_back(dtype_args[i]);
+  s->arg_sources.assign((size_t)(n_args - n_in), ARG_INT);
+  for (const Attr& a : s->attrs)
+    if (a.source != FROM_INPUT_DTYPE && a.index >= 0 && a.index < n_args - n_in)
+      s->arg_sources[(size_t)a.index] = a.source;
   int32_t width = n_in + n_dtype_args;
   for (int32_t k = 0; k < n_kernels; ++k) {
     Entry e;

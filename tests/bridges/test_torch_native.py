@@ -27,6 +27,12 @@ NATIVE = [
     ("Opm>ZeroOut", "c_abi", torch.arange(1, 9, dtype=torch.int32), {"preserve_index": 3}),
     ("Opm>TimeTwo", "", torch.arange(-3.0, 9.0).reshape(3, 4), {}),
     ("Opm>Bitcast", "", torch.tensor([1.5, -2.0]), {"type": torch.int32}),
+    (  # list and string attrs
+        "Opm>MedianPool",
+        "",
+        torch.arange(2 * 7 * 9 * 3, dtype=torch.float32).reshape(2, 7, 9, 3).sin(),
+        {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"},
+    ),
 ]
 IDS = [f"{n}{'.' + label if label else ''}" for n, label, _, _ in NATIVE]
 
@@ -143,5 +149,6 @@ def test_a_kernel_that_cannot_go_native_runs_through_python_and_says_why() -> No
         assert ot.native_path("BridgeTest>TorchNativeProbe") == "python"
         assert "not a C-ABI kernel" in ot.native_reason("BridgeTest>TorchNativeProbe")
         torch.testing.assert_close(ot.ops.torch_native_probe(torch.ones(3)), torch.full((3,), 2.0))
-    assert ot.native_path("Opm>MedianPool") == "python"
-    assert "list(int)" in ot.native_reason("Opm>MedianPool")
+    assert ot.native_path("Opm>Atan") == "python"  # a Python lifecycle kernel
+    assert "not a C-ABI kernel" in ot.native_reason("Opm>Atan")
+    torch.testing.assert_close(torch.ops.opm.atan(torch.zeros(2)), torch.zeros(2))
