@@ -70,6 +70,19 @@ def test_opcheck_passes_on_the_native_kernels(
     assert set(result.values()) == {"SUCCESS"}, result
 
 
+def test_each_attr_value_gets_its_own_kernel_state() -> None:
+    x = torch.arange(1, 7, dtype=torch.int32)
+    for i in (0, 5, 2, 5):
+        want = torch.zeros_like(x)
+        want[i] = x[i]
+        torch.testing.assert_close(torch.ops.opm.zero_out.c_abi(x, preserve_index=i), want)
+    image = torch.randn(1, 6, 6, 1)
+    for strides, padding in [([1, 1, 1, 1], "VALID"), ([1, 2, 2, 1], "SAME")]:
+        attrs = {"ksize": [1, 3, 3, 1], "strides": strides, "padding": padding}
+        got = torch.ops.opm.median_pool(image, **attrs)
+        np.testing.assert_array_equal(got.numpy(), _reference("Opm>MedianPool", "", image, attrs))
+
+
 def test_a_non_contiguous_input_and_an_empty_one_reach_the_native_kernel() -> None:
     x = torch.arange(12.0).reshape(3, 4).t()
     torch.testing.assert_close(torch.ops.opm.time_two(x), x * 2)
