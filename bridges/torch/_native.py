@@ -1,4 +1,5 @@
-"""C-ABI kernels as native CPU kernels of torch operators: ``_shim.cc`` (built on first use
+"""C-ABI kernels as native CPU kernels of torch operators: ``_shim.cc``, generated
+trampolines and ``_shim_register.cc`` (built on first use
 against the installed torch's headers by ``opmarket._bridge.build_shim``) registers a boxed
 kernel through PyTorch's stable C ABI that runs the kernel through the host's bridge table
 on torch's own buffers, with no Python per call. The operator's schema, fake tensors and
@@ -57,18 +58,13 @@ _state: dict[str, Any] = {}
 
 
 def _source() -> str:
-    text = resources.files("opmarket.torch").joinpath("_shim.cc").read_text()
+    files = resources.files("opmarket.torch")
+    text = files.joinpath("_shim.cc").read_text()
     lines = [f"#define OPM_TORCH_SLOTS {SLOTS}", text]
     lines += [f"OPM_TRAMPOLINE({i})" for i in range(SLOTS)]
     table = ", ".join(f"opm_boxed_{i}" for i in range(SLOTS))
-    lines += [
-        f"static const boxed_fn opm_boxed[{SLOTS}] = {{{table}}};",
-        "namespace {",
-        "boxed_fn boxed_for(int32_t slot) {",
-        f"  return slot >= 0 && slot < {SLOTS} ? opm_boxed[slot] : nullptr;",
-        "}",
-        "}  // namespace",
-    ]
+    lines.append(f"static const boxed_fn opm_boxed[{SLOTS}] = {{{table}}};")
+    lines.append(files.joinpath("_shim_register.cc").read_text())
     return "\n".join(lines) + "\n"
 
 
