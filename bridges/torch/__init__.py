@@ -12,14 +12,14 @@ from opmarket._bridge import require_framework
 
 require_framework("torch", "torch")
 
-from opmarket.torch._ops import register_all, torch_op  # noqa: E402  (after the check)
+from opmarket.torch._ops import native_path, native_reason, register_all, torch_op  # noqa: E402  (after the check)
 
 if TYPE_CHECKING:
     from opmarket._bridge import BridgeNamespace
 
     ops: BridgeNamespace
 
-__all__ = ["ops", "register_all", "torch_op"]
+__all__ = ["native_path", "native_reason", "ops", "register_all", "torch_op"]
 
 register_all()
 

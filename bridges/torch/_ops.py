@@ -27,7 +27,7 @@ from opmarket.sdk import InvalidArgumentError, OpmarketError
 from opmarket.sdk.torch_schema import backward_schema, forward_schema
 from opmarket.torch._convert import VIA, VIA_NP, from_numpy, numpy_dtype, opm_dtype, to_numpy
 
-__all__ = ["register_all", "torch_op"]
+__all__ = ["native_path", "native_reason", "register_all", "torch_op"]
 
 _Array = np.ndarray[Any, Any]
 _lock = threading.RLock()
@@ -35,6 +35,8 @@ _lock = threading.RLock()
 _registered: dict[str, tuple[Any, Any]] = {}
 # torch's qualified name -> the opmarket op that has it (two ops may not share one)
 _qualnames: dict[str, str] = {}
+# (op name, kernel label) -> why its CPU kernel runs through Python ("": natively)
+_native: dict[tuple[str, str], str] = {}
 
 
 def torch_op(name: str) -> Any:
@@ -58,6 +60,22 @@ def torch_op(name: str) -> Any:
         packet = _register(op)
         _registered[op.name] = (op.op_def, packet)
         return packet
+
+
+def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
+    """Which path the op's overload (``_kernel``: a kernel label, "" for the default) takes
+    in PyTorch on ``device``: ``"native"`` (a boxed CPU kernel registered through torch's
+    stable C ABI, no Python per call) or ``"python"`` (the custom op's Python kernel).
+    ``attrs`` are accepted for the bridges' common signature; the path does not depend on
+    them. :func:`native_reason` says why an overload is not native."""
+    return "native" if device == "CPU" and not native_reason(name, _kernel=_kernel) else "python"
+
+
+def native_reason(name: str, *, _kernel: str = "") -> str:
+    """Why the op's overload runs through Python on the CPU; "" when it runs natively."""
+    op = bridge_op(name)
+    torch_op(op.name)
+    return _native.get((op.name, _kernel), f"it has no overload for kernel label {_kernel!r}")
 
 
 def register_all() -> list[str]:
@@ -259,6 +277,7 @@ def _register(op: BridgeOp) -> Any:
         qualname, make_impl(""), mutates_args=(), schema=forward_schema(op.op_def)
     )
     defined.register_fake(fake)
+    _native[(op.name, "")] = _native_register(op, op.python_name, "")
     autograd: tuple[Any, Any] | None = None
     if op.differentiable:
         backward = _register_backward(op, call)
@@ -294,7 +313,15 @@ def _register(op: BridgeOp) -> Any:
             torch.library.register_autograd(
                 overload, autograd[0], setup_context=autograd[1], lib=lib
             )
+        _native[(op.name, label)] = _native_register(op, f"{op.python_name}.{label}", label)
     return getattr(getattr(torch.ops, op.namespace), op.python_name)
+
+
+def _native_register(op: BridgeOp, name: str, label: str) -> str:
+    """The overload's CPU kernel registered natively where it can be; why not, else ""."""
+    from opmarket.torch import _native
+
+    return _native.register(op, name, label)
 
 
 _libraries: dict[str, Any] = {}

@@ -1,0 +1,221 @@
+"""C-ABI kernels as native CPU kernels of torch operators: ``_shim.cc``, generated
+trampolines and ``_shim_register.cc`` (built on first use
+against the installed torch's headers by ``opmarket._bridge.build_shim``) registers a boxed
+kernel through PyTorch's stable C ABI that runs the kernel through the host's bridge table
+on torch's own buffers, with no Python per call. The operator's schema, fake tensors and
+autograd stay as the bridge defines them from Python. An overload goes native when every
+kernel that can serve it on the CPU is a C-ABI kernel and every argument is a tensor, an
+``int``, a ``float``, a ``bool``, a ``ScalarType``, an ``int[]``, a ``float[]`` or a ``str``
+(none of them optional); otherwise it keeps the Python kernel, and
+``opmarket.torch.native_reason`` says why."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from opmarket._bridge import (
+    BridgeError,
+    BridgeOp,
+    KernelNotFoundError,
+    LibraryError,
+    ParamKind,
+    bridge_include,
+    bridge_table,
+    build_shim,
+    native_handle,
+)
+from opmarket.sdk import DType
+from opmarket.sdk.torch_schema import forward_schema
+
+__all__ = ["BRIDGE_VERSION", "SLOTS", "register", "shim"]
+
+#: Native overloads one process can register (each takes a trampoline of the shim).
+SLOTS = 1024
+#: The OPM dtypes the shim maps to torch dtypes.
+_TORCH_TYPES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 14, 17, 18, 19, 22, 23)
+#: Dtype combinations tried when tabling an overload's kernels.
+_MAX_COMBINATIONS = 4096
+# Where an attr comes from (enum Source in _shim.cc).
+_FROM_INPUT, _INT, _FLOAT, _BOOL, _DTYPE, _INT_LIST, _FLOAT_LIST, _STRING = range(8)
+_SOURCES = {
+    "int": _INT,
+    "float": _FLOAT,
+    "bool": _BOOL,
+    "list(int)": _INT_LIST,
+    "list(float)": _FLOAT_LIST,
+    "string": _STRING,
+}
+#: The bridge interface version the shim's construction interface implements (list attrs).
+BRIDGE_VERSION = 2
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def _source() -> str:
+    files = resources.files("opmarket.torch")
+    text = files.joinpath("_shim.cc").read_text()
+    lines = [f"#define OPM_TORCH_SLOTS {SLOTS}", text]
+    lines += [f"OPM_TRAMPOLINE({i})" for i in range(SLOTS)]
+    table = ", ".join(f"opm_boxed_{i}" for i in range(SLOTS))
+    lines.append(f"static const boxed_fn opm_boxed[{SLOTS}] = {{{table}}};")
+    lines.append(files.joinpath("_shim_register.cc").read_text())
+    return "\n".join(lines) + "\n"
+
+
+def shim() -> ctypes.CDLL | None:
+    """The loaded shim, built first if this torch and source have none yet; None where the
+    host has no bridge table or the shim cannot be built (the reason: ``_state["why"]``)."""
+    if "lib" in _state:
+        return _state["lib"]  # type: ignore[no-any-return]
+    with _lock:
+        if "lib" in _state:
+            return _state["lib"]  # type: ignore[no-any-return]
+        lib = None
+        if bridge_table() is None:
+            _state["why"] = "this opmarket has no bridge table"
+        else:
+            try:
+                lib = _build()
+            except (LibraryError, BridgeError, OSError) as exc:
+                _state["why"] = f"its shim could not be built: {exc}".splitlines()[0]
+        _state["lib"] = lib
+        return lib
+
+
+def _build() -> ctypes.CDLL:
+    import torch
+    from torch.utils import cpp_extension
+
+    lib_dir = str(Path(torch.__file__).parent / "lib")
+    target = build_shim(
+        "opm_torch_shim",
+        _source(),
+        [bridge_include(), *cpp_extension.include_paths()],
+        key=[torch.__version__],
+        flags=["-std=c++17", "-fvisibility=hidden"],
+        link=[f"-L{lib_dir}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib_dir}"],
+        language="c++",
+        announce="building the PyTorch bridge's native shim (once per torch version, ~20 s)...",
+    )
+    lib = ctypes.CDLL(str(target))
+    lib.opm_torch_register.restype = ctypes.c_int
+    return lib
+
+
+def _dtype_sets(op: BridgeOp) -> tuple[list[str], list[tuple[int, ...]]]:
+    """The type attrs an overload's kernel table ranges over (inferred ones, then the
+    ScalarType arguments) and the OPM dtypes each may take."""
+    names: list[str] = []
+    for arg in op.op_def.inputs:
+        if arg.type_attr and arg.type_attr not in names:
+            names.append(arg.type_attr)
+    names += [p.attr.name for p in op.params if p.kind is ParamKind.DTYPE]
+    attrs = {a.name: a for a in op.op_def.attrs}
+    sets = []
+    for name in names:
+        allowed = attrs[name].allowed_values
+        values = [int(DType(v)) for v in allowed] if allowed is not None else list(_TORCH_TYPES)
+        sets.append(tuple(v for v in values if v in _TORCH_TYPES))
+    return names, sets
+
+
+def _plan(op: BridgeOp, label: str) -> tuple[str, dict[str, Any]]:
+    """Why the overload cannot go native (""), and else what the shim needs for it."""
+    n_in = len(op.op_def.inputs)
+    sources: list[tuple[str, int, int]] = []
+    seen: set[str] = set()
+    for i, arg in enumerate(op.op_def.inputs):
+        if arg.type_attr and arg.type_attr not in seen:
+            seen.add(arg.type_attr)
+            sources.append((arg.type_attr, _FROM_INPUT, i))
+    dtype_args: list[int] = []
+    schema = forward_schema(op.op_def)
+    for j, p in enumerate(op.params):
+        if f"? {p.name}=None" in schema:  # None stands for opmarket's default
+            return f"attr {p.attr.name} is optional in the schema", {}
+        if p.kind is ParamKind.DTYPE:
+            sources.append((p.attr.name, _DTYPE, j))
+            dtype_args.append(n_in + j)
+        elif p.attr.type in _SOURCES:
+            sources.append((p.attr.name, _SOURCES[p.attr.type], j))
+        else:
+            return (
+                f"attr {p.attr.name} is a {p.attr.type} (native: int, float, bool, type, "
+                "string, list(int), list(float))",
+                {},
+            )
+    names, sets = _dtype_sets(op)
+    combos = list(itertools.islice(itertools.product(*sets), _MAX_COMBINATIONS + 1))
+    if len(combos) > _MAX_COMBINATIONS:
+        return "its type attrs have too many combinations", {}
+    rows: list[tuple[list[int], int]] = []
+    for combo in combos:
+        values = dict(zip(names, combo, strict=True))
+        try:
+            spec = op.kernel({k: DType(v) for k, v in values.items()}, "CPU", label)
+        except KernelNotFoundError:
+            continue
+        handle = native_handle(spec, bridge_version=BRIDGE_VERSION)
+        if handle is None:
+            return f"its CPU kernel {spec.name} is not a C-ABI kernel", {}
+        dtypes = [values[a.type_attr] if a.type_attr else int(a.type) for a in op.op_def.inputs]
+        dtypes += [values[op.params[j - n_in].attr.name] for j in dtype_args]
+        rows.append((dtypes, handle))
+    if not rows:
+        return "it has no CPU kernel", {}
+    return "", {"sources": sources, "dtype_args": dtype_args, "rows": rows}
+
+
+def register(op: BridgeOp, name: str, label: str) -> str:
+    """Register the overload ``name`` (``zero_out`` or ``zero_out.c_abi``) of ``op``'s
+    operator natively on the CPU; "" when done, else why it stays on Python."""
+    why, plan = _plan(op, label)
+    if why:
+        return why
+    lib = shim()
+    bridge = bridge_table()
+    if lib is None or bridge is None:
+        return str(_state.get("why", "no shim"))
+    with _lock:
+        slot = _state.setdefault("next", 0)
+        _state["next"] = slot + 1
+    n_in = len(op.op_def.inputs)
+    sources = plan["sources"]
+    rows = plan["rows"]
+    names = (ctypes.c_char_p * len(sources))(*[s[0].encode() for s in sources])
+    kinds = (ctypes.c_int32 * len(sources))(*[s[1] for s in sources])
+    indices = (ctypes.c_int32 * len(sources))(*[s[2] for s in sources])
+    dtype_args = (ctypes.c_int32 * len(plan["dtype_args"]))(*plan["dtype_args"])
+    flat = [d for dtypes, _ in rows for d in dtypes]
+    kernel_dtypes = (ctypes.c_int32 * len(flat))(*flat)
+    kernels = (ctypes.c_void_p * len(rows))(*[h for _, h in rows])
+    error = ctypes.create_string_buffer(512)
+    code = lib.opm_torch_register(
+        op.namespace.encode(),
+        name.encode(),
+        ctypes.c_int32(slot),
+        ctypes.c_void_p(bridge),
+        ctypes.c_int32(n_in),
+        ctypes.c_int32(n_in + len(op.params)),
+        ctypes.c_int32(len(op.op_def.outputs)),
+        ctypes.c_int32(len(sources)),
+        names,
+        kinds,
+        indices,
+        ctypes.c_int32(len(plan["dtype_args"])),
+        dtype_args,
+        ctypes.c_int32(len(rows)),
+        kernel_dtypes,
+        kernels,
+        error,
+        ctypes.c_size_t(len(error)),
+    )
+    if code != 0:
+        return error.value.decode(errors="replace")
+    return ""
