@@ -7,11 +7,19 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from opmarket.sdk import OpmarketError
 
-__all__ = ["HTTPError", "HTTPProblem", "error_response", "install_error_handlers"]
+__all__ = [
+    "HTTPError",
+    "HTTPProblem",
+    "database_busy",
+    "error_response",
+    "install_error_handlers",
+]
 
 log = logging.getLogger("opmarket.web")
 
@@ -61,6 +69,17 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         return error_response(422, "invalid-request", where or "invalid request")
 
+    async def busy(request: Request, exc: Exception) -> JSONResponse:
+        if not database_busy(exc):
+            return await crash(request, exc)
+        log.warning("database busy on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(
+            503,
+            "database-busy",
+            "the catalog's database is busy or away; try again shortly",
+            {"Retry-After": "1"},
+        )
+
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(
@@ -70,4 +89,22 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPError, problem)
     app.add_exception_handler(StarletteHTTPException, http)
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(OperationalError, busy)
+    app.add_exception_handler(PoolTimeoutError, busy)
     app.add_exception_handler(Exception, crash)
+
+
+def database_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database is busy or away, not that a statement is wrong:
+    SQLite's lock outlasting its busy timeout, the connection pool empty for its timeout, a
+    PostgreSQL connection lost or refused. Such a request is answered 503 with Retry-After
+    (an installer or twine asks again), not 500."""
+    if isinstance(exc, PoolTimeoutError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    message = str(exc.orig).lower()
+    busy_words = ("database is locked", "database table is locked", "connection", "server closed")
+    return any(word in message for word in busy_words)

@@ -118,6 +118,10 @@ def topology(tmp_path: Path, database_url: str) -> Iterator[Topology]:
                 proc.wait()
         for log in logs:
             log.close()
+        # Shown by pytest only when the test failed: what each process said last.
+        for path in sorted(tmp_path.glob("*.log")):
+            tail = path.read_bytes()[-6000:].decode(errors="replace")
+            print(f"--- {path.name} (last lines) ---\n{tail}")
 
 
 def _wheels(folder: Path) -> list[Path]:
