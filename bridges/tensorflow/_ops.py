@@ -95,7 +95,7 @@ class _Eager:
     num_outputs: int
     single: bool
 
-    def run(self, flat: list[Any], name: str | None = None) -> Any:
+    def run(self, flat: Sequence[Any], name: str | None = None) -> Any:
         from tensorflow.python.eager import context, execute
 
         outs = execute.execute(
@@ -132,7 +132,7 @@ def _keep(
         else:
             return
     if not any(convert):
-        keep(lambda xs: entry.run(list(xs)))
+        keep(entry.run)
         return
     to_tensor = tf.convert_to_tensor
     keep(lambda xs: entry.run([to_tensor(x) if c else x for x, c in zip(xs, convert, strict=True)]))
@@ -233,9 +233,8 @@ def _frozen(value: Any) -> Any:
 def _call_key(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
     """What an eager call's bound form depends on: each input's class and dtype, and the
     keywords as given."""
-    return tuple((a.__class__, a.dtype) for a in args) + tuple(
-        (k, _frozen(v)) for k, v in kwargs.items()
-    )
+    key = tuple([(a.__class__, a.dtype) for a in args])
+    return key + tuple([(k, _frozen(v)) for k, v in kwargs.items()]) if kwargs else key
 
 
 def wrapper(op: OpDef) -> Callable[..., Any]:
@@ -283,7 +282,7 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
             except (TypeError, AttributeError):  # an unhashable keyword, an input with no dtype
                 key = None
             if entry is not None:
-                return entry(args)
+                return entry(list(args))
         bound = sig.bind(*args, **kwargs)
         values = bound.arguments
         given = {n: values[n] for n in attr_names if n in values}
