@@ -223,6 +223,17 @@ def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
     return fn
 
 
+#: Calls kept per op at most; a new signature finding them full empties them first (the
+#: policy of opmarket.ops' prepared calls: thousands of signatures mean churning attr values).
+MAX_KEPT = 1024
+
+
+def _remember(kept: dict[Any, Any], key: Any, call: Callable[[Sequence[Any]], Any]) -> None:
+    if len(kept) >= MAX_KEPT and key not in kept:
+        kept.clear()
+    kept[key] = call
+
+
 def _frozen(value: Any) -> Any:
     """A keyword's value in a call key: its class beside it, a list's items' too."""
     if value.__class__ is list or value.__class__ is tuple:
@@ -288,7 +299,7 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         given = {n: values[n] for n in attr_names if n in values}
         label = str(values.get("label", "")) if "label" in extra else ""
         name = values.get("name") if "name" in extra else None
-        keep = None if key is None or name is not None else functools.partial(fast.__setitem__, key)
+        keep = None if key is None or name is not None else functools.partial(_remember, fast, key)
         # Type attrs that inputs infer may still be given (they must then agree).
         return call_op(
             op, [values[a.name] for a in op.inputs], given, label=label, name=name, keep=keep

@@ -108,3 +108,16 @@ def test_a_kept_call_still_checks_values_and_records_gradients() -> None:
             tape.watch(v)
             y = tf.reduce_sum(otf.ops.atan(v))
         np.testing.assert_allclose(tape.gradient(y, v), 1 / (1 + v.numpy() ** 2), rtol=1e-6)
+
+
+def test_the_kept_calls_are_bounded(bindings: list[str]) -> None:
+    # label="" given (the default): signatures no other test uses.
+    x = tf.constant(np.arange(_ops.MAX_KEPT + 2, dtype=np.float64))
+    otf.ops.zero_out(x, preserve_index=0, label="")
+    otf.ops.zero_out(x, preserve_index=0, label="")
+    assert bindings == ["Opm>ZeroOut"]
+    for i in range(1, _ops.MAX_KEPT + 2):  # as many new signatures: the kept ones go
+        otf.ops.zero_out(x, preserve_index=i, label="")
+    assert len(bindings) == _ops.MAX_KEPT + 2
+    otf.ops.zero_out(x, preserve_index=0, label="")
+    assert len(bindings) == _ops.MAX_KEPT + 3
