@@ -46,15 +46,13 @@ def rows(timing: Timing) -> Iterator[str]:
 def _native_in_plan(case: Case) -> bool:
     """Whether the kernel TensorFlow picks for this call (the label's, highest priority, for
     the input's type) is one the bridge registered natively."""
-    from opmarket.registry import get_registry
     from opmarket.sdk import as_dtype
     from opmarket.tensorflow import _native
-    from opmarket.tensorflow._plumbing import kernel_plan
 
     dtype = as_dtype(case.x.dtype)
     plans = [
         p
-        for p in kernel_plan(get_registry(), case.name, native_ok=_native.available())
+        for p in _native.plans(case.name)
         if p.label == case.label and dtype in (p.spec.constraint("T") or (dtype,))
     ]
     return bool(plans) and max(plans, key=lambda p: p.priority).native

@@ -130,10 +130,10 @@ def normalize_shape(value: Any) -> TensorShape:
     return TensorShape(tuple(-1 if d is None or int(d) < 0 else int(d) for d in sizes))
 
 
-def is_native(spec: KernelSpec) -> bool:
-    """Whether a kernel is a C-ABI plugin's that the host can run for a bridge (its body
-    runs with no Python)."""
-    return _registry.native_handle(spec) is not None
+def is_native(spec: KernelSpec, *, bridge_version: int = 1) -> bool:
+    """Whether a kernel is a C-ABI plugin's that the host can run for a bridge whose shim
+    has ``bridge_version`` (its body runs with no Python)."""
+    return _registry.native_handle(spec, bridge_version=bridge_version) is not None
 
 
 @dataclass(frozen=True)
@@ -156,20 +156,21 @@ def _overlaps(a: KernelSpec, b: KernelSpec) -> bool:
 
 
 def kernel_plan(
-    op: str, *, devices: Sequence[str] = ("CPU",), native_ok: bool = True
+    op: str, *, devices: Sequence[str] = ("CPU",), native_ok: bool = True, bridge_version: int = 1
 ) -> list[KernelPlan]:
     """The kernels to register for ``op`` on ``devices``: every kernel under its own label,
     native ones with NATIVE_PRIORITY_BOOST added; and a labelled native kernel also without
     its label when no unlabelled native kernel overlaps it, so that by default native wins
-    over Python. ``native_ok=False`` treats every kernel as a Python one."""
+    over Python. ``native_ok=False`` treats every kernel as a Python one; ``bridge_version``
+    is the framework shim's OPMB_BRIDGE_API_VERSION (version 2 reads list attrs)."""
     kernels = [k for k in _registry.registry().kernels(op) if k.device in devices]
     plans: list[KernelPlan] = []
     for k in kernels:
-        native = native_ok and is_native(k)
+        native = native_ok and is_native(k, bridge_version=bridge_version)
         priority = k.priority + (NATIVE_PRIORITY_BOOST if native else 0)
         plans.append(KernelPlan(k, k.label, priority, native))
     for k in kernels:
-        if not (native_ok and is_native(k)) or not k.label:
+        if not (native_ok and is_native(k, bridge_version=bridge_version)) or not k.label:
             continue
         if any(
             p.native and not p.label and p.spec.device == k.device and _overlaps(p.spec, k)

@@ -92,8 +92,8 @@ def choose_kernel(
 
 def native_handle(spec: KernelSpec, *, bridge_version: int = 1) -> int | None:
     """The OPMB_Kernel handle (opmarket/capi_bridge.h) of a C-ABI kernel, or None: not a
-    C-ABI kernel, a host without the bridge interface, or a kernel whose attrs a bridge
-    interface of ``bridge_version`` cannot serve."""
+    C-ABI kernel, one whose attrs a shim of ``bridge_version`` (its
+    OPMB_BRIDGE_API_VERSION) cannot serve, or a host without the bridge interface."""
     try:
         handle = native_kernel_handle(spec, bridge_version=bridge_version)
     except Exception:  # no host (no compiler, no built extension): the Python path remains

@@ -31,6 +31,8 @@ __all__ = ["TARGET", "call", "native_kernel"]
 
 #: The custom-call target every C-ABI kernel runs through.
 TARGET = "opmarket_capi"
+#: The shim's OPMB_BRIDGE_API_VERSION: its construction reads list(int) and list(float).
+BRIDGE_VERSION = 2
 _SOURCE = Path(__file__).with_name("_ffi_shim.c")
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -78,8 +80,9 @@ def library() -> ctypes.CDLL | None:
 
 
 def _attribute(attr_type: str, value: Any) -> Any:
-    """An attr as an FFI attribute the shim's construction reads, or None if the bridge
-    interface has no getter for its type (lists, shapes, tensors)."""
+    """An attr as an FFI attribute the shim's construction reads (a list as a dense
+    array), or None if the bridge interface has no getter for its type (other lists,
+    shapes, tensors)."""
     if attr_type == "int":
         return np.int64(value)
     if attr_type == "type":
@@ -90,6 +93,10 @@ def _attribute(attr_type: str, value: Any) -> Any:
         return bool(value)
     if attr_type == "string":
         return str(value)
+    if attr_type == "list(int)":
+        return np.asarray(value, np.int64)
+    if attr_type == "list(float)":
+        return np.asarray(value, np.float32)
     return None
 
 
@@ -98,7 +105,7 @@ def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: st
     C-ABI kernels on the CPU, with attrs the bridge interface can read."""
     if device != "CPU":
         return None
-    handle = native_handle(op.kernel(attrs, device, label))
+    handle = native_handle(op.kernel(attrs, device, label), bridge_version=BRIDGE_VERSION)
     if handle is None:
         return None
     attributes = []

@@ -9,7 +9,8 @@
  *                      state, made by its create from the attributes below on the first
  *                      call, is kept under it
  *   <attr>      the op's attrs: int64 scalars (int), int32 scalars (type: TensorFlow's
- *               DataType number), f32 scalars (float), bool scalars, strings
+ *               DataType number), f32 scalars (float), bool scalars, strings, int64
+ *               arrays (list(int)) and f32 arrays (list(float))
  *
  * Inputs are the op's inputs, results its outputs, which XLA allocates from the shapes the
  * op's shape function gave at trace time: allocate_output checks the kernel asks for
@@ -175,8 +176,37 @@ static void get_string(OPMB_KernelConstruction* c, const char* name, char* value
   *length = s->len;
 }
 
+static const XLA_FFI_Array* array_attr(const XLA_FFI_Attrs* attrs, const char* name) {
+  int i = find_attr(attrs, name);
+  if (i < 0 || attrs->types[i] != XLA_FFI_AttrType_ARRAY) return NULL;
+  return (const XLA_FFI_Array*)attrs->attrs[i];
+}
+
+static void get_int64_list(OPMB_KernelConstruction* c, const char* name, int64_t* values,
+                           size_t max_values, size_t* length, OPM_Status* status) {
+  const XLA_FFI_Array* a = array_attr(((Construction*)c)->attrs, name);
+  if (a == NULL || (a->dtype != XLA_FFI_DataType_S64 && a->dtype != XLA_FFI_DataType_S32))
+    return missing(status, name, "list(int)");
+  for (size_t i = 0; i < a->size && i < max_values; ++i)
+    values[i] = a->dtype == XLA_FFI_DataType_S64 ? ((const int64_t*)a->data)[i]
+                                                 : ((const int32_t*)a->data)[i];
+  *length = a->size;
+}
+
+static void get_float_list(OPMB_KernelConstruction* c, const char* name, float* values,
+                           size_t max_values, size_t* length, OPM_Status* status) {
+  const XLA_FFI_Array* a = array_attr(((Construction*)c)->attrs, name);
+  if (a == NULL || (a->dtype != XLA_FFI_DataType_F32 && a->dtype != XLA_FFI_DataType_F64))
+    return missing(status, name, "list(float)");
+  for (size_t i = 0; i < a->size && i < max_values; ++i)
+    values[i] = a->dtype == XLA_FFI_DataType_F32 ? ((const float*)a->data)[i]
+                                                 : (float)((const double*)a->data)[i];
+  *length = a->size;
+}
+
 static const OPMB_KernelConstructionOps construction_ops = {
-    sizeof(OPMB_KernelConstructionOps), get_type, get_int, get_float, get_bool, get_string};
+    sizeof(OPMB_KernelConstructionOps), get_type, get_int, get_float, get_bool, get_string,
+    get_int64_list, get_float_list};
 
 /* --- tensors ----------------------------------------------------------------------------- */
 typedef struct {

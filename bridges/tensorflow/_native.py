@@ -7,11 +7,14 @@ import ctypes
 import functools
 from typing import Any
 
-from opmarket._bridge import BridgeError, KernelPlan, bridge_table, native_handle
+from opmarket._bridge import BridgeError, KernelPlan, bridge_table, kernel_plan, native_handle
 from opmarket.sdk import OpDef
 from opmarket.tensorflow._build import shim
 
-__all__ = ["available", "bridge_pointer", "register_kernel"]
+__all__ = ["BRIDGE_VERSION", "available", "bridge_pointer", "plans", "register_kernel"]
+
+#: The shim's OPMB_BRIDGE_API_VERSION: its construction reads list(int) and list(float).
+BRIDGE_VERSION = 2
 
 
 @functools.cache
@@ -24,6 +27,11 @@ def bridge_pointer() -> int | None:
 def available() -> bool:
     """Whether C-ABI kernels can be registered natively."""
     return bridge_pointer() is not None
+
+
+def plans(op: str) -> list[KernelPlan]:
+    """The kernels TensorFlow gets for ``op``: native where the shim can run them."""
+    return kernel_plan(op, native_ok=available(), bridge_version=BRIDGE_VERSION)
 
 
 def register_kernel(
@@ -39,7 +47,7 @@ def register_kernel(
 ) -> None:
     """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
     combination: ``n`` constraints); the TensorFlow status says why not."""
-    handle = native_handle(plan.spec)
+    handle = native_handle(plan.spec, bridge_version=BRIDGE_VERSION)
     bridge = bridge_pointer()
     if handle is None or bridge is None:
         raise BridgeError(f"{op.name}: kernel {plan.spec.name} has no native handle")

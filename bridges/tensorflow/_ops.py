@@ -5,8 +5,10 @@ TensorFlow's ``name=`` and a kernel ``label=``."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,60 @@ def _node_name(op: OpDef) -> str:
     return op.short_name or "op"
 
 
+@dataclass(frozen=True, slots=True)
+class _Eager:
+    """An eager call bound once for a call signature: the attrs as TensorFlow's
+    ``execute`` takes them and how many outputs come back."""
+
+    op: OpDef
+    attrs: dict[str, Any]
+    flat_attrs: tuple[Any, ...]
+    num_outputs: int
+    single: bool
+
+    def run(self, flat: Sequence[Any], name: str | None = None) -> Any:
+        from tensorflow.python.eager import context, execute
+
+        outs = execute.execute(
+            self.op.name,
+            self.num_outputs,
+            inputs=flat,
+            attrs=self.flat_attrs,
+            ctx=context.context(),
+            name=name,
+        )
+        if execute.must_record_gradient():
+            execute.record_gradient(self.op.name, flat, self.flat_attrs, outs)
+        return outs[0] if self.single else group_outputs(self.op, self.attrs, outs)
+
+
+def _keep(
+    entry: _Eager,
+    inputs: Sequence[Any],
+    flat: Sequence[Any],
+    keep: Callable[[Callable[[Sequence[Any]], Any]], None],
+) -> None:
+    """Hand ``keep`` the eager call for later calls of this signature, if each input went
+    in as it came (an eager tensor) or as numpy's conversion of it (an array the binding
+    kept the dtype of); else nothing."""
+    import tensorflow as tf
+    from tensorflow.python.framework.ops import EagerTensor
+
+    convert = []
+    for x, f in zip(inputs, flat, strict=True):
+        if x.__class__ is EagerTensor and f is x:
+            convert.append(False)
+        elif x.__class__ is np.ndarray and f.dtype.as_numpy_dtype == x.dtype:
+            convert.append(True)
+        else:
+            return
+    if not any(convert):
+        keep(entry.run)
+        return
+    to_tensor = tf.convert_to_tensor
+    keep(lambda xs: entry.run([to_tensor(x) if c else x for x, c in zip(xs, convert, strict=True)]))
+
+
 def call_op(
     op: OpDef,
     inputs: Sequence[Any],
@@ -90,18 +146,26 @@ def call_op(
     label: str = "",
     name: str | None = None,
     derived: bool = False,
+    keep: Callable[[Callable[[Sequence[Any]], Any]], None] | None = None,
 ) -> Any:
     """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built
-    (``derived``: a gradient op the bridge made, called with its forward op's attrs)."""
+    (``derived``: a gradient op the bridge made, called with its forward op's attrs).
+    ``keep`` is handed an eager call, bound, when nothing in it depends on more than the
+    call's signature (eager tensors and numpy arrays taken as they are), for the wrapper
+    to reuse on later calls of that signature."""
     import tensorflow as tf
-    from tensorflow.python.eager import context, execute
+    from tensorflow.python.eager import execute
     from tensorflow.python.framework import op_def_library
     from tensorflow.python.framework import ops as tf_ops
 
     eager = tf.executing_eagerly()
     if eager and label:
         # Eager execution takes no kernel label: run a one-node function whose node has it.
-        return _labelled(op, label, given)(*inputs)
+        fn = _labelled(op, label, given)
+        out = fn(*inputs)
+        if keep is not None and all(isinstance(x, tf_ops.EagerTensor) for x in inputs):
+            keep(lambda xs: fn(*xs))
+        return out
     try:
         ensure_op(op)
         flat, attrs, inferred = _bind(op, inputs, given, derived=derived)
@@ -109,17 +173,12 @@ def call_op(
         for a in op.attrs:
             flat_attrs += [a.name, _attrs.to_tf(a, attrs[a.name])]
         if eager:
-            outs = execute.execute(
-                op.name,
-                sum(num_outputs(op, attrs)),
-                inputs=flat,
-                attrs=tuple(flat_attrs),
-                ctx=context.context(),
-                name=name,
-            )
-            if execute.must_record_gradient():
-                execute.record_gradient(op.name, flat, tuple(flat_attrs), outs)
-            return group_outputs(op, attrs, outs)
+            counts = num_outputs(op, attrs)
+            single = len(counts) == 1 and not op.outputs[0].is_list
+            entry = _Eager(op, attrs, tuple(flat_attrs), sum(counts), single)
+            if keep is not None:
+                _keep(entry, inputs, flat, keep)
+            return entry.run(flat, name)
         keywords: dict[str, Any] = {}
         pos = 0
         for arg in op.inputs:
@@ -164,6 +223,31 @@ def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
     return fn
 
 
+#: Calls kept per op at most; a new signature finding them full empties them first (the
+#: policy of opmarket.ops' prepared calls: thousands of signatures mean churning attr values).
+MAX_KEPT = 1024
+
+
+def _remember(kept: dict[Any, Any], key: Any, call: Callable[[Sequence[Any]], Any]) -> None:
+    if len(kept) >= MAX_KEPT and key not in kept:
+        kept.clear()
+    kept[key] = call
+
+
+def _frozen(value: Any) -> Any:
+    """A keyword's value in a call key: its class beside it, a list's items' too."""
+    if value.__class__ is list or value.__class__ is tuple:
+        return (value.__class__, *((v.__class__, v) for v in value))
+    return (value.__class__, value)
+
+
+def _call_key(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What an eager call's bound form depends on: each input's class and dtype, and the
+    keywords as given."""
+    key = tuple([(a.__class__, a.dtype) for a in args])
+    return key + tuple([(k, _frozen(v)) for k, v in kwargs.items()]) if kwargs else key
+
+
 def wrapper(op: OpDef) -> Callable[..., Any]:
     """The TensorFlow wrapper of ``op``: ``fn(*inputs, *, attrs..., label="", name=None)``."""
     key = (op.name, id(op))
@@ -190,21 +274,36 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     ]
     sig = inspect.Signature(params)
 
-    def run(*args: Any, **kwargs: Any) -> Any:
+    from tensorflow.python.eager import context
+
+    eagerly = context.executing_eagerly
+    # Eager calls bound once per signature (the inputs' classes and dtypes, the keywords
+    # as given), as opmarket.ops' wrappers keep theirs: a repeated call goes straight to
+    # TensorFlow's execute (or, with a label, to its one-node function). Only ops without
+    # list inputs.
+    fast: dict[Any, Callable[[Sequence[Any]], Any]] = {}
+    n_in = len(op.inputs) if not any(a.is_list for a in op.inputs) else -1
+
+    def typed(*args: Any, **kwargs: Any) -> Any:
+        key = entry = None
+        if len(args) == n_in and eagerly():
+            try:
+                key = _call_key(args, kwargs)
+                entry = fast.get(key)
+            except (TypeError, AttributeError):  # an unhashable keyword, an input with no dtype
+                key = None
+            if entry is not None:
+                return entry(list(args))
         bound = sig.bind(*args, **kwargs)
         values = bound.arguments
         given = {n: values[n] for n in attr_names if n in values}
+        label = str(values.get("label", "")) if "label" in extra else ""
+        name = values.get("name") if "name" in extra else None
+        keep = None if key is None or name is not None else functools.partial(_remember, fast, key)
         # Type attrs that inputs infer may still be given (they must then agree).
         return call_op(
-            op,
-            [values[a.name] for a in op.inputs],
-            given,
-            label=str(values.get("label", "")) if "label" in extra else "",
-            name=values.get("name") if "name" in extra else None,
+            op, [values[a.name] for a in op.inputs], given, label=label, name=name, keep=keep
         )
-
-    def typed(*args: Any, **kwargs: Any) -> Any:
-        return run(*args, **kwargs)
 
     typed.__name__ = op.python_name
     typed.__qualname__ = op.python_name

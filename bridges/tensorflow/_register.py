@@ -21,7 +21,6 @@ from opmarket._bridge import (
     c_array,
     flatten_outputs,
     group_inputs,
-    kernel_plan,
     output_shapes,
     prepare,
     readonly_array,
@@ -408,7 +407,7 @@ def _register_kernels(record: OpRecord) -> None:
 
     lib = shim()
     op = record.op_def
-    for plan in kernel_plan(op.name, native_ok=_native.available()):
+    for plan in _native.plans(op.name):
         slot = len(_kernel_slots)  # native kernels take a create slot too
         _kernel_slots.append((op, _prepared(op, plan.spec)))
         # TensorFlow's C builder takes one dtype per constraint: one registration per

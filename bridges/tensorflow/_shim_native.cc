@@ -93,9 +93,54 @@ static void c_get_string(OPMB_KernelConstruction* c, const char* name, char* val
   TF_DeleteStatus(s);
 }
 
+/* A list attr's length (TF_OpKernelConstruction_GetAttrSize), then its values. */
+static void c_get_int64_list(OPMB_KernelConstruction* c, const char* name, int64_t* values,
+                             size_t max_values, size_t* length, OPM_Status* status) {
+  tf_construction* self = (tf_construction*)c;
+  TF_Status* s = TF_NewStatus();
+  int32_t list_size = 0, total = 0;
+  TF_OpKernelConstruction_GetAttrSize(self->tf, name, &list_size, &total, s);
+  if (TF_GetCode(s) == TF_OK && list_size < 0)
+    TF_SetStatus(s, TF_INVALID_ARGUMENT, "not a list attr");
+  if (TF_GetCode(s) == TF_OK) {
+    int64_t* buf = (int64_t*)malloc(sizeof(int64_t) * (list_size > 0 ? (size_t)list_size : 1));
+    TF_OpKernelConstruction_GetAttrInt64List(self->tf, name, buf, list_size, s);
+    if (TF_GetCode(s) == TF_OK) {
+      size_t n = (size_t)list_size < max_values ? (size_t)list_size : max_values;
+      if (n > 0) memcpy(values, buf, n * sizeof(int64_t));
+      *length = (size_t)list_size;
+    }
+    free(buf);
+  }
+  to_opm_status(self->bridge, s, status);
+  TF_DeleteStatus(s);
+}
+
+static void c_get_float_list(OPMB_KernelConstruction* c, const char* name, float* values,
+                             size_t max_values, size_t* length, OPM_Status* status) {
+  tf_construction* self = (tf_construction*)c;
+  TF_Status* s = TF_NewStatus();
+  int32_t list_size = 0, total = 0;
+  TF_OpKernelConstruction_GetAttrSize(self->tf, name, &list_size, &total, s);
+  if (TF_GetCode(s) == TF_OK && list_size < 0)
+    TF_SetStatus(s, TF_INVALID_ARGUMENT, "not a list attr");
+  if (TF_GetCode(s) == TF_OK) {
+    float* buf = (float*)malloc(sizeof(float) * (list_size > 0 ? (size_t)list_size : 1));
+    TF_OpKernelConstruction_GetAttrFloatList(self->tf, name, buf, list_size, s);
+    if (TF_GetCode(s) == TF_OK) {
+      size_t n = (size_t)list_size < max_values ? (size_t)list_size : max_values;
+      if (n > 0) memcpy(values, buf, n * sizeof(float));
+      *length = (size_t)list_size;
+    }
+    free(buf);
+  }
+  to_opm_status(self->bridge, s, status);
+  TF_DeleteStatus(s);
+}
+
 static const OPMB_KernelConstructionOps construction_ops = {
     sizeof(OPMB_KernelConstructionOps), c_get_type, c_get_int64, c_get_float, c_get_bool,
-    c_get_string};
+    c_get_string, c_get_int64_list, c_get_float_list};
 
 static void* native_create(int32_t slot, TF_OpKernelConstruction* ctx) {
   if (slot < 0 || slot >= OPM_TF_SLOTS || g_native[slot].kernel == NULL) return NULL;

@@ -124,11 +124,11 @@ def test_c_abi_kernels_are_ffi_custom_calls(call: Any, args: list[Any]) -> None:
 def test_native_path_reports_ffi_for_c_abi_and_callback_otherwise() -> None:
     assert oj.native_path("Opm>ZeroOut", T=np.float32, _kernel="c_abi") == "ffi"
     assert oj.native_path("Opm>Bitcast", T=np.float32, type=np.int8) == "ffi"
-    # The C++ kernel (opmarket/kernel.h) through its C-ABI entry; MedianPool's reads list
-    # attrs, which this bridge's FFI attributes do not carry.
+    # The C++ kernels (opmarket/kernel.h) through their C-ABI entries; MedianPool's list
+    # attrs travel as FFI arrays.
     assert oj.native_path("Opm>ZeroOut", T=np.float32) == "ffi"
     assert oj.native_path("Opm>MedianPool", T=np.float32, ksize=[1, 3, 3, 1],
-                          strides=[1, 1, 1, 1], padding="SAME") == "callback"  # fmt: skip
+                          strides=[1, 1, 1, 1], padding="SAME") == "ffi"  # fmt: skip
     assert oj.native_path("Opm>Atan", T=np.float32) == "callback"
 
 

@@ -146,11 +146,16 @@ def test_native_kernels_win_and_run_without_python() -> None:
         otf.ops.zero_out(x, preserve_index=4), opmarket.ops.zero_out(x, preserve_index=4)
     )
     assert _python_kernels_created() == before
-    # median_pool's C entry reads list attrs, which this bridge does not serve: its kernels
-    # call back into Python (a new attr set makes TensorFlow create a kernel).
+    # median_pool's C entry reads list attrs, which this bridge serves (bridge interface
+    # version 2): a new attr set makes TensorFlow create a kernel, a native one.
     otf.ops.median_pool(
         np.ones((1, 2, 2, 1), np.float32), ksize=[1, 1, 2, 1], strides=[1, 1, 1, 1], padding="VALID"
     )
+    assert _python_kernels_created() == before
+    # atan's kernel is Python: a new function's node creates an instance of it (alive as
+    # long as the function).
+    fn = tf.function(otf.ops.atan)
+    fn(np.ones(3, np.float32))
     assert _python_kernels_created() == before + 1
 
 
