@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opmarket.registry._capi_bridge import NativeDoor, native_door
+from opmarket.registry._capi_bridge import BRIDGE_API_VERSION, NativeDoor, native_door
 from opmarket.registry._cuda_rules import code_runs_on
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.registry._machine import Gpu, Machine
@@ -274,7 +274,13 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
                     k.priority,
                     k.label,
                     builds.get(plugin, ()),
-                    door=native_door(k) if k.device == "CPU" else None,
+                    # The door the framework bridges take: each serves this host's bridge
+                    # interface (TensorFlow, JAX and PyTorch all read list attrs).
+                    door=(
+                        native_door(k, bridge_version=BRIDGE_API_VERSION)
+                        if k.device == "CPU"
+                        else None
+                    ),
                 )
             )
     for entry in entries:
