@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import importlib.util
+import importlib
 import os
 import random
 import shutil
@@ -53,13 +53,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _postgres_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "opmarket_bench_postgres", ROOT / "tests" / "web" / "postgres.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tests/web/postgres.py, imported as the test package's module it is (it imports its
+    sibling ports.py)."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    return importlib.import_module("tests.web.postgres")
 
 
 def searches(rng: random.Random, count: int) -> list[str]:
