@@ -18,6 +18,7 @@ from opmarket.registry import (
     get_registry,
     load_plugins,
     native_kernel_handle,
+    native_shape_fn_handle,
     prepare,
 )
 from opmarket.sdk import KernelSpec, OpDef, OpmarketError
@@ -32,6 +33,7 @@ __all__ = [
     "choose_kernel",
     "load_all",
     "native_handle",
+    "native_shape_handle",
     "op_def",
     "prepare",
     "registry",
@@ -99,6 +101,15 @@ def native_handle(spec: KernelSpec, *, bridge_version: int = 1) -> int | None:
     except Exception:  # no host (no compiler, no built extension): the Python path remains
         return None
     return int(handle) if handle else None
+
+
+def native_shape_handle(op: OpDef) -> int | None:
+    """The OPMB_ShapeFn handle of ``op``'s shape function where a C-ABI library registered
+    it (the bridge table's ``shape_infer`` runs it with no Python), else None."""
+    try:
+        return native_shape_fn_handle(registry().shape_fn(op.name))
+    except Exception:  # as native_handle: no host, the Python shape function remains
+        return None
 
 
 def bridge_table() -> int | None:

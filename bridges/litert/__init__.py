@@ -1,7 +1,9 @@
 """opmarket ops in LiteRT models: ``opmarket.litert.interpreter(...)`` runs a ``.tflite``
 model whose custom ops are opmarket ops (as ``tf.lite.TFLiteConverter`` with
 ``allow_custom_ops=True`` writes them) with LiteRT, each custom op resolved by name and
-version to opmarket's kernels (see docs/frameworks.md)."""
+version to opmarket's kernels (see docs/frameworks.md). C-ABI kernels run natively (C
+callbacks on LiteRT's buffers); ``native_path`` and ``native_reason`` say which path an op
+takes and why."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ except ImportError as _exc:  # pragma: no cover - exercised in a venv without Li
     raise ImportError("opmarket.litert needs LiteRT: pip install 'opmarket[litert]'") from _exc
 
 from opmarket.litert._interpreter import Interpreter, custom_ops_of, interpreter_from
+from opmarket.litert._native import native_path, native_reason
 
-__all__ = ["Interpreter", "custom_ops_of", "interpreter"]
+__all__ = ["Interpreter", "custom_ops_of", "interpreter", "native_path", "native_reason"]
 
 
 def interpreter(

@@ -7,163 +7,25 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from opmarket._bridge import (
-    BridgeOp,
-    OpResolver,
-    bridge_op,
-    c_array,
-    load_all,
-    output_shapes,
-    readonly_array,
-    registry,
-)
-from opmarket.litert import _capi
+from opmarket._bridge import OpResolver, bridge_op, load_all, registry
+from opmarket.litert import _capi, _native
+from opmarket.litert._custom import CustomOp, check
 from opmarket.litert._model import (
     SCHEMA_TYPES,
     attr_sets,
     attrs_from_options,
     custom_ops_of,
+    input_dtypes,
     read_model,
     text,
 )
-from opmarket.sdk import (
-    InvalidArgumentError,
-    KernelSpec,
-    NotFoundError,
-    OpDef,
-    OpmarketError,
-)
+from opmarket.sdk import InvalidArgumentError, KernelSpec, NotFoundError
 
 __all__ = ["Interpreter", "custom_ops_of"]
-
-
-@dataclass
-class _CustomOp:
-    """One registration of a custom op: the nodes that share one set of attrs (their custom
-    options). LiteRT's output-layout and run callbacks see only the registration, not the
-    node, so each distinct attr set gets a registration (and custom code) of its own."""
-
-    op: OpDef
-    kernel: KernelSpec | None
-    errors: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    struct: Any = None
-    #: The registry's prepared call for each tuple of input dtypes (the call path's cache).
-    calls: dict[tuple[np.dtype[Any], ...], Any] = field(default_factory=dict)
-
-    def _call(self, dtypes: tuple[np.dtype[Any], ...]) -> Any:
-        found = self.calls.get(dtypes)
-        if found is None:
-            bridged: BridgeOp = bridge_op(self.op.name)
-            attrs = bridged.bind_attrs(dtypes, self.attrs)
-            device = self.kernel.device if self.kernel is not None else None
-            found = bridged.runner(attrs, device or "CPU", kernel=self.kernel)
-            self.calls[dtypes] = found
-        return found
-
-    def init(self, _user: Any, data: Any, size: int) -> int:
-        return _capi.STATUS_OK  # the attrs were read from the node's options at creation
-
-    def output_layouts(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
-        try:
-            shapes = [
-                tuple(int(d) for d in inputs[i].dimensions[: inputs[i].rank]) for i in range(n_in)
-            ]
-            out = output_shapes(self.op, shapes, self.attrs)
-            if out is None or len(out) != n_out or any(s is None or None in s for s in out):
-                raise InvalidArgumentError(
-                    f"{self.op.name}: its shape function does not give "
-                    f"static output shapes for inputs {shapes}"
-                )
-            for i, shape in enumerate(out):
-                assert shape is not None
-                outputs[i].rank = len(shape)
-                outputs[i].has_strides = 0
-                for k, d in enumerate(shape):
-                    outputs[i].dimensions[k] = int(d or 0)
-            return _capi.STATUS_OK
-        except Exception as exc:
-            return self._fail(exc, _capi.STATUS_INVALID_ARGUMENT)
-
-    def run(self, _user: Any, n_in: int, inputs: Any, n_out: int, outputs: Any) -> int:
-        lib = _capi.lib()
-        locked: list[Any] = []
-        try:
-            # The kernel reads LiteRT's input buffers in place (read-only views): they stay
-            # locked until the outputs are written.
-            arrays = [_read(lib, inputs[i], locked) for i in range(n_in)]
-            results = self._call(tuple(a.dtype for a in arrays))(arrays)
-            for i in range(n_out):
-                _write(lib, outputs[i], np.asarray(results[i]))
-            return _capi.STATUS_OK
-        except Exception as exc:
-            return self._fail(exc, _capi.STATUS_RUNTIME_FAILURE)
-        finally:
-            for buffer in locked:
-                lib.LiteRtUnlockTensorBuffer(buffer)
-
-    def _fail(self, exc: Exception, status: int) -> int:
-        # LiteRT 2.3 ignores the status a callback returns: invoke() raises this record.
-        message = str(exc)
-        self.errors.append(
-            message if message.startswith(self.op.name) else f"{self.op.name}: {message}"
-        )
-        return status
-
-    def destroy(self, _user: Any) -> int:
-        return _capi.STATUS_OK
-
-    def make_struct(self) -> Any:
-        self.struct = _capi.CustomOpKernel(
-            _capi.INIT(self.init),
-            _capi.OUTPUT_LAYOUTS(self.output_layouts),
-            _capi.RUN(self.run),
-            _capi.DESTROY(self.destroy),
-        )
-        return self.struct
-
-
-def _buffer_type(lib: Any, buffer: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
-    t = _capi.RankedTensorType()
-    _check(lib, lib.LiteRtGetTensorBufferTensorType(buffer, ctypes.byref(t)), "tensor type")
-    dims = tuple(int(d) for d in t.layout.dimensions[: t.layout.rank])
-    return _capi.numpy_of(t.element_type), dims
-
-
-def _read(lib: Any, buffer: Any, locked: list[Any]) -> np.ndarray[Any, Any]:
-    """A read-only view of an input buffer, locked for reading (added to ``locked``, which
-    the caller unlocks once the outputs are written)."""
-    dtype, dims = _buffer_type(lib, buffer)
-    addr = ctypes.c_void_p()
-    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_READ), "lock")
-    locked.append(buffer)
-    return readonly_array(addr.value, dims, dtype)
-
-
-def _write(lib: Any, buffer: Any, value: np.ndarray[Any, Any]) -> None:
-    dtype, dims = _buffer_type(lib, buffer)
-    if value.dtype != dtype or value.shape != dims:
-        raise InvalidArgumentError(
-            f"a kernel returned {value.dtype}{list(value.shape)} for an "
-            f"output of {dtype}{list(dims)}"
-        )
-    addr = ctypes.c_void_p()
-    _check(lib, lib.LiteRtLockTensorBuffer(buffer, ctypes.byref(addr), _capi.LOCK_WRITE), "lock")
-    try:
-        data = c_array(value)
-        ctypes.memmove(addr.value or 0, data.ctypes.data, data.nbytes)
-    finally:
-        lib.LiteRtUnlockTensorBuffer(buffer)
-
-
-def _check(lib: Any, status: int, what: str) -> None:
-    if status != _capi.STATUS_OK:
-        raise OpmarketError(f"LiteRT {what} failed (LiteRtStatus {status})")
 
 
 def _aligned(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
@@ -191,21 +53,26 @@ class Interpreter:
             )
         self._content = bytes(content)
         self._errors: list[str] = []
+        #: The native kernels' record of their first failure (see ``_failures``).
+        self._record = _native.ErrorRecord()
         self._ops = self._resolve()
         self._io = self._signature()
         self._arrays: dict[int, np.ndarray[Any, Any]] = {}
         self._buffers: list[Any] = []
+        self._run_args: tuple[Any, ...] | None = None
+        self._run = _capi.lib().LiteRtRunCompiledModel
         self._handles: dict[str, Any] = {}
         self._create()
 
     # --- set-up ------------------------------------------------------------------------
 
-    def _resolve(self) -> list[tuple[str, int, _CustomOp]]:
+    def _resolve(self) -> list[tuple[str, int, CustomOp]]:
         """One registration per custom op and distinct attr set (see ``attr_sets``)."""
         load_all()
         resolver = OpResolver.from_registry(registry())
         self._content, sets = attr_sets(self._content)
-        ops: list[tuple[str, int, _CustomOp]] = []
+        dtype_rows = input_dtypes(self._content)
+        ops: list[tuple[str, int, CustomOp]] = []
         missing: dict[tuple[str, int], str] = {}
         for code, name, version, options in sets:
             op = registry().op_def(name)
@@ -219,7 +86,9 @@ class Interpreter:
                 continue
             spec = kernel if isinstance(kernel, KernelSpec) else None
             attrs = attrs_from_options(op, options)
-            ops.append((code, version, _CustomOp(op, spec, self._errors, attrs)))
+            custom = CustomOp(op, spec, self._errors, attrs)
+            custom.native = _native.plan(bridge_op(name), attrs, dtype_rows.get(code, []), spec)
+            ops.append((code, version, custom))
         if missing:
             raise NotFoundError(
                 "this model's custom ops have no opmarket op or kernel: "
@@ -245,32 +114,33 @@ class Interpreter:
         lib = _capi.lib()
         h = {k: ctypes.c_void_p() for k in ("env", "model", "options", "compiled")}
         self._handles = h
-        _check(lib, lib.LiteRtCreateEnvironment(0, None, ctypes.byref(h["env"])), "environment")
+        check(lib, lib.LiteRtCreateEnvironment(0, None, ctypes.byref(h["env"])), "environment")
         self._blob = ctypes.create_string_buffer(self._content, len(self._content))
-        _check(
+        check(
             lib,
             lib.LiteRtCreateModelFromBuffer(
                 h["env"], self._blob, len(self._content), ctypes.byref(h["model"])
             ),
             "model",
         )
-        _check(lib, lib.LiteRtCreateOptions(ctypes.byref(h["options"])), "options")
-        _check(lib, lib.LiteRtSetOptionsHardwareAccelerators(h["options"], _capi.CPU), "options")
+        check(lib, lib.LiteRtCreateOptions(ctypes.byref(h["options"])), "options")
+        check(lib, lib.LiteRtSetOptionsHardwareAccelerators(h["options"], _capi.CPU), "options")
         for name, version, custom in self._ops:
-            _check(
+            struct, user_data = custom.make_struct(self._record)
+            check(
                 lib,
                 lib.LiteRtAddCustomOpKernelOption(
-                    h["options"], name.encode(), version, ctypes.byref(custom.make_struct()), None
+                    h["options"], name.encode(), version, ctypes.byref(struct), user_data or None
                 ),
                 f"custom op {name}",
             )
         status = lib.LiteRtCreateCompiledModel(
             h["env"], h["model"], h["options"], ctypes.byref(h["compiled"])
         )
-        if status != _capi.STATUS_OK or self._errors:
+        if status != _capi.STATUS_OK or self._failures():
             raise InvalidArgumentError(
                 "LiteRT could not compile the model: "
-                + ("; ".join(self._errors) or f"status {status}")
+                + ("; ".join(self._failures()) or f"status {status}")
             )
         self._output_shapes = self._sized_outputs()
 
@@ -284,12 +154,28 @@ class Interpreter:
         status = lib.LiteRtGetCompiledModelOutputTensorLayouts(
             self._handles["compiled"], 0, n, layouts, True
         )
-        if status != _capi.STATUS_OK or self._errors:
+        if status != _capi.STATUS_OK or self._failures():
             raise InvalidArgumentError(
                 "LiteRT could not size the model's outputs: "
-                + ("; ".join(self._errors) or f"status {status}")
+                + ("; ".join(self._failures()) or f"status {status}")
             )
         return [tuple(int(d) for d in layouts[i].dimensions[: layouts[i].rank]) for i in range(n)]
+
+    def _failures(self) -> list[str]:
+        """The kernels' failures since the last clear: the Python callbacks' and the first
+        of the native kernels'."""
+        found = list(self._errors)
+        if self._record.failed:
+            found.append(self._record.message.decode(errors="replace"))
+        return found
+
+    def native_paths(self) -> dict[str, str]:
+        """Each custom code of the model (``Opm>ZeroOut``, ``Opm>ZeroOut#1`` for a second
+        attr set): "native", or "python: " and why its kernel runs through Python."""
+        return {
+            code: "native" if not c.native.why else f"python: {c.native.why}"
+            for code, _, c in self._ops
+        }
 
     # --- the interpreter's methods -----------------------------------------------------
 
@@ -352,7 +238,7 @@ class Interpreter:
             for axis, d in enumerate(shape):
                 ttype.layout.dimensions[axis] = d
             buf = ctypes.c_void_p()
-            _check(
+            check(
                 lib,
                 lib.LiteRtCreateTensorBufferFromHostMemory(
                     ctypes.byref(ttype),
@@ -364,6 +250,7 @@ class Interpreter:
                 f"buffer for {name!r}",
             )
             self._buffers.append(buf)
+        self._run_args = self._run_arguments()
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         """Copy ``value`` into input ``tensor_index`` (its dtype and shape must match)."""
@@ -383,11 +270,25 @@ class Interpreter:
 
     def invoke(self) -> None:
         """Run the model; the first opmarket kernel error is raised with its message."""
-        lib = _capi.lib()
+        if self._run_args is None:
+            self._no_run()
+            return
+        del self._errors[:]
+        self._record.failed = 0
+        status = self._run(*self._run_args)
+        # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
+        # of it counts too.
+        if status != _capi.STATUS_OK or self._errors or self._record.failed:
+            raise InvalidArgumentError(
+                "; ".join(self._failures()) or f"LiteRT failed to run the model (status {status})"
+            )
+
+    def _no_run(self) -> None:
+        """invoke() where LiteRT cannot run: before allocate_tensors(), or with an empty
+        tensor (nothing to do when every output is empty)."""
         if not self._buffers:
             raise InvalidArgumentError("allocate_tensors() must be called before invoke()")
         n_in = len(self._io["inputs"])
-        del self._errors[:]
         if len(self._buffers) > n_in and all(b is None for b in self._buffers[n_in:]):
             return  # every output is empty: nothing to compute, nothing LiteRT could hold
         empty = [
@@ -397,23 +298,21 @@ class Interpreter:
             )
             if b is None
         ]
-        if empty:
-            raise InvalidArgumentError(
-                f"tensor {', '.join(empty)} has no elements: LiteRT makes no buffer for an "
-                "empty tensor, so a model with one runs only when every output is empty"
-            )
+        raise InvalidArgumentError(
+            f"tensor {', '.join(empty)} has no elements: LiteRT makes no buffer for an "
+            "empty tensor, so a model with one runs only when every output is empty"
+        )
+
+    def _run_arguments(self) -> tuple[Any, ...] | None:
+        """LiteRtRunCompiledModel's arguments for the allocated buffers; None when one is
+        missing (an empty tensor)."""
+        if not self._buffers or any(b is None for b in self._buffers):
+            return None
+        n_in = len(self._io["inputs"])
         values = [b.value for b in self._buffers]
         ins = (ctypes.c_void_p * max(n_in, 1))(*values[:n_in])
         outs = (ctypes.c_void_p * max(len(values) - n_in, 1))(*values[n_in:])
-        status = lib.LiteRtRunCompiledModel(
-            self._handles["compiled"], 0, n_in, ins, len(self._buffers) - n_in, outs
-        )
-        # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
-        # of it counts too.
-        if status != _capi.STATUS_OK or self._errors:
-            raise InvalidArgumentError(
-                "; ".join(self._errors) or f"LiteRT failed to run the model (status {status})"
-            )
+        return (self._handles["compiled"], 0, n_in, ins, len(values) - n_in, outs)
 
     def _array(self, index: int) -> np.ndarray[Any, Any]:
         if index not in self._arrays:
@@ -422,6 +321,7 @@ class Interpreter:
 
     def _free_buffers(self) -> None:
         lib = _capi.lib()
+        self._run_args = None
         for buf in self._buffers:
             if buf is not None:
                 lib.LiteRtDestroyTensorBuffer(buf)
@@ -440,6 +340,10 @@ class Interpreter:
             ):
                 if h.get(key) is not None and h[key].value:
                     fn(h[key])
+            for _, _, custom in self._ops:  # LiteRT has run every node's Destroy by now
+                if custom.registration:
+                    _native.free(custom.registration)
+                    custom.registration = 0
         except Exception:  # interpreter shutdown: nothing left to free into
             pass
 

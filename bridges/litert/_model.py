@@ -17,6 +17,7 @@ __all__ = [
     "attr_sets",
     "attrs_from_options",
     "custom_ops_of",
+    "input_dtypes",
     "read_model",
     "text",
 ]
@@ -69,6 +70,34 @@ def custom_ops_of(content: bytes) -> list[tuple[str, int]]:
         if name is not None:
             found.append((name, int(code.version or 1)))
     return sorted(set(found))
+
+
+def input_dtypes(content: bytes) -> dict[str, list[tuple[np.dtype[Any], ...]]]:
+    """Each custom code's distinct tuples of input dtypes over the nodes that use it (a
+    ``.tflite`` model's tensor types are static)."""
+    model = read_model(content)
+    codes = list(model.operatorCodes or [])
+    found: dict[str, list[tuple[np.dtype[Any], ...]]] = {}
+    for graph in model.subgraphs or []:
+        for node in graph.operators or []:
+            name = _custom_code(codes[node.opcodeIndex])
+            if name is None:
+                continue
+            inputs = [] if node.inputs is None else [int(i) for i in node.inputs]
+            dtypes = tuple(_dtype_or_object(graph.tensors[i].type) for i in inputs if i >= 0)
+            rows = found.setdefault(name, [])
+            if dtypes not in rows:
+                rows.append(dtypes)
+    return found
+
+
+def _dtype_or_object(number: Any) -> np.dtype[Any]:
+    """As _numpy_of_schema, with object for a type opmarket has no dtype for (a string):
+    its node keeps the Python path, which says so when it runs."""
+    try:
+        return _numpy_of_schema(number)
+    except InvalidArgumentError:
+        return np.dtype(object)
 
 
 def _numpy_of_schema(number: Any) -> np.dtype[Any]:
