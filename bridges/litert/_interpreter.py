@@ -273,14 +273,16 @@ class Interpreter:
         if self._run_args is None:
             self._no_run()
             return
-        del self._errors[:]
-        self._record.failed = 0
         status = self._run(*self._run_args)
         # LiteRT does not always pass a custom kernel's failure on: the kernels' own record
-        # of it counts too.
+        # of it counts too. Both are empty before each run: a failure clears them as it is
+        # raised.
         if status != _capi.STATUS_OK or self._errors or self._record.failed:
+            failures = self._failures()
+            del self._errors[:]
+            self._record.failed = 0
             raise InvalidArgumentError(
-                "; ".join(self._failures()) or f"LiteRT failed to run the model (status {status})"
+                "; ".join(failures) or f"LiteRT failed to run the model (status {status})"
             )
 
     def _no_run(self) -> None:

@@ -119,7 +119,8 @@ typedef struct {
   const OPMB_ShapeFn* shape; /* the op's C shape function, or NULL */
   LayoutsFn layouts;         /* else this answers GetOutputLayouts */
   OpmLiteError* error;
-  int nodes; /* Init calls not yet matched by Destroy */
+  OPM_Status* status; /* Run's, reused: a registration's nodes run one at a time */
+  int nodes;          /* Init calls not yet matched by Destroy */
   size_t n_rows;
   Row* rows;
 } Registration;
@@ -155,6 +156,13 @@ OPM_LITE_EXPORT Registration* opm_litert_new(const char* op, int n_in, int n_out
   r->shape = shape;
   r->layouts = layouts;
   r->error = error;
+  r->status = bridge->api->NewStatus();
+  if (!r->op || !r->status) {
+    free(r->op);
+    if (r->status) bridge->api->DeleteStatus(r->status);
+    free(r);
+    return NULL;
+  }
   return r;
 }
 
@@ -212,6 +220,7 @@ OPM_LITE_EXPORT void opm_litert_free(Registration* r) {
   }
   free(r->rows);
   free(r->op);
+  bridge->api->DeleteStatus(r->status);
   free(r);
 }
 
@@ -530,14 +539,13 @@ static LiteRtStatus run(void* user_data, size_t n_in, const LiteRtTensorBuffer* 
     goto done;
   }
   Context c = {{&context_ops}, r->n_in, r->n_out, in, out};
-  OPM_Status* status = bridge->api->NewStatus();
-  bridge->kernel_compute(row->kernel, row->state, &c.base, status);
-  if (bridge->api->GetCode(status) == OPM_OK) {
+  bridge->kernel_compute(row->kernel, row->state, &c.base, r->status);
+  if (bridge->api->GetCode(r->status) == OPM_OK) {
     result = OK;
   } else {
-    fail(r, "%s", bridge->api->Message(status));
+    fail(r, "%s", bridge->api->Message(r->status));
+    bridge->api->SetStatus(r->status, OPM_OK, "");
   }
-  bridge->api->DeleteStatus(status);
 done:
   while (locked_out > 0) unlock_buffer(outputs[--locked_out]);
   while (locked_in > 0) unlock_buffer(inputs[--locked_in]);
