@@ -122,6 +122,7 @@ def _load(table: int) -> ctypes.CDLL:
         key=[getattr(ai_edge_litert, "__version__", "")],
         flags=["-std=c11", "-fvisibility=hidden"],
         link=[],
+        announce="building the LiteRT bridge's native shim (once per ai-edge-litert version)...",
     )
     lib = ctypes.CDLL(str(path))
     lib.opm_litert_init.restype = ctypes.c_int

@@ -6,8 +6,11 @@ a kernel with no C-ABI entry keeps the Python path and says why."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -177,3 +180,35 @@ def test_a_numpy_kernel_keeps_the_python_path_and_says_why() -> None:
     got = it.get_tensor(it.get_output_details()[0]["index"])
     np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
     assert "opmarket.litert._custom.run" in _python_calls(it.invoke)
+
+
+def test_without_a_compiler_compiled_kernels_run_through_python_and_say_why(
+    tmp_path: Path,
+) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
+    def model(x: Any) -> Any:
+        return otf.ops.zero_out(x, preserve_index=1)
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(_convert(model))
+    code = (
+        "import numpy as np, opmarket.litert as olr\n"
+        f"it = olr.interpreter(model_path={str(path)!r})\n"
+        "print(it.native_paths()['Opm>ZeroOut'])\n"
+        "it.allocate_tensors()\n"
+        "it.set_tensor(it.get_input_details()[0]['index'], np.arange(1, 5, dtype=np.int32))\n"
+        "it.invoke()\n"
+        "print(it.get_tensor(it.get_output_details()[0]['index']).tolist())\n"
+    )
+    env = {
+        **os.environ,
+        "CC": str(tmp_path / "no-such-cc"),
+        "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    reason, result = done.stdout.splitlines()
+    assert reason.startswith("python: its shim could not be built") and "compiler" in reason
+    assert result == "[0, 2, 0, 0]"
+    assert "building the LiteRT bridge's native shim" in done.stderr
