@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from opmarket.web.gpu._tools import ToolSandbox
+from opmarket.web.sandbox._run import Limits
+from opmarket.web.validation._loads import known_environments, loads_with
+
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .plugins import build_plugin, record_line
 
@@ -204,3 +208,17 @@ def test_a_loads_with_that_is_not_a_program_is_a_usage_error(tmp_path: Path) -> 
         f"opmarket: error: setting loads_with: Value error, '{tmp_path / 'nope'}' is not a program "
         "that can be run"
     ], done.stderr
+
+
+def test_a_check_that_cannot_finish_gives_every_row_the_reason(zero_out_c: Path) -> None:
+    # The sandboxed check with far too little memory to start Python: killed or failed,
+    # never an exception here, and no row says it loads.
+    known = known_environments((sys.executable,))
+    starved = ToolSandbox(Limits(memory_mb=8))
+    rows = loads_with(zero_out_c, zero_out_c.name, known, starved)
+    assert len(rows) == len(known)
+    for row in rows:
+        assert row["works"] is False
+        (problem,) = row["problems"]
+        assert problem["kind"] == "check"
+        assert problem["detail"].startswith(("the check could not finish", "the check exited"))
