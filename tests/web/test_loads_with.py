@@ -194,18 +194,25 @@ def test_a_pure_python_wheel_has_no_table_and_says_so(market: Market, tmp_path: 
     assert status == 200 and "No native code (pure Python)" in body.decode()
 
 
-def test_a_loads_with_that_is_not_a_program_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_a_loads_with_that_is_not_a_program_is_a_usage_error(tmp_path: Path, how: str) -> None:
+    nope = str(tmp_path / "nope")
+    flags, env = (
+        (["--loads-with", nope], {})
+        if how == "flag"
+        else ([], {"OPMARKET_LOADS_WITH": f"{sys.executable}:{nope}"})
+    )
     done = subprocess.run(
-        [OPMARKET, "serve", "--data", str(tmp_path), "--loads-with", str(tmp_path / "nope")],
+        [OPMARKET, "serve", "--data", str(tmp_path), *flags],
         capture_output=True,
         text=True,
-        env=clean_env(),
+        env=clean_env(**env),
         check=False,
         timeout=60,
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"opmarket: error: setting loads_with: Value error, '{tmp_path / 'nope'}' is not a program "
+        f"opmarket: error: setting loads_with: Value error, '{nope}' is not a program "
         "that can be run"
     ], done.stderr
 
