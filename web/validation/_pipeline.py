@@ -90,9 +90,9 @@ def validate_wheel(
     folders the plugin must never see (the server's data); ``dependencies``: where its
     requirements beyond the warm environment come from (this index; None: nowhere, and
     what is missing is only reported); ``known``: the environments of the "loads with"
-    table of a file that passed (None: no table). Raises nothing for a bad wheel: every failure is a
-    failed step (``SandboxUnavailableError`` included). The steps are :data:`STEPS`, in
-    order, until one says to stop."""
+    table of a file that passed (None: no table). Raises nothing for a bad wheel: every
+    failure is a failed step (``SandboxUnavailableError`` included). The steps are
+    :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
