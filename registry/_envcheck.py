@@ -52,11 +52,13 @@ _ELF = b"\x7fELF"
 
 @dataclass(slots=True)
 class FileReport:
-    """One file's answer: ``works`` when ``problems`` is empty; ``notes`` never decide."""
+    """One file's answer: ``works`` when ``problems`` is empty; ``notes`` never decide;
+    ``libraries``: the native libraries checked (empty: no native code)."""
 
     file: str
     problems: list[Problem] = field(default_factory=list)
     notes: list[Problem] = field(default_factory=list)
+    libraries: list[str] = field(default_factory=list)
 
     @property
     def works(self) -> bool:
@@ -227,6 +229,7 @@ def _check_libraries(
 ) -> None:
     """Add to ``report`` what the libraries (path in the wheel -> file) and the METADATA
     of one distribution say about loading it in ``env``."""
+    report.libraries = sorted(libraries)
     requirements = _requirements(metadata, env.interpreter.markers)
     report.notes += _dependency_notes(env, requirements)
     report.problems += _extension_problems(env, libraries)

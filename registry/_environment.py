@@ -29,6 +29,8 @@ __all__ = [
     "Framework",
     "Interpreter",
     "LibrarySearch",
+    "environment_facts",
+    "environment_from_facts",
     "read_environment",
 ]
 
@@ -151,12 +153,24 @@ class Framework:
 class LibrarySearch:
     """Where the dynamic linker finds a library by name: run paths, ``LD_LIBRARY_PATH``,
     ``ld.so.cache`` (as ``ldconfig -p`` lists it) and the default folders; a file of
-    another ELF kind than ``kind`` is skipped, as the linker skips it."""
+    another ELF kind than ``kind`` is skipped, as the linker skips it. ``cache``: the
+    cache as read elsewhere (by name, the paths it lists), instead of asking ``ldconfig``."""
 
-    def __init__(self, kind: tuple[int, int] | None, ld_library_path: str = "") -> None:
+    def __init__(
+        self,
+        kind: tuple[int, int] | None,
+        ld_library_path: str = "",
+        cache: dict[str, list[str]] | None = None,
+    ) -> None:
         self.kind = kind
         self.ld_library_path = tuple(p for p in ld_library_path.split(":") if p)
-        self.cache: dict[str, list[str]] = {}
+        self.cache: dict[str, list[str]] = {} if cache is None else cache
+        if cache is None:
+            self._read_cache()
+        self._found: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Path | None] = {}
+
+    def _read_cache(self) -> None:
+        """``ldconfig -p``'s listing, into :attr:`cache`."""
         for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
             try:
                 listed = subprocess.run(
@@ -169,7 +183,6 @@ class LibrarySearch:
                 if found:
                     self.cache.setdefault(found.group(1), []).append(found.group(3))
             break
-        self._found: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Path | None] = {}
 
     def fits(self, path: Path) -> bool:
         """Whether ``path`` is a library of the kind searched for."""
@@ -365,4 +378,85 @@ def read_environment(python: str | None = None, machine: Machine | None = None) 
         libstdcxx=_newest_glibcxx(search, exports),
         machine=machine or machine_facts(),
         exports=exports,
+    )
+
+
+def environment_facts(env: Environment) -> dict[str, Any]:
+    """What was read of ``env`` as JSON-ready data, for :func:`environment_from_facts` in
+    another process (the index's sandbox): the interpreter's answers, its distributions and
+    frameworks, glibc and libstdc++; not the machine's GPUs, nor any library's exports."""
+    return {
+        "interpreter": {
+            "executable": env.interpreter.executable,
+            "version": env.interpreter.version,
+            "implementation": env.interpreter.implementation,
+            "tags": list(env.interpreter.tags),
+            "extension_suffixes": list(env.interpreter.extension_suffixes),
+            "path": list(env.interpreter.path),
+            "platlib": env.interpreter.platlib,
+            "markers": dict(env.interpreter.markers),
+        },
+        "distributions": {k: list(v) for k, v in env.distributions.items()},
+        "frameworks": [
+            {
+                "kind": f.kind.name,
+                "distribution": f.distribution,
+                "version": f.version,
+                "global_libraries": [str(p) for p in f.global_libraries],
+                "local_libraries": [str(p) for p in f.local_libraries],
+            }
+            for f in env.frameworks.values()
+        ],
+        "elf_kind": list(env.search.kind) if env.search.kind else None,
+        "ld_library_path": ":".join(env.search.ld_library_path),
+        "ld_cache": env.search.cache,
+        "glibc": env.glibc,
+        "libstdcxx": env.libstdcxx,
+    }
+
+
+def environment_from_facts(
+    facts: dict[str, Any],
+    machine: Machine | None = None,
+    exports: dict[Path, Exports] | None = None,
+) -> Environment:
+    """The :class:`Environment` that :func:`environment_facts` described, on ``machine``
+    (default: no GPU), sharing ``exports`` (libraries read once across environments);
+    KeyError, TypeError or ValueError for facts of another shape."""
+    i = facts["interpreter"]
+    interpreter = Interpreter(
+        executable=str(i["executable"]),
+        version=str(i["version"]),
+        implementation=str(i["implementation"]),
+        tags=tuple(map(str, i["tags"])),
+        extension_suffixes=tuple(map(str, i["extension_suffixes"])),
+        path=tuple(map(str, i["path"])),
+        platlib=str(i["platlib"]),
+        markers={str(k): str(v) for k, v in i["markers"].items()},
+    )
+    kinds = {kind.name: kind for kind in FRAMEWORKS}
+    frameworks = {
+        str(f["kind"]): Framework(
+            kinds[str(f["kind"])],
+            str(f["distribution"]),
+            str(f["version"]),
+            tuple(Path(p) for p in f["global_libraries"]),
+            tuple(Path(p) for p in f["local_libraries"]),
+        )
+        for f in facts["frameworks"]
+    }
+    kind = facts["elf_kind"]
+    return Environment(
+        interpreter=interpreter,
+        distributions={str(k): (str(v[0]), str(v[1])) for k, v in facts["distributions"].items()},
+        frameworks=frameworks,
+        search=LibrarySearch(
+            (int(kind[0]), int(kind[1])) if kind else None,
+            str(facts["ld_library_path"]),
+            {str(k): [str(p) for p in v] for k, v in facts["ld_cache"].items()},
+        ),
+        glibc=str(facts["glibc"]),
+        libstdcxx=str(facts["libstdcxx"]),
+        machine=machine or Machine(),
+        exports={} if exports is None else exports,
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
     from opmarket.web._limits import HeadLimits
@@ -134,6 +136,28 @@ class Settings(BaseSettings):
         description="Simple index for projects not hosted here, e.g. https://pypi.org/simple/ "
         "(a name hosted here is never looked up there)",
     )
+
+    # The "loads with" table of each validated native file (web/validation/_loads.py): the
+    # validation environment, and these interpreters' environments too. The variable
+    # separates them with ":" (as PATH does).
+    loads_with: Annotated[tuple[str, ...], FLAG, NoDecode] = Field(
+        default=(),
+        description="Another Python (a venv's interpreter) whose Python and frameworks each "
+        "file's 'loads with' table reports, beside the validation environment's; repeatable",
+    )
+
+    @field_validator("loads_with", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return tuple(p for p in value.split(os.pathsep) if p) if isinstance(value, str) else value
+
+    @field_validator("loads_with")
+    @classmethod
+    def _programs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for program in value:
+            if shutil.which(program) is None:
+                raise ValueError(f"{program!r} is not a program that can be run")
+        return value
 
     @field_validator("upstream")
     @classmethod

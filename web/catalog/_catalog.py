@@ -80,6 +80,10 @@ class FileInfo(BaseModel):
     # min_compute_capability (and min_driver, manylinux, libraries, tools).
     gpu: dict[str, Any] | None = None
     variant: str | None = None  # a PEP 825 variant wheel's label
+    # Which Pythons and framework releases its native code loads with: rows of python,
+    # implementation, framework, version, works, problems ([]: no native code; null: not
+    # checked). See web/validation/_loads.py.
+    loads_with: list[dict[str, Any]] | None = None
     python_tag: str = ""  # the wheel's tags, from its file name
     abi_tag: str = ""
     platform_tag: str = ""
@@ -226,6 +230,7 @@ def _file_info(f: File) -> FileInfo:
         steps=steps if isinstance(steps, list) else [],
         compat=compat if isinstance(compat, dict) else None,
         gpu=f.gpu,
+        loads_with=f.loads_with,
         variant=wheel.variant,
         **wheel.tag_parts,
     )

@@ -173,6 +173,11 @@ class File(Base):
     # and a PEP 825 variant wheel's variant.json (null: not a variant wheel).
     gpu: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
     variant: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
+    # Migration 0008: the "loads with" table (web/validation/_loads.py); [] for a file
+    # without native code, null for one not checked (not validated, or before 0008).
+    loads_with: Mapped[list[dict[str, Any]] | None] = mapped_column(
+        JSON(none_as_null=True), default=None
+    )
 
     release: Mapped[Release] = relationship(back_populates="files")
     uploader: Mapped[User] = relationship()

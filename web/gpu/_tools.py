@@ -60,11 +60,12 @@ class ToolError(RuntimeError):
 class ToolSandbox:
     """Where the tools run: the sandbox of ``limits`` (validation's own, so an index that
     allows unsandboxed validation allows it here too) with at most a minute, 2 GiB and 32
-    processes; ``interpreter`` and ``private`` as for :func:`run_sandboxed`."""
+    processes; ``interpreter``, ``private`` and ``shown`` as for :func:`run_sandboxed`."""
 
     limits: Limits = field(default_factory=Limits)
     interpreter: str = sys.executable
     private: Sequence[Path] = ()
+    shown: Sequence[str] = ()
 
     def run(self, argv: list[str], inputs: Mapping[str, Path] | None = None) -> _Done:
         """Run ``argv``, where each key of ``inputs`` (a path under /input) stands for the
@@ -85,6 +86,7 @@ class ToolSandbox:
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 binds=inputs,
                 private=self.private,
+                shown=self.shown,
             )
         except (OSError, SandboxUnavailableError) as exc:
             raise ToolError(f"{Path(argv[0]).name}: {exc}") from None

@@ -143,9 +143,13 @@ def _interpreter_paths(interpreter: str) -> tuple[str, ...]:
         raise SandboxUnavailableError(
             f"cannot list what {interpreter!r} needs: {done.stderr.decode(errors='replace')[-500:]}"
         )
-    paths = sorted({os.path.normpath(p) for p in json.loads(done.stdout)} - set(_NEVER))
+    return _outermost({os.path.normpath(p) for p in json.loads(done.stdout)} - set(_NEVER))
+
+
+def _outermost(paths: set[str]) -> tuple[str, ...]:
+    """``paths`` without those inside another of them or inside /usr, sorted."""
     outer: list[str] = []
-    for p in paths:
+    for p in sorted(paths):
         if not any(p.startswith(o + "/") for o in [*outer, "/usr"]):
             outer.append(p)
     return tuple(outer)
@@ -287,6 +291,8 @@ def _bwrap_argv(
     binds: Mapping[str, Path],
     private: Sequence[Path],
     filter_fd: int,
+    *,
+    shown: Sequence[str] = (),
 ) -> list[str]:
     root = os.geteuid() == 0
     disk = str(limits.disk_mb * 1024 * 1024)
@@ -345,7 +351,7 @@ def _bwrap_argv(
         "/tmp",
     ]
     made: set[str] = set()
-    needed = list(_interpreter_paths(interpreter))
+    needed = list(_outermost({p for i in (interpreter, *shown) for p in _interpreter_paths(i)}))
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if root and not setpriv.startswith("/usr/"):
         needed.append(str(Path(setpriv).parent))
@@ -420,11 +426,13 @@ def run_sandboxed(
     binds: Mapping[str, Path] | None = None,
     pass_fds: Sequence[int] = (),
     private: Sequence[Path] = (),
+    shown: Sequence[str] = (),
 ) -> Outcome:
     """Run ``argv`` (whose program is ``interpreter`` or a tool it runs) in a sandbox with
     the working folder ``WORK``; ``binds`` maps paths under ``/input`` to host files it may
     read; ``private`` names host folders it must never see (the server's data): hidden
-    where a bound folder holds one, refused where one holds a bound folder. Raises
+    where a bound folder holds one, refused where one holds a bound folder; ``shown``:
+    more interpreters whose folders it sees read-only, as it sees ``interpreter``'s. Raises
     ``SandboxUnavailableError`` when no sandbox can be made (and ``limits`` does not allow
     running without one)."""
     binds = dict(binds or {})
@@ -470,6 +478,7 @@ def run_sandboxed(
                 binds,
                 [Path(os.path.realpath(p)) for p in private],
                 filter_fd,
+                shown=shown,
             )
             pass_fds = (*pass_fds, filter_fd)
             cwd = "/"

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from opmarket.web.routes._cache import prune_changes
 from opmarket.web.sandbox._cgroup import pid_alive, sweep_stale
 from opmarket.web.storage._local import copy_out
 from opmarket.web.validation._deps import CatalogSource
+from opmarket.web.validation._loads import known_environments
 from opmarket.web.validation._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
 from opmarket.web.validation._steps import StepStatus
 from opmarket.web.validation._verdict import announce, rejection_reason
@@ -139,6 +141,7 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
             gpu=state.settings.gpu_available,
             private=[state.settings.data_dir.resolve()],
             dependencies=CatalogSource(state),
+            known=known_environments((sys.executable, *state.settings.loads_with)),
         )
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
@@ -251,6 +254,7 @@ def record(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None 
         file.opset = verdict.opset
         file.validated = utcnow()
         store_gpu(session, file, verdict.gpu)
+        file.loads_with = verdict.loads_with
         for op in verdict.ops:
             session.add(
                 OpEntry(

@@ -5,8 +5,9 @@ Steps: inspect (the upload checks, outside the sandbox) -> install (unpacked int
 sandbox's private folder) -> entry point -> load -> snapshot -> conformance (the plugin's
 code, in its own process in the sandbox) -> manifest (the reported op-set against the
 wheel's ``opmarket.opset.json``, read outside) -> compat against the previous validated
-release -> version policy. A wheel is ``validated`` when no step failed; a step whose
-machinery is missing says ``not available`` and is never counted as passed.
+release -> version policy -> loads with (a validated file's table, see ``_loads``: facts,
+never a verdict). A wheel is ``validated`` when no step failed; a step whose machinery is
+missing says ``not available`` and is never counted as passed.
 
 The verdict is decided here, outside the sandbox, from what came back on the result pipe of
 the harness (``_probe``), never from what the plugin printed; see docs/marketplace.md for
@@ -27,6 +28,7 @@ from opmarket.web.gpu._tools import ToolSandbox
 from opmarket.web.sandbox._run import Limits, SandboxUnavailableError
 from opmarket.web.validation._deps import Candidate, Source, dependency_step
 from opmarket.web.validation._harness import run_probe, tail
+from opmarket.web.validation._loads import Known, loads_with
 from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
@@ -61,6 +63,7 @@ class _Run:
     private: Sequence[Path]
     dependencies: Source | None
     verdict: Verdict
+    known: Sequence[Known] | None = None  # the "loads with" environments; None: no table
     info: WheelInfo | None = None
     deps: list[Candidate] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
@@ -81,13 +84,15 @@ def validate_wheel(
     interpreter: str = sys.executable,
     private: Sequence[Path] = (),
     dependencies: Source | None = None,
+    known: Sequence[Known] | None = None,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
     folders the plugin must never see (the server's data); ``dependencies``: where its
     requirements beyond the warm environment come from (this index; None: nowhere, and
-    what is missing is only reported). Raises nothing for a bad wheel: every failure is a
-    failed step (``SandboxUnavailableError`` included). The steps are :data:`STEPS`, in
-    order, until one says to stop."""
+    what is missing is only reported); ``known``: the environments of the "loads with"
+    table of a file that passed (None: no table). Raises nothing for a bad wheel: every
+    failure is a failed step (``SandboxUnavailableError`` included). The steps are
+    :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
     limits = limits or Limits()
     if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
@@ -112,6 +117,7 @@ def validate_wheel(
         private,
         dependencies,
         Verdict(filename),
+        known,
     )
     for step in STEPS:
         if not step(run):
@@ -260,6 +266,14 @@ def _compat_step(run: _Run) -> bool:
     return True
 
 
+def _loads_with_step(run: _Run) -> bool:
+    """A validated file's "loads with" table (read in the sandbox): facts, not a step."""
+    if run.known is not None and not run.verdict.failures:
+        tools = ToolSandbox(run.limits, run.interpreter, run.private)
+        run.verdict.loads_with = loads_with(run.path, run.filename, run.known, tools)
+    return True
+
+
 #: The steps, in order: each adds its findings to the verdict and says whether to go on.
 #: A new step is a function here.
 STEPS: tuple[Callable[[_Run], bool], ...] = (
@@ -270,6 +284,7 @@ STEPS: tuple[Callable[[_Run], bool], ...] = (
     _manifest_step,
     _plugin_output,
     _compat_step,
+    _loads_with_step,
 )
 
 

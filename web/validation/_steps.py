@@ -56,6 +56,8 @@ class Verdict:
     kernels: list[dict[str, str]] = field(default_factory=list)
     compat: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None  # the static GPU checks' findings (see _gpu)
+    # Which Pythons and frameworks its native code loads with (_loads); None: not asked.
+    loads_with: list[dict[str, Any]] | None = None
 
     @property
     def status(self) -> FileStatus:

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def _default_shown(name: str, value: Any) -> str:
     from opmarket.web._settings import MiB
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value) if value != "" else "none"
+        return str(value) if value not in ("", ()) else "none"
     if name.endswith("_bytes") and value >= MiB and value % MiB == 0:
         return f"{value // MiB} MiB"
     return f"{value:g}"
@@ -89,7 +90,14 @@ def _setting_options() -> list[click.Option]:
             f"{field.description} [env OPMARKET_{name.upper()}; "
             f"default {_default_shown(name, field.default)}]."
         )
-        options.append(click.Option([flag, name], type=field.annotation, help=help_))
+        if typing.get_origin(field.annotation) is tuple:  # repeatable; none given: None
+            options.append(
+                click.Option(
+                    [flag, name], multiple=True, help=help_, callback=lambda _c, _p, v: v or None
+                )
+            )
+        else:
+            options.append(click.Option([flag, name], type=field.annotation, help=help_))
     return options
 
 
@@ -193,7 +201,8 @@ def _serve(settings: Any, demo: bool) -> None:
     if settings.workers > 1:
         # Each worker process reads the same settings back from the environment.
         for key, value in settings.model_dump(exclude_defaults=True).items():
-            os.environ[f"OPMARKET_{key.upper()}"] = str(value)
+            shown = os.pathsep.join(value) if isinstance(value, tuple) else str(value)
+            os.environ[f"OPMARKET_{key.upper()}"] = shown
         state_from(settings.data_dir)  # migrate once, before the workers start
         uvicorn.run(
             "opmarket.web:app_from_environment",
