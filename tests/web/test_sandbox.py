@@ -115,6 +115,22 @@ def test_it_runs_as_a_host_user_that_is_not_root_read_from_outside() -> None:
 
 
 @needs_bwrap
+@pytest.mark.skipif(
+    not Path("/etc/ld.so.cache").exists(), reason="this system has no /etc/ld.so.cache"
+)
+def test_the_job_can_read_the_dynamic_linkers_cache() -> None:
+    # The job runs as a user that is not root; the linker cache must be readable to it, or
+    # every library a plugin loads by soname is looked up without the cache.
+    out = run(
+        "import os\nprint(oct(os.stat('/etc').st_mode & 0o777))\n"
+        "print(len(open('/etc/ld.so.cache', 'rb').read(16)))",
+        timeout_s=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [b"0o755", b"16"]
+
+
+@needs_bwrap
 def test_it_sees_only_what_it_needs(tmp_path: Path) -> None:
     secret = tmp_path / "server-data.txt"
     secret.write_text("token digests")

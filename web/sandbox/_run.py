@@ -208,6 +208,9 @@ def _system() -> list[str]:
         elif host.is_dir():
             argv += ["--ro-bind", str(host), str(host)]
     if Path("/etc/ld.so.cache").exists():
+        # bwrap makes a bind target's missing parents 0700: a job that is not root could
+        # then not read the cache, and every library would be looked up the slow way
+        argv += ["--perms", "0755", "--dir", "/etc"]
         argv += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     return argv
 
