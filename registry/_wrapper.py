@@ -8,7 +8,6 @@ through the dispatcher's ``slow_call``.
 from __future__ import annotations
 
 import inspect
-import keyword
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,23 +18,14 @@ from opmarket.registry._device import device_scope
 from opmarket.registry._keys import typed
 from opmarket.registry._signature import inferred_attrs
 from opmarket.sdk import ArgDef, AttrDef, DType, OpDef
+from opmarket.sdk._opdef import py_name
 
 if TYPE_CHECKING:
     from opmarket.registry._dispatch import Dispatcher
 
-__all__ = ["docstring", "make_wrapper", "py_name", "python_call"]
+__all__ = ["docstring", "make_wrapper", "python_call"]
 
 _MISS = object()  # the generated wrapper's "not prepared for these shapes"
-
-
-def py_name(name: str, taken: set[str]) -> str:
-    """``name`` as a Python parameter name not in ``taken`` (no keyword, no leading ``_``),
-    added to ``taken``."""
-    out = name
-    while keyword.iskeyword(out) or out in taken or out.startswith("_"):
-        out = out + "_" if not out.startswith("_") else "a" + out
-    taken.add(out)
-    return out
 
 
 def _parameters(
