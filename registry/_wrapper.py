@@ -8,6 +8,7 @@ through the dispatcher's ``slow_call``.
 from __future__ import annotations
 
 import inspect
+import keyword
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +103,10 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             "    elif _s != _e.shapes:",
             f"        return _e.run(({in_tuple}), _s)",
         ]
-        pass_attrs = ", ".join([*ins, *(f"{a.name}={py}" for a, py in attrs)])
+        # An attr named as a Python keyword (``class``) reaches the kernel through ``**``.
+        plain = [f"{a.name}={py}" for a, py in attrs if not keyword.iskeyword(a.name)]
+        spelled = ", ".join(f"{a.name!r}: {py}" for a, py in attrs if keyword.iskeyword(a.name))
+        pass_attrs = ", ".join([*ins, *plain, *([f"**{{{spelled}}}"] if spelled else [])])
         lines += [
             "    else:",
             "        _m = _e.mode",
