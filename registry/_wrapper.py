@@ -73,7 +73,9 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     in_tuple = "".join(f"{x}, " for x in ins)
     attr_dict = "{" + ", ".join(f"{a.name!r}: {py}" for a, py in attrs) + "}"
     simple = not any(a.is_list for a in op.inputs)
-    lines = [f"def {op.python_name}({', '.join(params)}):"]
+    # Defined under a fixed name and renamed after: an op's Python name may be a keyword
+    # (TensorFlow's Assert and If are assert and if).
+    lines = [f"def _wrapper({', '.join(params)}):"]
     if simple:
         # The key holds each attr's type beside its value (a list attr's items too, as a
         # tuple): slow_call files the entry under exactly this key.
@@ -128,7 +130,8 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     else:
         lines.append(f"    return _slow(({in_tuple}), {attr_dict})")
     exec("\n".join(lines), env)  # generated from the OpDef; names are sanitized above
-    fn: Callable[..., Any] = env[op.python_name]
+    fn: Callable[..., Any] = env["_wrapper"]
+    fn.__name__ = op.python_name
     fn.__doc__ = docstring(op, d)
     fn.__module__ = "opmarket.ops"
     fn.__qualname__ = op.python_name
