@@ -169,19 +169,3 @@ def test_bridge_parameters_are_named_as_opmarket_ops_names_them() -> None:
         x = np.float32([1.0])
         for _ in range(2):  # the first call prepares, the second takes the wrapper's fast path
             np.testing.assert_array_equal(wrapper(x, x, class_=5), [6.0])
-
-
-@pytest.mark.parametrize("name", ["Assert", "If"])  # TensorFlow's, whose snake_case is a keyword
-def test_an_op_whose_python_name_is_a_keyword_gets_a_wrapper(name: str) -> None:
-    import opmarket
-    from opmarket.registry import isolated_registry
-    from opmarket.sdk import kernel
-
-    with isolated_registry():
-        opmarket.register(
-            op(f"BridgeTest>{name}").input("x: float").output("y: float").build(),
-            kernel(f"BridgeTest>{name}")(lambda x: x * 2),
-        )
-        wrapper = opmarket.ops[f"BridgeTest>{name}"]
-        assert wrapper.__name__ == name.lower()
-        np.testing.assert_array_equal(wrapper(np.float32([1.5])), [3.0])
