@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from opmarket.sdk._lazy import Moved, lazy_exports
 
 if TYPE_CHECKING:
+    from opmarket.registry._bounded import BoundedCache as BoundedCache
     from opmarket.registry._builtins import BUILTIN_OPS as BUILTIN_OPS
     from opmarket.registry._capi_bridge import capi_bridge as capi_bridge
     from opmarket.registry._capi_bridge import capi_bridge_include as capi_bridge_include
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 # module -> its public names: __all__ and the names' loading on first use come from here
 # (tests/test_exports.py checks the imports above against it).
 EXPORTS = {
+    "opmarket.registry._bounded": ("BoundedCache",),
     "opmarket.registry._builtins": ("BUILTIN_OPS",),
     "opmarket.registry._capi_bridge": (
         "capi_bridge",

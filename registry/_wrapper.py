@@ -19,23 +19,14 @@ from opmarket.registry._device import device_scope
 from opmarket.registry._keys import typed
 from opmarket.registry._signature import inferred_attrs
 from opmarket.sdk import ArgDef, AttrDef, DType, OpDef
+from opmarket.sdk._opdef import py_name
 
 if TYPE_CHECKING:
     from opmarket.registry._dispatch import Dispatcher
 
-__all__ = ["docstring", "make_wrapper", "py_name", "python_call"]
+__all__ = ["docstring", "make_wrapper", "python_call"]
 
 _MISS = object()  # the generated wrapper's "not prepared for these shapes"
-
-
-def py_name(name: str, taken: set[str]) -> str:
-    """``name`` as a Python parameter name not in ``taken`` (no keyword, no leading ``_``),
-    added to ``taken``."""
-    out = name
-    while keyword.iskeyword(out) or out in taken or out.startswith("_"):
-        out = out + "_" if not out.startswith("_") else "a" + out
-    taken.add(out)
-    return out
 
 
 def _parameters(
@@ -82,7 +73,9 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     in_tuple = "".join(f"{x}, " for x in ins)
     attr_dict = "{" + ", ".join(f"{a.name!r}: {py}" for a, py in attrs) + "}"
     simple = not any(a.is_list for a in op.inputs)
-    lines = [f"def {op.python_name}({', '.join(params)}):"]
+    # Defined under a fixed name and renamed after: an op's Python name may be a keyword
+    # (TensorFlow's Assert and If are assert and if).
+    lines = [f"def _wrapper({', '.join(params)}):"]
     if simple:
         # The key holds each attr's type beside its value (a list attr's items too, as a
         # tuple): slow_call files the entry under exactly this key.
@@ -112,7 +105,10 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
             "    elif _s != _e.shapes:",
             f"        return _e.run(({in_tuple}), _s)",
         ]
-        pass_attrs = ", ".join([*ins, *(f"{a.name}={py}" for a, py in attrs)])
+        # An attr named as a Python keyword (``class``) reaches the kernel through ``**``.
+        plain = [f"{a.name}={py}" for a, py in attrs if not keyword.iskeyword(a.name)]
+        spelled = ", ".join(f"{a.name!r}: {py}" for a, py in attrs if keyword.iskeyword(a.name))
+        pass_attrs = ", ".join([*ins, *plain, *([f"**{{{spelled}}}"] if spelled else [])])
         lines += [
             "    else:",
             "        _m = _e.mode",
@@ -134,7 +130,8 @@ def make_wrapper(d: Dispatcher) -> Callable[..., Any]:
     else:
         lines.append(f"    return _slow(({in_tuple}), {attr_dict})")
     exec("\n".join(lines), env)  # generated from the OpDef; names are sanitized above
-    fn: Callable[..., Any] = env[op.python_name]
+    fn: Callable[..., Any] = env["_wrapper"]
+    fn.__name__ = op.python_name
     fn.__doc__ = docstring(op, d)
     fn.__module__ = "opmarket.ops"
     fn.__qualname__ = op.python_name

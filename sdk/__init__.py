@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from opmarket.sdk._lazy import Moved, lazy_exports
 
 if TYPE_CHECKING:
+    from opmarket.sdk._attrproto import proto_field_for as proto_field_for
     from opmarket.sdk._builder import OpBuilder as OpBuilder
     from opmarket.sdk._builder import finalize_op as finalize_op
     from opmarket.sdk._builder import op as op
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from opmarket.sdk._errors import OpmarketError as OpmarketError
     from opmarket.sdk._errors import Problem as Problem
     from opmarket.sdk._errors import UnknownDTypeError as UnknownDTypeError
+    from opmarket.sdk._files import cache_dir as cache_dir
     from opmarket.sdk._gradients import GradientOp as GradientOp
     from opmarket.sdk._gradients import GradientSpec as GradientSpec
     from opmarket.sdk._gradients import not_differentiable as not_differentiable
@@ -94,6 +96,7 @@ if TYPE_CHECKING:
 # module -> its public names: __all__ and the names' loading on first use come from here
 # (tests/test_exports.py checks the imports above against it).
 EXPORTS = {
+    "opmarket.sdk._attrproto": ("proto_field_for",),
     "opmarket.sdk._builder": ("OpBuilder", "finalize_op", "op"),
     "opmarket.sdk._canonical": ("Document",),
     "opmarket.sdk._custom_call": ("CustomCallTarget", "custom_call", "custom_call_target"),
@@ -122,6 +125,7 @@ EXPORTS = {
         "Problem",
         "UnknownDTypeError",
     ),
+    "opmarket.sdk._files": ("cache_dir",),
     "opmarket.sdk._gradients": (
         "GradientOp",
         "GradientSpec",

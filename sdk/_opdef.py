@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._values import AttrValue, FullType
 
-__all__ = ["ArgDef", "AttrDef", "AttrType", "Deprecation", "OpDef", "snake_case"]
+__all__ = ["ArgDef", "AttrDef", "AttrType", "Deprecation", "OpDef", "py_name", "snake_case"]
 
 
 class AttrType(NamedTuple):
@@ -183,6 +184,17 @@ class OpDef:
             outputs=tuple(replace(a, description="") for a in self.outputs),
             attrs=tuple(replace(a, description="") for a in self.attrs),
         )
+
+
+def py_name(name: str, taken: set[str]) -> str:
+    """``name`` as a Python parameter name not in ``taken`` (no keyword, no leading ``_``),
+    added to ``taken``: how ``opmarket.ops``' wrappers and the framework bridges name an
+    op's inputs and attrs."""
+    out = name
+    while keyword.iskeyword(out) or out in taken or out.startswith("_"):
+        out = out + "_" if not out.startswith("_") else "a" + out
+    taken.add(out)
+    return out
 
 
 def snake_case(name: str) -> str:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import enum
 import json
-import keyword
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from opmarket.sdk._opdef import AttrDef, OpDef, snake_case
+from opmarket.sdk._opdef import AttrDef, OpDef, py_name, snake_case
 
 __all__ = [
     "FRAMEWORK_OWN_OPS",
@@ -76,16 +75,6 @@ class Param:
         return self.attr.default is None
 
 
-def _py_name(name: str, taken: set[str]) -> str:
-    """``name`` as a Python parameter name not in ``taken``, added to it (the generated
-    wrapper of ``opmarket.ops`` names its parameters by the same rule)."""
-    out = name
-    while keyword.iskeyword(out) or out in taken or out.startswith("_"):
-        out = out + "_" if not out.startswith("_") else "a" + out
-    taken.add(out)
-    return out
-
-
 def parameters(op: OpDef) -> tuple[list[str], list[Param]]:
     """The op's input names and its keyword-only parameters (attrs the inputs do not infer),
     named as ``opmarket.ops.<op>`` names them."""
@@ -93,10 +82,10 @@ def parameters(op: OpDef) -> tuple[list[str], list[Param]]:
     for arg in op.inputs:
         inferred.update(n for n in (arg.type_attr, arg.number_attr, arg.type_list_attr) if n)
     taken: set[str] = set()
-    inputs = [_py_name(a.name, taken) for a in op.inputs]
+    inputs = [py_name(a.name, taken) for a in op.inputs]
     params = [
         Param(
-            _py_name(a.name, taken),
+            py_name(a.name, taken),
             a,
             ParamKind.DTYPE if a.type == "type" else ParamKind.ATTR,
         )

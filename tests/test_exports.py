@@ -125,7 +125,11 @@ def test_old_error_names_still_work_with_a_deprecation_warning(
     assert old not in module.__all__
 
 
-@pytest.mark.parametrize("name", opmarket.sdk.build.__all__)
+# Names sdk.build gained after the move: opmarket.sdk never had them.
+BUILD_ONLY = {"compiler"}
+
+
+@pytest.mark.parametrize("name", sorted(set(opmarket.sdk.build.__all__) - BUILD_ONLY))
 def test_build_helpers_moved_to_sdk_build_still_work_from_sdk_warning(name: str) -> None:
     with pytest.warns(
         DeprecationWarning,

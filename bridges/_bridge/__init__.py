@@ -35,7 +35,6 @@ from opmarket._bridge._plumbing import (
     normalize_attr,
     normalize_dtype,
     normalize_shape,
-    proto_field_for,
 )
 from opmarket._bridge._readonly import readonly_array
 from opmarket._bridge._registry import (
@@ -51,6 +50,7 @@ from opmarket._bridge._registry import (
 )
 from opmarket._bridge._shapes import num_outputs, output_shapes
 from opmarket.registry import (
+    BoundedCache,
     KernelNotFoundError,
     LibraryError,
     OpResolver,
@@ -59,6 +59,7 @@ from opmarket.registry import (
 
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
+    "BoundedCache",
     "BridgeError",
     "BridgeNamespace",
     "BridgeOp",
@@ -94,7 +95,6 @@ __all__ = [
     "op_def",
     "output_shapes",
     "prepare",
-    "proto_field_for",
     "readonly_array",
     "registry",
     "require_framework",

@@ -15,9 +15,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from opmarket._bridge import _registry
 from opmarket.registry import LibraryError
-from opmarket.sdk.build._setup import compiler
+from opmarket.sdk import cache_dir
+from opmarket.sdk.build import compiler
 
 __all__ = ["build_shim"]
 
@@ -45,7 +45,7 @@ def build_shim(
     cc = compiler(language)
     for part in (*key, *cc, *flags, *link):
         digest.update(part.encode())
-    target = _registry.cache_dir() / "bridges" / f"{name}-{digest.hexdigest()[:16]}.so"
+    target = cache_dir() / "bridges" / f"{name}-{digest.hexdigest()[:16]}.so"
     if target.is_file():
         return target
     if announce:

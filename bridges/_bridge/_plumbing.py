@@ -24,7 +24,6 @@ from opmarket.sdk import (
     as_dtype,
     check_attr_value,
 )
-from opmarket.sdk._attrproto import proto_field_for
 
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
@@ -41,7 +40,6 @@ __all__ = [
     "normalize_shape",
     "num_outputs",
     "output_shapes",
-    "proto_field_for",
 ]
 
 #: Added to a native kernel's priority inside a framework, so that it wins over a Python

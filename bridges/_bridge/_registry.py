@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from opmarket.registry import (
@@ -29,7 +28,6 @@ __all__ = [
     "bridge_include",
     "bridge_table",
     "builtin",
-    "cache_dir",
     "choose_kernel",
     "load_all",
     "native_handle",
@@ -131,10 +129,3 @@ def bridge_table() -> int | None:
 def bridge_include() -> str:
     """The folder holding opmarket/capi_bridge.h and opmarket/c_api.h."""
     return str(capi_bridge_include())
-
-
-def cache_dir() -> Path:
-    """opmarket's cache folder (``$OPMARKET_CACHE_DIR``, else the user's cache)."""
-    from opmarket.sdk._files import cache_dir as opm_cache_dir  # internal
-
-    return opm_cache_dir()

@@ -132,10 +132,14 @@ def call(
     specs: Sequence[OutputSpec],
 ) -> list[Any]:
     """The custom call to ``opmarket_capi``; one array per output."""
-    from opmarket.jax._ops import shape_dtype
+    from opmarket.jax._ops import all_empty, shape_dtype
 
     result = [shape_dtype(s.shape, s.dtype) for s in specs]
-    fn = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")
+    # XLA replaces a call whose outputs are all empty by empty constants unless the call has
+    # a side effect: the kernel would then not check its inputs (a ZeroOut index out of range).
+    fn = jax.ffi.ffi_call(
+        TARGET, result, vmap_method="sequential", has_side_effect=all_empty(specs)
+    )
     return list(
         fn(
             *xs,

@@ -81,8 +81,14 @@ static XLA_FFI_Error* ffi_error(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
 static XLA_FFI_Error* status_error(const XLA_FFI_Api* api, const OPMB_Kernel* kernel,
                                    OPM_Status* status) {
   char message[1024];
-  snprintf(message, sizeof message, "%s: %s", bridge->kernel_name(kernel),
-           bridge->api->Message(status));
+  const char* name = bridge->kernel_name(kernel);
+  const char* text = bridge->api->Message(status);
+  size_t n = strlen(name);
+  /* The host's message may already start with the kernel's name: say it once. */
+  if (strncmp(text, name, n) == 0 && text[n] == ':')
+    snprintf(message, sizeof message, "%s", text);
+  else
+    snprintf(message, sizeof message, "%s: %s", name, text);
   OPM_Code code = bridge->api->GetCode(status);
   return ffi_error(api, (XLA_FFI_Error_Code)code, message);
 }

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from opmarket._bridge import normalize_dtype, normalize_shape, proto_field_for
-from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape
+from opmarket._bridge import normalize_dtype, normalize_shape
+from opmarket.sdk import AttrDef, DType, FuncValue, OpDef, TensorShape, proto_field_for
 
 __all__ = [
     "disagreement",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from opmarket._bridge import (
+    BoundedCache,
     BridgeNamespace,
     bind_inputs,
     group_outputs,
@@ -224,14 +225,8 @@ def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
 
 
 #: Calls kept per op at most; a new signature finding them full empties them first (the
-#: policy of opmarket.ops' prepared calls: thousands of signatures mean churning attr values).
+#: registry's BoundedCache, the policy of opmarket.ops' prepared calls).
 MAX_KEPT = 1024
-
-
-def _remember(kept: dict[Any, Any], key: Any, call: Callable[[Sequence[Any]], Any]) -> None:
-    if len(kept) >= MAX_KEPT and key not in kept:
-        kept.clear()
-    kept[key] = call
 
 
 def _frozen(value: Any) -> Any:
@@ -281,7 +276,8 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     # as given), as opmarket.ops' wrappers keep theirs: a repeated call goes straight to
     # TensorFlow's execute (or, with a label, to its one-node function). Only ops without
     # list inputs.
-    fast: dict[Any, Callable[[Sequence[Any]], Any]] = {}
+    fast: BoundedCache[Any, Callable[[Sequence[Any]], Any]] = BoundedCache(MAX_KEPT)
+    kept = fast.data  # read directly: a hit costs one dict lookup
     n_in = len(op.inputs) if not any(a.is_list for a in op.inputs) else -1
 
     def typed(*args: Any, **kwargs: Any) -> Any:
@@ -289,7 +285,7 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         if len(args) == n_in and eagerly():
             try:
                 key = _call_key(args, kwargs)
-                entry = fast.get(key)
+                entry = kept.get(key)
             except (TypeError, AttributeError):  # an unhashable keyword, an input with no dtype
                 key = None
             if entry is not None:
@@ -299,7 +295,7 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         given = {n: values[n] for n in attr_names if n in values}
         label = str(values.get("label", "")) if "label" in extra else ""
         name = values.get("name") if "name" in extra else None
-        keep = None if key is None or name is not None else functools.partial(_remember, fast, key)
+        keep = None if key is None or name is not None else functools.partial(fast.put, key)
         # Type attrs that inputs infer may still be given (they must then agree).
         return call_op(
             op, [values[a.name] for a in op.inputs], given, label=label, name=name, keep=keep

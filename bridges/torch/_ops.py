@@ -14,6 +14,7 @@ import numpy as np
 
 import torch
 from opmarket._bridge import (
+    BoundedCache,
     BridgeOp,
     KernelNotFoundError,
     ParamKind,
@@ -99,9 +100,14 @@ class _Call:
     def __init__(self, op: BridgeOp) -> None:
         self.op = op
         self.convert = {p.name: _converter(p.attr.type, p.kind) for p in op.params}
-        self.cache: dict[Any, tuple[dict[str, Any], Any]] = {}
-        #: CPU calls: (registry id, version, label, dtypes..., keyword items...) -> runner
+        self.cache: BoundedCache[Any, tuple[dict[str, Any], Any]] = BoundedCache(1024, self._forget)
+        #: CPU calls: (registry id, version, label, dtypes..., keyword items...) -> runner;
+        #: filled beside :attr:`cache` and emptied with it
         self.fast: dict[Any, Any] = {}
+
+    def _forget(self) -> None:
+        self.cache.clear()
+        self.fast.clear()
 
     def attrs(self, dtypes: Sequence[np.dtype[Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Every attr, bound from input dtypes and keyword values (None: the default)."""
@@ -134,10 +140,7 @@ class _Call:
                 )
             found = (attrs, self.op.runner(attrs, device, label))
             if key is not None:
-                if len(self.cache) >= 1024:
-                    self.cache.clear()
-                    self.fast.clear()
-                self.cache[key] = found
+                self.cache.put(key, found)
                 if device == "CPU":
                     self.fast[(key[0], key[1], label, *key[4:])] = found[1]
         return found

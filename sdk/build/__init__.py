@@ -1,8 +1,10 @@
 """Build-time helpers for plugin authors: compiling CUDA libraries and loading them, C++/CUDA
-compiled on the fly (``load_inline``), and a setuptools ``setup()`` for a package that carries
-one plain shared library (``library_setup``). See docs/native.md and docs/gpu.md.
+compiled on the fly (``load_inline``), the C and C++ compiler commands (``compiler``), and a
+setuptools ``setup()`` for a package that carries one plain shared library
+(``library_setup``). See docs/native.md and docs/gpu.md.
 
-Until opmarket 1.0 these names are also read from ``opmarket.sdk`` (deprecated there).
+Until opmarket 1.0 the names that were in ``opmarket.sdk`` before 0.2 are also read from
+there (deprecated).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from opmarket.sdk.build._inline import InlineBuildError as InlineBuildError
     from opmarket.sdk.build._inline import load as load
     from opmarket.sdk.build._inline import load_inline as load_inline
+    from opmarket.sdk.build._setup import compiler as compiler
     from opmarket.sdk.build._setup import library_setup as library_setup
 
 # module -> its public names: __all__ and the names' loading on first use come from here.
@@ -32,6 +35,6 @@ EXPORTS = {
         "load_cuda_library",
     ),
     "opmarket.sdk.build._inline": ("InlineBuildError", "load", "load_inline"),
-    "opmarket.sdk.build._setup": ("library_setup",),
+    "opmarket.sdk.build._setup": ("compiler", "library_setup"),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -138,3 +138,34 @@ def test_schemas_come_from_the_sdk_and_need_no_torch() -> None:
         "opm::zero_out(Tensor to_zero, *, int preserve_index=0) -> Tensor",
         "opm::zero_out.c_abi(Tensor to_zero, *, int preserve_index=0) -> Tensor",
     ]
+
+
+def test_bridge_parameters_are_named_as_opmarket_ops_names_them() -> None:
+    """One naming rule (sdk's py_name) for opmarket.ops' wrappers and the bridges: a Python
+    keyword, or a name a renamed one took, made usable the same way in both."""
+    import inspect
+
+    from opmarket.registry import isolated_registry
+    from opmarket.sdk import kernel
+    from opmarket.sdk.torch_schema import parameters
+
+    odd = (
+        op("BridgeTest>Names")
+        .input("lambda: float")
+        .input("in: float")
+        .output("y: float")
+        .attr("class: int = 1")
+        .attr("lambda_: int = 2")
+        .build()
+    )
+    inputs, params = parameters(odd)
+    assert inputs == ["lambda_", "in_"] and [p.name for p in params] == ["class_", "lambda__"]
+    with isolated_registry():
+        import opmarket
+
+        opmarket.register(odd, kernel("BridgeTest>Names")(lambda a, b, **attrs: a + attrs["class"]))
+        wrapper = opmarket.ops["BridgeTest>Names"]
+        assert list(inspect.signature(wrapper).parameters)[:4] == [*inputs, "class_", "lambda__"]
+        x = np.float32([1.0])
+        for _ in range(2):  # the first call prepares, the second takes the wrapper's fast path
+            np.testing.assert_array_equal(wrapper(x, x, class_=5), [6.0])

@@ -284,3 +284,40 @@ def test_what_docs_frameworks_md_says_is_not_supported_fails_as_it_says() -> Non
         export.export(jax.jit(oj.ops.atan))(x)
     with pytest.raises(ValueError, match="Pure callbacks do not support JVP"):
         check_grads(oj.ops.atan, (x,), order=2, modes=["rev"])
+
+
+@needs_bridge
+@pytest.mark.parametrize("label", ["", "c_abi"])  # the C++ kernel's C entry and the C plugin's
+def test_a_native_kernel_error_names_the_kernel_once(label: str) -> None:
+    x = jnp.asarray([1.0, 2.0], jnp.float32)
+    with pytest.raises(Exception, match="preserve_index out of range") as caught:
+        jax.jit(lambda x: oj.ops.zero_out(x, preserve_index=5, _kernel=label))(x)
+    assert str(caught.value).count("Opm>ZeroOut (kernel") == 1, caught.value
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (oj.ops.zero_out, "preserve_index out of range"),  # FFI
+        (lambda x: oj.ops.zero_out(x, _kernel="c_abi"), "preserve_index out of range"),  # FFI
+        (lambda x: oj.ops.do_custom_call(x, x), "non-empty vector b"),  # callback
+    ],
+    ids=["zero_out", "zero_out_c_abi", "do_custom_call"],
+)
+def test_a_call_whose_outputs_are_all_empty_still_runs_its_kernel(call: Any, message: str) -> None:
+    """XLA replaces an op whose outputs have no elements by empty constants unless the call
+    has a side effect; the kernel must still run, to refuse what opmarket.ops refuses (an
+    index into an empty vector), eagerly, under jit, vmap and grad."""
+    x = np.zeros(0, np.float32)
+    with pytest.raises(InvalidArgumentError, match=message):
+        call(x)
+    with pytest.raises(Exception, match=message):
+        jax.jit(call)(x)
+    with pytest.raises(Exception, match=message):
+        jax.jit(jax.vmap(call))(np.zeros((2, 0), np.float32))
+    with pytest.raises(Exception, match=message):
+        jax.grad(lambda v: call(v).sum())(x)
+    # A call with a non-empty output keeps no side effect: XLA may still drop it when unused.
+    text = jax.jit(oj.ops.time_two).lower(np.float32([1, 2])).as_text()
+    assert "has_side_effect = true" not in text
+    assert "has_side_effect = true" in jax.jit(oj.ops.time_two).lower(x).as_text()
