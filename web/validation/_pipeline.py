@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from opmarket.web.gpu._tools import ToolSandbox
 from opmarket.web.sandbox._run import Limits, SandboxUnavailableError
-from opmarket.web.validation._deps import Candidate, Source, dependency_step
+from opmarket.web.validation._deps import IndexWheel, WheelSource, dependency_step
 from opmarket.web.validation._harness import run_probe, tail
 from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult
@@ -59,10 +59,10 @@ class _Run:
     gpu: bool
     interpreter: str
     private: Sequence[Path]
-    dependencies: Source | None
+    dependencies: WheelSource | None
     verdict: Verdict
     info: WheelInfo | None = None
-    deps: list[Candidate] = dataclasses.field(default_factory=list)
+    deps: list[IndexWheel] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
     result: HarnessResult | None = None
 
@@ -80,7 +80,7 @@ def validate_wheel(
     gpu: bool = False,
     interpreter: str = sys.executable,
     private: Sequence[Path] = (),
-    dependencies: Source | None = None,
+    dependencies: WheelSource | None = None,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
     folders the plugin must never see (the server's data); ``dependencies``: where its
