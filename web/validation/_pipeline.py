@@ -287,7 +287,7 @@ def _static_gpu(
     if variant is not None:
         note = variant_note(wheel.variant or "", variant)
         verdict.steps.append(Step("variant", StepStatus.PASSED, note))
-    gpu = inspect_gpu(path, wheel.filename, tools)
+    gpu = inspect_gpu(path, wheel, tools)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary
