@@ -73,7 +73,7 @@ def postgres() -> Iterator[PostgresServer]:
             "PostgreSQL is not installed (pg_ctl and initdb: Debian package postgresql, "
             "which scripts/setup installs when run as root)"
         )
-    pytest.importorskip("psycopg", reason="the PostgreSQL driver psycopg (web extra)")
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver psycopg (postgres extra)")
     with running_postgres(bin_dir) as server:
         yield server
 
