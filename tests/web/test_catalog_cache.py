@@ -64,6 +64,7 @@ def _until(what: Callable[[], Any], expected: Any, timeout: float = 60) -> Any:
     return got
 
 
+@pytest.mark.slow
 def test_an_upload_to_one_server_shows_in_the_others_searches_and_pages(
     two_servers: tuple[Market, Market], tmp_path: Path
 ) -> None:

@@ -28,7 +28,6 @@ def validate(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_a_good_plugin_validates(wheels: Wheels) -> None:
     done = validate(str(wheels.double_1_0))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -49,7 +48,6 @@ def test_same_verdict_as_the_server(market: Market, wheels: Wheels) -> None:
     ]
 
 
-@pytest.mark.slow
 def test_version_policy_against_a_previous_release(wheels: Wheels) -> None:
     done = validate(str(wheels.double_breaking), "--previous", str(wheels.double_1_0))
     assert done.returncode == 1
@@ -63,6 +61,7 @@ def test_unreadable_input_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no such file" in done.stderr
 
 
+@pytest.mark.slow
 def test_users_and_tokens(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -87,7 +86,6 @@ def test_users_and_tokens(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no user" in missing.stderr
 
 
-@pytest.mark.slow
 def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
     """Plugin authors run it without opmarket[web]: nothing of the server is imported."""
     code = (

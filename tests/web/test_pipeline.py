@@ -168,6 +168,7 @@ def test_a_compat_step_with_breaking_findings_never_says_passed(
     assert verdict.status == ("rejected" if compat == "failed" else "validated")
 
 
+@pytest.mark.slow
 def test_the_steps_run_in_order_until_one_stops(
     built: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -252,7 +252,6 @@ def _children(pid: int) -> list[str]:
     return out
 
 
-@pytest.mark.slow
 def test_serve_workers_starts_that_many_processes_each_with_the_http_limits(
     tmp_path: Path, database_url: str
 ) -> None:
