@@ -30,7 +30,7 @@ from opmarket.web.validation._harness import run_probe, tail
 from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
-from opmarket.web.validation._steps import Previous, Step, StepStatus, Verdict
+from opmarket.web.validation._steps import KernelRow, Previous, Step, StepStatus, Verdict
 from opmarket.web.wheels._filename import WheelName
 from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
@@ -317,7 +317,7 @@ def _manifest(
     verdict: Verdict,
     wheel: Path,
     registered: list[tuple[str, str]],
-    ran: tuple[list[dict[str, str]], bool],
+    ran: tuple[list[KernelRow], bool],
 ) -> None:
     """Compare the reported op-set with the manifest read here from the archive; list the
     manifest's ops, the rows of ``ran`` (reported rows, whether a GPU was there) it allows
