@@ -62,7 +62,7 @@ def _postgres_module() -> Any:
 
 def searches(rng: random.Random, count: int) -> list[str]:
     """``count`` search query strings, a fixed mix."""
-    from opmarket.web._seed import SEED_WORDS
+    from opmarket.web.catalog._seed import SEED_WORDS
 
     out = []
     for n in range(count):

@@ -2,7 +2,7 @@
 kernel runs on each device and why every other kernel or build does not fit.
 
 Two halves. :func:`decide` is pure: machine facts (:class:`~opmarket.registry._machine.
-Machine`) and one op's kernel candidates (:class:`Candidate`) in, a :class:`Verdict` per
+Machine`) and one op's kernel candidates (:class:`Candidate`) in, a :class:`Decision` per
 candidate out; tests feed it made-up machines (an sm_75 GPU, no runtime, an old driver) for
 every branch. :func:`examine` gathers the candidates of this installation: the kernels the
 loaded plugins registered, the kernels their manifests list that did not register here (a
@@ -28,8 +28,8 @@ from opmarket.registry._machine import Gpu, Machine
 
 __all__ = [
     "Candidate",
+    "Decision",
     "OpReport",
-    "Verdict",
     "decide",
     "door_text",
     "examine",
@@ -58,7 +58,7 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Decision:
     """Whether ``candidate`` runs on its device here, and why (or why not)."""
 
     candidate: Candidate
@@ -68,11 +68,11 @@ class Verdict:
 
 @dataclass(slots=True)
 class OpReport:
-    """One op's candidates and verdicts."""
+    """One op's candidates and the decision on each."""
 
     op: str
     candidates: list[Candidate] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
 
 
 # --- the decision (pure) ------------------------------------------------------------------
@@ -130,29 +130,29 @@ def _overlaps(a: Candidate, b: Candidate) -> bool:
     return a.dtypes is None or b.dtypes is None or bool(set(a.dtypes) & set(b.dtypes))
 
 
-def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Verdict]:
-    """A verdict for each of one op's ``candidates`` on ``machine``: the registered,
+def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Decision]:
+    """A decision for each of one op's ``candidates`` on ``machine``: the registered,
     unlabelled, highest-priority kernel of each device (and dtype) is chosen; a GPU kernel
     only where :func:`gpu_fit` says its build runs. The reasons name what is missing."""
-    verdicts: list[Verdict] = []
+    decisions: list[Decision] = []
     gpu_runs = any(c.device == "GPU" and c.registered and not c.label for c in candidates)
     for c in candidates:
         if c.missing:
             fits, why = gpu_fit(machine, ())
             detail = f"{c.missing} (the {c.extra} extra) is not installed"
             reason = f"{why}; {detail}" if not fits else f"{detail}: pip install it to use the GPU"
-            verdicts.append(Verdict(c, False, reason))
+            decisions.append(Decision(c, False, reason))
             continue
         if c.label:
-            verdicts.append(
-                Verdict(c, False, f"label {c.label!r}: runs only for nodes that ask for it")
+            decisions.append(
+                Decision(c, False, f"label {c.label!r}: runs only for nodes that ask for it")
             )
             continue
         if not c.registered:
             fits, why = gpu_fit(machine, c.builds) if c.device == "GPU" else (True, "")
             if fits:
                 why = c.load_status or f"{c.plugin} registered no {c.device} kernel here"
-            verdicts.append(Verdict(c, False, why))
+            decisions.append(Decision(c, False, why))
             continue
         better = [
             o
@@ -166,8 +166,8 @@ def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Verdict]:
         ]
         shadow = next((o for o in better if _covers(o, c)), None)
         if shadow is not None:
-            verdicts.append(
-                Verdict(
+            decisions.append(
+                Decision(
                     c,
                     False,
                     f"{shadow.plugin}'s kernel has priority {shadow.priority} > {c.priority} "
@@ -181,17 +181,17 @@ def decide(machine: Machine, candidates: Sequence[Candidate]) -> list[Verdict]:
             fits, why = gpu_fit(machine, c.builds)
             if fits:
                 why = f"runs on GPU (the default device): {why}"
-            verdicts.append(Verdict(c, fits, why))
+            decisions.append(Decision(c, fits, why))
         elif c.device == "CPU":
             where = (
                 "inside device('CPU') scopes; the GPU kernel runs by default"
                 if gpu_runs
                 else "the default device here"
             )
-            verdicts.append(Verdict(c, True, f"runs on CPU ({where})"))
+            decisions.append(Decision(c, True, f"runs on CPU ({where})"))
         else:
-            verdicts.append(Verdict(c, True, f"runs on {c.device} inside device() scopes"))
-    return verdicts
+            decisions.append(Decision(c, True, f"runs on {c.device} inside device() scopes"))
+    return decisions
 
 
 # --- this installation --------------------------------------------------------------------
@@ -312,8 +312,8 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
                 )
     ordered = sorted(reports.values(), key=lambda r: r.op)
     for report in ordered:
-        report.verdicts = decide(machine, report.candidates)
-        if not any(v.chosen for v in report.verdicts):
+        report.decisions = decide(machine, report.candidates)
+        if not any(v.chosen for v in report.decisions):
             problems.append(f"{report.op}: no kernel runs on this machine")
     return ordered, problems
 
@@ -334,7 +334,7 @@ def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]
                         "reason": v.reason,
                         **_door_json(v.candidate.door),
                     }
-                    for v in r.verdicts
+                    for v in r.decisions
                 ],
             }
             for r in reports

@@ -149,6 +149,7 @@ def test_a_stale_manifest_in_the_source_is_replaced_keeping_gpu_kernels(tmp_path
     assert sorted(k.device for k in opset.kernels) == ["CPU", "GPU"]
 
 
+@pytest.mark.slow
 def test_opmarket_manifest_writes_checks_and_names_the_field(tmp_path: Path) -> None:
     root = project(tmp_path / "p", default=6)
     target = root / "src" / "opm_scale" / "opmarket.opset.json"

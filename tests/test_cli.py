@@ -192,6 +192,7 @@ for name in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 def test_every_module_imports_on_its_own() -> None:
     """No import cycle: each module of the package imports first, in a fresh interpreter."""
     names = ["opmarket"]

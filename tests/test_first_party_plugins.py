@@ -4,17 +4,15 @@ discovered through their entry points, loaded, and every kernel against its refe
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
 
 from opmarket.registry import check_conformance, isolated_registry, load_plugins
+from tests.first_party import FIRST_PARTY, is_gpu_companion, needs_first_party
 
 REPO = Path(__file__).resolve().parents[1]
-FIRST_PARTY = sorted(
-    p.name for p in (REPO / "plugins").iterdir() if (p / "pyproject.toml").is_file()
-)
+pytestmark = needs_first_party
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +27,7 @@ def test_every_first_party_plugin_is_discovered_and_loads() -> None:
     with isolated_registry(plugins=True):
         infos = {p.name: p for p in load_plugins()}
     for name in FIRST_PARTY:
-        companion = re.search(r"_cuda\d+$", name) is not None
+        companion = is_gpu_companion(name)
         if companion and name not in infos:
             continue  # a GPU companion: scripts/setup skips it where there is no nvcc
         info = infos[name]

@@ -27,6 +27,7 @@ from opmarket.registry._doctor import _missing_companions
 from opmarket.registry._gpubinary import read_device_code
 from opmarket.sdk.build import load_cuda_library
 from opmarket.sdk.build._cuda import find_nvcc
+from tests.first_party import skip_unless_installed
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -97,6 +98,7 @@ def test_the_base_wheel_carries_no_cuda_and_offers_the_extra(
 
 
 def test_the_installed_median_pool_base_carries_no_cuda() -> None:
+    skip_unless_installed("median_pool")
     import importlib.metadata
 
     dist = importlib.metadata.distribution("opmarket-median-pool")

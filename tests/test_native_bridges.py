@@ -151,6 +151,7 @@ OPM_LIBRARY(_doors, lib) {
 """
 
 
+@pytest.mark.slow
 def test_a_new_library_runs_natively_in_both_frameworks(tmp_path: Any) -> None:
     """Two outputs, float, bool and string attrs, an input returned as it is, and a kernel
     the C door cannot take, through the real JAX and TensorFlow bridges."""

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     Flags of ``opmarket serve`` win over ``OPMARKET_*`` environment variables, which win
     over these defaults. The defaults are embedded: SQLite and a content-addressed file
     store under ``data_dir``; ``database_url`` and ``storage_url`` point elsewhere (a
-    PostgreSQL URL; an S3-compatible store once it has a driver) without code changes.
+    PostgreSQL URL; ``s3://bucket/prefix`` for an S3-compatible store) without code changes.
     """
 
     model_config = SettingsConfigDict(env_prefix="OPMARKET_", frozen=True, extra="forbid")

@@ -29,6 +29,7 @@ def test_bench_prints_its_last_line(tmp_path: Path) -> None:
     assert m and 0 < int(m.group(2)) < 90 <= int(m.group(1))
 
 
+@pytest.mark.slow
 def test_torch_schemas_bench_agrees_with_pytorch_on_whole_registries(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     bench = BENCH.with_name("torch_schemas.py")

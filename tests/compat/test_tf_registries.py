@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from opmarket.compat import render
 from opmarket.compat._check import check_sources
 from opmarket.compat._sources import Source, latest_versions
@@ -21,7 +19,6 @@ from opmarket.sdk._textformat import _opdefs_from_pbtxt_protobuf
 DATA = Path(__file__).resolve().parent.parent / "sdk" / "data"
 
 
-@pytest.mark.slow
 def test_compat_check_of_two_registries_finds_what_the_protobuf_path_finds(
     tmp_path: Path,
 ) -> None:

@@ -52,6 +52,7 @@ def _installed() -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_plugin_schemas_are_what_the_torch_bridge_registers() -> None:
     plugins = _installed()
     if not plugins:

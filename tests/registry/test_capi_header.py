@@ -217,6 +217,7 @@ def compile_library(tmp_path: Path, source: str, include: Path) -> subprocess.Co
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_library_built_with_the_previous_header_runs_through_python(tmp_path: Path) -> None:
     frozen = (FORMAT_1 / "opmarket" / "kernel.h").read_text(encoding="utf-8")
     assert "#define OPMARKET_LIBRARY_FORMAT 1" in frozen and "release_gil" not in frozen

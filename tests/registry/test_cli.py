@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from opmarket.cli._registry import ops, plugins
 from opmarket.registry._manifest import MANIFEST_FIX
+from tests.first_party import needs_first_party
 
 OPMARKET = shutil.which("opmarket", path=str(Path(sys.executable).parent))
 
@@ -37,6 +38,7 @@ def run(*args: str, beside: Path | None = None, **env: str) -> subprocess.Comple
     )
 
 
+@needs_first_party
 def test_a_broken_plugin_beside_the_first_party_ones_is_reported_and_harms_nothing(
     beside_site: Path,
 ) -> None:
@@ -70,6 +72,7 @@ def test_a_broken_plugin_beside_the_first_party_ones_is_reported_and_harms_nothi
     assert got["custom_call"]["status"] == "loaded"
 
 
+@needs_first_party
 def test_the_plugins_table_reads_as_a_table_with_the_errors_under_it(beside_site: Path) -> None:
     done = run("plugins", beside=beside_site, OPMARKET_PLUGINS="atan,broken")
     assert done.returncode == 1
@@ -92,6 +95,7 @@ def test_the_plugins_table_reads_as_a_table_with_the_errors_under_it(beside_site
     assert missing.count("opmarket-broken-plugin") == 1
 
 
+@needs_first_party
 def test_ops_lists_from_manifests_without_importing_plugins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -132,6 +136,7 @@ def test_ops_lists_from_manifests_without_importing_plugins(
     ]
 
 
+@needs_first_party
 @pytest.mark.parametrize(
     ("args", "want"),
     [
@@ -167,6 +172,7 @@ def test_disabled_discovery_lists_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     assert CliRunner().invoke(ops, []).output == off
 
 
+@needs_first_party
 def test_a_plugin_selection_that_matches_nothing_says_what_is_installed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

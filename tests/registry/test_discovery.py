@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from opmarket.registry._discovery import MAX_CACHE_FILES, scan
+from tests.first_party import needs_first_party
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +46,7 @@ def names(paths: list[str]) -> list[tuple[str, str, str, str]]:
     return sorted((e.name, e.value, e.distribution, e.version) for e in scan(paths).entries)
 
 
+@needs_first_party
 def test_the_scan_finds_what_importlib_metadata_finds() -> None:
     want = sorted(
         (

@@ -163,7 +163,7 @@ def test_a_companion_not_installed() -> None:
 
 def test_the_json_shape() -> None:
     report = OpReport("Opm>TimeTwo", [CPU_FLOAT, GPU_UNREGISTERED])
-    report.verdicts = decide(NO_GPU, report.candidates)
+    report.decisions = decide(NO_GPU, report.candidates)
     data = report_json(NO_GPU, [report])
     assert set(data) == {"machine", "ops"}
     assert data["ops"] == [

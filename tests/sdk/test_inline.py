@@ -94,6 +94,7 @@ def test_two_processes_build_at_once_then_a_third_only_loads(tmp_path: Path) -> 
     assert "the fake compiler ran" in err
 
 
+@pytest.mark.slow
 def test_compiler_errors_quote_the_compiler(tmp_path: Path) -> None:
     bad = "int add(int a, int b) {\n  return a + ;\n}\n"
     with pytest.raises(InlineBuildError) as caught:

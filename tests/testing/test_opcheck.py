@@ -24,6 +24,7 @@ from opmarket.sdk import (
     unchanged,
 )
 from opmarket.testing import OpCheckError, OpCheckStatus, opcheck
+from tests.first_party import skip_unless_installed
 
 _Array = np.ndarray[Any, Any]
 
@@ -202,6 +203,7 @@ def test_an_unknown_op_says_how_to_load_it(registry: Registry) -> None:
 
 
 def test_the_compiled_zero_out_plugin_passes_with_its_pybind11_defaults() -> None:
+    skip_unless_installed("zero_out")
     with isolated_registry(plugins=["zero_out"]):
         report = opcheck("Opm>ZeroOut", trials=2)
     defaults = [r for r in report.results if r.check == "defaults"]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.first_party import skip_unless_installed
+
 PYPROJECT = """\
 [project]
 name = "acme-atan-tests"
@@ -53,6 +55,7 @@ def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_fixtures_and_opcheck_in_an_authors_project(tmp_path: Path) -> None:
+    skip_unless_installed("atan", "zero_out")
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     (tmp_path / "test_atan.py").write_text(TESTS)
     done = run_pytest(tmp_path)

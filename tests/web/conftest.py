@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +21,6 @@ from typing import Any
 import pytest
 
 from .plugins import build_plugin, handmade_wheel
-from .ports import free_port
 from .postgres import PostgresServer, pg_bin, running_postgres
 from .sandbox_required import pytest_runtest_makereport  # noqa: F401  (a hook: see there)
 
@@ -72,7 +73,7 @@ def postgres() -> Iterator[PostgresServer]:
             "PostgreSQL is not installed (pg_ctl and initdb: Debian package postgresql, "
             "which scripts/setup installs when run as root)"
         )
-    pytest.importorskip("psycopg", reason="the PostgreSQL driver psycopg (web extra)")
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver psycopg (postgres extra)")
     with running_postgres(bin_dir) as server:
         yield server
 
@@ -184,6 +185,65 @@ class Market:
         )
 
 
+#: The line in which ``opmarket serve`` says where it listens, the port it bound included.
+SERVING = re.compile(r"^opmarket: serving .+ on (http://\S+?)/$")
+
+
+@dataclass
+class Served:
+    """An ``opmarket serve`` process, the URL it said it serves, and the thread that copies
+    its output on into a log."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    copier: threading.Thread
+
+    def stop(self, timeout: float = 15) -> None:
+        """Terminate it (killed when it takes longer than ``timeout``), its output all copied."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.copier.join(timeout)  # bounded: a child it left may hold the pipe open
+
+
+def start_serve(args: list[str], env: dict[str, str], log: Path | None = None) -> Served:
+    """``opmarket serve --host 127.0.0.1 --port 0 ARGS``: the URL comes from the line in
+    which it says the port it bound, so no port is chosen here (a free port picked here
+    could be taken before the server binds it). Its output goes into ``log`` (or nowhere)."""
+    proc = subprocess.Popen(
+        [OPMARKET, "serve", "--host", "127.0.0.1", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    assert proc.stdout is not None
+    said: list[bytes] = []
+    for line in proc.stdout:  # until it says where it listens
+        said.append(line)
+        found = SERVING.match(line.decode(errors="replace").rstrip("\n"))
+        if found:
+            break
+    else:
+        output = b"".join(said).decode(errors="replace")
+        raise AssertionError(f"opmarket serve exited with {proc.wait()}: {output}")
+    output = proc.stdout
+    sink = open(log or os.devnull, "wb")  # noqa: SIM115  # closed by the copier at the end
+
+    def copy() -> None:
+        with sink, output:  # until the process and whatever it started close the pipe
+            sink.writelines(said)
+            for more in output:
+                sink.write(more)
+                sink.flush()  # a failing test shows the log as far as it got
+
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
+    return Served(proc, found.group(1), copier)
+
+
 def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -220,7 +280,6 @@ def start_market(
     """A running ``opmarket serve`` on ``data`` (with more ``flags`` and ``env``; on
     ``database_url``, default SQLite in ``data``) with users alice and bob and their tokens;
     stopped when the generator is closed."""
-    port = free_port()
     env = {**(env or {}), **({"OPMARKET_DATABASE_URL": database_url} if database_url else {})}
     for name in ("alice", "bob"):
         subprocess.run(
@@ -229,41 +288,18 @@ def start_market(
             capture_output=True,
             env=clean_env(**env),
         )
-    log = open(data / "server.log", "wb")  # noqa: SIM115  # closed in the finalizer
-    proc = subprocess.Popen(
-        [
-            OPMARKET,
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data",
-            str(data),
-            "--validation-workers",
-            str(validation_workers),
-            *flags,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=clean_env(**env),
-    )
-    market = Market(f"http://127.0.0.1:{port}", data, proc, env=env)
+    args = ["--data", str(data), "--validation-workers", str(validation_workers), *flags]
+    served = start_serve(args, clean_env(**env), data / "server.log")
+    market = Market(served.url, data, served.proc, env=env)
     try:
-        _wait_up(market.url, proc)
+        _wait_up(market.url, served.proc)
         for name in ("alice", "bob"):
             done = market.cli("tokens", "create", name)
             assert done.returncode == 0, done.stderr
             market.tokens[name] = done.stdout.strip().splitlines()[-1]
         yield market
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        served.stop()
 
 
 def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,8 @@
-"""A free TCP port on 127.0.0.1, for the servers in tests that cannot bind port 0 and report
-the port they got: ``opmarket serve`` (it prints the port it was given) and PostgreSQL (port 0
-is not a port to it). Between this check and the server's bind another process may take the
-port; servers that report theirs (moto's, ``test_s3.py``) are started on port 0 instead."""
+"""A free TCP port on 127.0.0.1, for the one server in tests that cannot be started on port 0:
+PostgreSQL (``postgres.py``), whose ``port`` setting must be 1 to 65535 (``postgres
+--describe-config``), as its socket file is named after it: it cannot bind port 0. Between
+this check and PostgreSQL's bind another process may take the port. Every other server in
+tests (``opmarket serve``, moto's S3 server) binds port 0 and says which port it got."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ after its next look at the change log, never a stale copy kept."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import OPMARKET, Backend, Market, _wait_up, clean_env, free_port, start_market, twine
+from .conftest import Backend, Market, _wait_up, clean_env, start_market, start_serve, twine
 from .plugins import handmade_wheel, manifest_for, plugin_source
 
 SERVE_ONLY = ("--validation-workers", "0", "--upload-wait", "0")
@@ -27,23 +26,14 @@ def two_servers(tmp_path: Path, database: Backend) -> Iterator[tuple[Market, Mar
     url = database.new_url("coherent")
     first = start_market(data, validation_workers=0, flags=SERVE_ONLY[2:], database_url=url)
     a = next(first)
-    port = free_port()
     env = clean_env(**({"OPMARKET_DATABASE_URL": url} if url else {}))
-    log = open(tmp_path / "b.log", "wb")  # noqa: SIM115  # closed below
-    proc = subprocess.Popen(
-        [OPMARKET, "serve", "--port", str(port), "--data", str(data), *SERVE_ONLY],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    served = start_serve(["--data", str(data), *SERVE_ONLY], env, tmp_path / "b.log")
     try:
-        b = Market(f"http://127.0.0.1:{port}", data, proc, a.tokens, a.env)
-        _wait_up(b.url, proc)
+        b = Market(served.url, data, served.proc, a.tokens, a.env)
+        _wait_up(b.url, served.proc)
         yield a, b
     finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
+        served.stop()
         first.close()
 
 
@@ -74,6 +64,7 @@ def _until(what: Callable[[], Any], expected: Any, timeout: float = 60) -> Any:
     return got
 
 
+@pytest.mark.slow
 def test_an_upload_to_one_server_shows_in_the_others_searches_and_pages(
     two_servers: tuple[Market, Market], tmp_path: Path
 ) -> None:

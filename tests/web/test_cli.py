@@ -8,14 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .conftest import OPMARKET, Market, Wheels, clean_env, free_port, twine
+from .conftest import OPMARKET, Market, Wheels, _wait_up, clean_env, start_serve, twine
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,7 +28,6 @@ def validate(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_a_good_plugin_validates(wheels: Wheels) -> None:
     done = validate(str(wheels.double_1_0))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -50,7 +48,6 @@ def test_same_verdict_as_the_server(market: Market, wheels: Wheels) -> None:
     ]
 
 
-@pytest.mark.slow
 def test_version_policy_against_a_previous_release(wheels: Wheels) -> None:
     done = validate(str(wheels.double_breaking), "--previous", str(wheels.double_1_0))
     assert done.returncode == 1
@@ -64,6 +61,7 @@ def test_unreadable_input_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no such file" in done.stderr
 
 
+@pytest.mark.slow
 def test_users_and_tokens(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -88,7 +86,6 @@ def test_users_and_tokens(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no user" in missing.stderr
 
 
-@pytest.mark.slow
 def test_validate_needs_no_server_dependencies(wheels: Wheels) -> None:
     """Plugin authors run it without opmarket[web]: nothing of the server is imported."""
     code = (
@@ -164,33 +161,32 @@ def test_serve_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ]
 
 
+def test_serve_on_port_0_says_the_port_it_bound_and_answers_there(tmp_path: Path) -> None:
+    served = start_serve(["--data", str(tmp_path)], clean_env(), tmp_path / "serve.log")
+    try:
+        port = int(served.url.rpartition(":")[2])
+        assert port != 0, served.url
+        _wait_up(served.url, served.proc)  # up once it answers there
+        with urllib.request.urlopen(f"{served.url}/simple/", timeout=30) as r:
+            assert r.status == 200
+    finally:
+        served.stop()
+    said = (tmp_path / "serve.log").read_text().splitlines()
+    assert said[0] == f"opmarket: serving {tmp_path} on http://127.0.0.1:{port}/", said
+
+
 def test_ctrl_c_stops_the_server_without_abort_noise(tmp_path: Path) -> None:
-    port = free_port()
-    with subprocess.Popen(
-        [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-    ) as proc:
-        assert proc.stderr is not None
-        try:
-            said = [proc.stderr.readline()]
-            assert said[0].startswith("opmarket: serving "), said
-            # Up once it answers; then Ctrl-C (SIGINT, as a terminal sends it).
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=10).close()
-                    break
-                except urllib.error.URLError:
-                    assert proc.poll() is None, proc.stderr.read()
-                    time.sleep(0.1)  # a poll interval: it is up when it answers
-            proc.send_signal(signal.SIGINT)
-            said += proc.stderr.readlines()
-            assert proc.wait(60) == 0
-        finally:
-            proc.kill()
-    assert "Aborted!" not in "".join(said), said
-    assert "Traceback" not in "".join(said), said
+    served = start_serve(["--data", str(tmp_path)], clean_env(), tmp_path / "serve.log")
+    try:
+        _wait_up(served.url, served.proc)  # up once it answers; then Ctrl-C, as a terminal
+        served.proc.send_signal(signal.SIGINT)
+        assert served.proc.wait(60) == 0
+    finally:
+        served.stop()
+    said = (tmp_path / "serve.log").read_text()
+    assert said.startswith("opmarket: serving "), said
+    assert "Aborted!" not in said, said
+    assert "Traceback" not in said, said
 
 
 def test_serve_has_an_option_for_each_setting_marked_as_a_flag() -> None:
@@ -219,25 +215,14 @@ def test_a_serve_option_wins_over_its_variable(tmp_path: Path) -> None:
     """--max-headers 8 with OPMARKET_MAX_HEADERS=100: a request with 12 headers gets 431."""
     import http.client
 
-    port = free_port()
     env = clean_env(OPMARKET_MAX_HEADERS="100")
-    command = [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path), "--max-headers"]
-    with subprocess.Popen([*command, "8"], stderr=subprocess.PIPE, text=True, env=env) as proc:
-        assert proc.stderr is not None
-        try:
-            assert proc.stderr.readline().startswith("opmarket: serving ")
-            while True:  # up once it answers (urllib sends 4 headers: under the limit)
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=10).close()
-                    break
-                except urllib.error.HTTPError:
-                    raise
-                except urllib.error.URLError:
-                    assert proc.poll() is None, proc.stderr.read()
-                    time.sleep(0.1)  # a poll interval: it is up when it answers
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            conn.request("GET", "/simple/", headers={f"X-Extra-{i}": "1" for i in range(8)})
-            assert conn.getresponse().status == 431
-            conn.close()
-        finally:
-            proc.kill()
+    served = start_serve(["--data", str(tmp_path), "--max-headers", "8"], env)
+    try:
+        _wait_up(served.url, served.proc)  # urllib sends 4 headers: under the limit
+        host, _, port = served.url.removeprefix("http://").partition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/simple/", headers={f"X-Extra-{i}": "1" for i in range(8)})
+        assert conn.getresponse().status == 431
+        conn.close()
+    finally:
+        served.stop()

@@ -14,9 +14,9 @@ from opmarket.registry._cuda_rules import RULES, capability_number, code_runs_on
 from opmarket.registry._doctor import gpu_fit
 from opmarket.registry._gpubinary import DeviceCode
 from opmarket.registry._machine import Gpu, Machine
-from opmarket.web._seed import seed
 from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import File, FileStatus, ProjectSummary, Release
+from opmarket.web.catalog._seed import seed
 from opmarket.web.gpu._checks import runs_on
 from opmarket.web.gpu._index import gpu_filter, store_gpu
 

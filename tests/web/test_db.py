@@ -183,6 +183,7 @@ def test_one_blob_stored_by_many_threads_at_once(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "files").rglob("*") if p.is_file()] == [digest]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("first", "works"), [("import opmarket.tensorflow", True), ("import tensorflow", False)]
 )

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 from opmarket.cli._demo import find_plugins, is_gpu_companion
 from opmarket.web.gpu._tools import cuobjdump_path
 
-from .conftest import OPMARKET, clean_env, free_port
+from .conftest import OPMARKET, clean_env
 from .upstream import serve_folder
 
 PLUGINS = find_plugins()
@@ -63,12 +64,11 @@ def empty_upstream(tmp_path: Path) -> Iterator[str]:
 def test_demo_serves_every_first_party_plugin_validated(
     tmp_path: Path, empty_upstream: str
 ) -> None:
-    port = free_port()
     log = tmp_path / "demo.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
-                *(OPMARKET, "serve", "--demo", "--port", str(port)),
+                *(OPMARKET, "serve", "--demo", "--port", "0"),
                 *("--data", str(tmp_path / "d"), "--upstream", empty_upstream),
             ],
             stdout=out,
@@ -83,7 +83,7 @@ def test_demo_serves_every_first_party_plugin_validated(
         progress = log.read_text()
         assert "demo ready" in progress, progress
         assert f"[{len(PLUGINS)}/{len(PLUGINS)}] building" in progress
-        url = f"http://127.0.0.1:{port}"
+        url = demo_url(progress)
         with urllib.request.urlopen(f"{url}/api/packages") as r:
             everything = json.load(r)["packages"]
         # opmarket's own wheel is hosted, so that a bare venv can install a plugin.
@@ -137,19 +137,24 @@ def _one_plugin(tmp_path: Path) -> Path:
     return folder
 
 
+def demo_url(said: str) -> str:
+    """The URL the demo said it is ready on (``--port 0``: the port it bound)."""
+    (url,) = re.findall(r"^demo ready: open (http://\S+?)/$", said, re.M)
+    return url
+
+
 class _Demo:
-    """``opmarket serve --demo`` in a subprocess: its output in a file, stopped by Ctrl-C."""
+    """``opmarket serve --demo --port 0`` in a subprocess: its output in a file, stopped by
+    Ctrl-C."""
 
     def __init__(self, tmp_path: Path, plugins: Path, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp_path / f"demo-{self.port}.log"
+        self.log = tmp_path / f"demo-{uuid.uuid4().hex[:8]}.log"
         # The demo's own pip (for the wheels it hosts) is this machine's, as a user's is.
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPMARKET_")}
         env["OPMARKET_DEMO_PLUGINS"] = str(plugins)
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [OPMARKET, "serve", "--demo", "--port", str(self.port), *args],
+                [OPMARKET, "serve", "--demo", "--port", "0", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -201,15 +206,16 @@ def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
     fresh = _Demo(tmp_path, plugins)
     said = fresh.finished()
     assert "demo ready" in said and "REFUSED" not in said, said
+    url = demo_url(said)
     (data,) = re.findall(r"^opmarket: demo data in (\S+) ", said, re.M)
     request = urllib.request.Request(
-        f"{fresh.url}/simple/opmarket-atan/",
+        f"{url}/simple/opmarket-atan/",
         headers={"Accept": "application/vnd.pypi.simple.v1+json"},
     )
     with urllib.request.urlopen(request) as r:
         (entry,) = json.load(r)["files"]
     wheel = tmp_path / entry["filename"]
-    with urllib.request.urlopen(fresh.url + entry["url"]) as r:
+    with urllib.request.urlopen(url + entry["url"]) as r:
         wheel.write_bytes(r.read())
     with zipfile.ZipFile(wheel) as zf:
         assert b"EDITED_FOR_THE_DEMO" in zf.read("opmarket_atan/__init__.py")
@@ -220,7 +226,7 @@ def test_a_rerun_serves_the_working_tree_or_says_it_does_not(
         [OPMARKET, "build", "-o", str(tmp_path / "dist"), str(plugins / "atan")],
         capture_output=True,
         text=True,
-        env=clean_env(PIP_INDEX_URL=f"{fresh.url}/simple/"),
+        env=clean_env(PIP_INDEX_URL=f"{url}/simple/"),
         check=False,
         timeout=600,
     )

@@ -390,6 +390,7 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
         record_gpu_kernels,
         renew_gpu_claim,
     )
+    from opmarket.web.validation._steps import KernelRow
 
     market = gpu_market
     if market.get("/api/packages/opm-gpu")[0] != 200:
@@ -411,7 +412,7 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     while (claim := claim_gpu_file(state, now=later + timedelta(seconds=LEASE_S))) is not None:
         again.append(claim)
     assert sorted(c.file_id for c in again) == sorted(c.file_id for c in first)
-    verdict = [{"op": "Test>OpmGpu", "device": "GPU", "dtypes": "T=float", "status": "passed"}]
+    verdict = [KernelRow("Test>OpmGpu", "GPU", "T=float", "passed")]
     # The worker that lost its lease records nothing and cannot renew.
     for claim in first:
         assert not renew_gpu_claim(state, claim)

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from opmarket.cli._demo import upload_wheel
 from opmarket.web import Limits, validate_wheel
 from opmarket.web.sandbox._run import sandbox_problem
-from opmarket.web.validation._deps import Candidate
+from opmarket.web.validation._deps import IndexWheel
 
 from .conftest import Market, start_market
 from .plugins import build_plugin, handmade_wheel
@@ -40,19 +40,19 @@ class Folder:
     def __init__(self, *wheels: Path) -> None:
         self.wheels = wheels
 
-    def find(self, req: Requirement) -> Candidate | None:
+    def find(self, req: Requirement) -> IndexWheel | None:
         for wheel in self.wheels:
             name, version = wheel.name.split("-")[:2]
             if canonicalize_name(name) == canonicalize_name(req.name):
                 meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                 digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-                return Candidate(wheel.name, digest, version, meta.encode())
+                return IndexWheel(wheel.name, digest, version, meta.encode())
         return None
 
     def projects(self, names: set[str]) -> set[str]:
         return names & {str(canonicalize_name(w.name.split("-")[0])) for w in self.wheels}
 
-    def fetch(self, candidate: Candidate, folder: Path) -> Path:
+    def fetch(self, candidate: IndexWheel, folder: Path) -> Path:
         (wheel,) = [w for w in self.wheels if w.name == candidate.filename]
         return Path(shutil.copy(wheel, folder / wheel.name))
 

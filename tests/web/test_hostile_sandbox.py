@@ -26,7 +26,7 @@ import pytest
 from opmarket.web import Limits, Verdict, validate_wheel
 from opmarket.web.sandbox._run import _interpreter_paths, sandbox_problem
 
-from .conftest import OPMARKET, Market, _wait_up, clean_env, free_port, twine
+from .conftest import OPMARKET, Market, _wait_up, clean_env, start_serve, twine
 from .plugins import build_plugin, plugin_source
 from .test_sandbox import processes_with, wait_for
 
@@ -258,26 +258,9 @@ def test_relative_paths_in_the_work_folder_work(hostile: dict[str, Path]) -> Non
 
 
 def _serve(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            OPMARKET,
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data",
-            str(data),
-            "--validation-workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    _wait_up(f"http://127.0.0.1:{port}", proc)
-    return proc, f"http://127.0.0.1:{port}"
+    served = start_serve(["--data", str(data), "--validation-workers", "1"], env)
+    _wait_up(served.url, served.proc)
+    return served.proc, served.url
 
 
 def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(

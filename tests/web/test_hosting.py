@@ -21,6 +21,10 @@ from .upstream import JSON_V1, repack, serve_folder, write_index
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Every test here needs the module's index and its upstream (about 20 s to start), which no
+# quick test shares, or builds and installs wheels.
+pytestmark = pytest.mark.slow
+
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: object, **kwargs: object) -> None:
@@ -170,7 +174,6 @@ def _status(index: Market, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_status_tells_the_verdict(index: Market, wheels: Wheels) -> None:
     # --upload-wait 0: the upload answers "pending" at once; status --wait waits.
     done = twine(index, index.tokens["bob"], wheels.wrong)
@@ -215,7 +218,6 @@ def hosted_opmarket(index: Market, tmp_path_factory: pytest.TempPathFactory) -> 
     return wheel
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kernel", "name"), [("cpp", "acme-clip"), ("c", "bolt-clip"), ("python", "core-clip")]
 )

@@ -79,9 +79,9 @@ def test_a_misbehaving_plugin_fails_alone(built: dict[str, Path], name: str) -> 
 def test_gpu_kernels_are_marked_not_run_without_a_gpu(built: dict[str, Path]) -> None:
     verdict = validate_wheel(built["gpu"])
     assert verdict.status == "validated", verdict.log_text()
-    gpu = [k for k in verdict.kernels if k["device"] == "GPU"]
-    assert gpu and all(k["status"] == "gpu: not run" for k in gpu)
-    assert {k["status"] for k in verdict.kernels if k["device"] == "CPU"} == {"passed"}
+    gpu = [k for k in verdict.kernels if k.device == "GPU"]
+    assert gpu and all(k.status == "gpu: not run" for k in gpu)
+    assert {k.status for k in verdict.kernels if k.device == "CPU"} == {"passed"}
 
 
 @pytest.mark.slow
@@ -168,6 +168,7 @@ def test_a_compat_step_with_breaking_findings_never_says_passed(
     assert verdict.status == ("rejected" if compat == "failed" else "validated")
 
 
+@pytest.mark.slow
 def test_the_steps_run_in_order_until_one_stops(
     built: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,6 @@ import pytest
 from packaging.version import Version
 from sqlalchemy import func, select, text, update
 
-from opmarket.web._seed import SEED_WORDS, seed
 from opmarket.web.catalog import _queries
 from opmarket.web.catalog._catalog import (
     SearchError,
@@ -32,6 +31,7 @@ from opmarket.web.catalog._queries import (
     search_words,
 )
 from opmarket.web.catalog._search import SearchQuery
+from opmarket.web.catalog._seed import SEED_WORDS, seed
 
 from .conftest import OPMARKET, Backend, clean_env
 

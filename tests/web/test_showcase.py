@@ -10,6 +10,7 @@ from opmarket.registry._wrapper import python_call
 from opmarket.sdk import opset_to_json
 from opmarket.web.catalog._showcase import python_calls, render_readme
 from opmarket.web.wheels._filename import WheelName
+from tests.first_party import skip_unless_installed
 
 
 def _metadata(body: str, kind: str) -> bytes:
@@ -35,6 +36,7 @@ def test_rst_and_plain_text() -> None:
 
 
 def test_the_python_call_is_the_generated_wrappers_signature() -> None:
+    skip_unless_installed("zero_out")
     expected = f"zero_out{inspect.signature(opmarket.ops.zero_out)}"  # loads the plugins
     snapshot = get_registry().snapshot()
     op = snapshot.get("Opm>ZeroOut")

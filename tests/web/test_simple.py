@@ -38,7 +38,6 @@ def test_accept_negotiation_with_q_values(uploaded: Market, accept: str, expecte
     assert headers["vary"] == "Accept"
 
 
-@pytest.mark.slow
 def test_conditional_requests_answer_304(uploaded: Market) -> None:
     _, headers, _ = uploaded.get("/simple/opm-double/", {"Accept": JSON})
     _, html_headers, _ = uploaded.get("/simple/opm-double/")
@@ -51,14 +50,12 @@ def test_conditional_requests_answer_304(uploaded: Market) -> None:
     assert status == 200 and body  # the HTML page has another tag
 
 
-@pytest.mark.slow
 def test_nothing_acceptable_is_406_in_the_error_shape(uploaded: Market) -> None:
     status, _, body = uploaded.get("/simple/opm-double/", {"Accept": "image/png"})
     assert status == 406
     assert json.loads(body)["error"]["code"] == "not-acceptable"
 
 
-@pytest.mark.slow
 def test_json_project_page(uploaded: Market, wheels: Wheels) -> None:
     status, _, body = uploaded.get("/simple/OPM_Double/", {"Accept": JSON})  # not normalized
     assert status == 200
@@ -82,7 +79,6 @@ def test_json_project_page(uploaded: Market, wheels: Wheels) -> None:
     assert entry["core-metadata"] == {"sha256": hashlib.sha256(metadata).hexdigest()}
 
 
-@pytest.mark.slow
 def test_html_project_page_and_index(uploaded: Market, wheels: Wheels) -> None:
     _, _headers, body = uploaded.get("/simple/opm-double/")
     page = body.decode()
@@ -95,7 +91,6 @@ def test_html_project_page_and_index(uploaded: Market, wheels: Wheels) -> None:
     assert {"name": "opm-double"} in json.loads(index[2])["projects"]
 
 
-@pytest.mark.slow
 def test_range_downloads(uploaded: Market, wheels: Wheels) -> None:
     data = wheels.double_1_0.read_bytes()
     url = json.loads(uploaded.get("/simple/opm-double/", {"Accept": JSON})[2])["files"][0]["url"]
@@ -154,7 +149,6 @@ def test_yanking_with_a_reason(uploaded: Market, wheels: Wheels) -> None:
     assert all(f["yanked"] is False for f in page["files"])
 
 
-@pytest.mark.slow
 def test_unknown_project_is_404_json(uploaded: Market) -> None:
     status, _headers, body = uploaded.get("/simple/no-such-project/")
     assert status == 404

@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import File, Job, Project, Release
 
-from .conftest import OPMARKET, Backend, _wait_up, clean_env, free_port
+from .conftest import OPMARKET, Backend, Served, _wait_up, clean_env, start_serve
 from .plugins import handmade_wheel, manifest_for, plugin_source
 
 UPLOADS = 50
@@ -80,20 +80,14 @@ def topology(tmp_path: Path, database_url: str) -> Iterator[Topology]:
     token = _cli(env, data, "tokens", "create", "alice")
     top = Topology(data, env, [], token)
     logs = []
+    served: list[Served] = []
     try:
         for i in range(2):
-            port = free_port()
-            log = open(tmp_path / f"server{i}.log", "wb")  # noqa: SIM115  # closed below
-            logs.append(log)
-            top.procs.append(
-                subprocess.Popen(
-                    [OPMARKET, "serve", "--port", str(port), "--data", str(data), *SERVE_ONLY],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
+            served.append(
+                start_serve(["--data", str(data), *SERVE_ONLY], env, tmp_path / f"server{i}.log")
             )
-            top.servers.append(f"http://127.0.0.1:{port}")
+            top.procs.append(served[-1].proc)
+            top.servers.append(served[-1].url)
             _wait_up(top.servers[-1], top.procs[-1])
         for i in range(2):
             log = open(tmp_path / f"worker{i}.log", "wb")  # noqa: SIM115  # closed below
@@ -118,6 +112,8 @@ def topology(tmp_path: Path, database_url: str) -> Iterator[Topology]:
                 proc.wait()
         for log in logs:
             log.close()
+        for server in served:
+            server.copier.join(15)  # its log written to the end (bounded: see Served.stop)
         # Shown by pytest only when the test failed: what each process said last.
         for path in sorted(tmp_path.glob("*.log")):
             tail = path.read_bytes()[-6000:].decode(errors="replace")
@@ -256,19 +252,14 @@ def _children(pid: int) -> list[str]:
     return out
 
 
-@pytest.mark.slow
 def test_serve_workers_starts_that_many_processes_each_with_the_http_limits(
     tmp_path: Path, database_url: str
 ) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     flags = ("--workers", "2", "--max-header-bytes", "2048", *SERVE_ONLY)
-    proc = subprocess.Popen(
-        [OPMARKET, "serve", "--port", str(port), "--data", str(tmp_path / "m"), *flags],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=clean_env(OPMARKET_DATABASE_URL=database_url),
+    served = start_serve(
+        ["--data", str(tmp_path / "m"), *flags], clean_env(OPMARKET_DATABASE_URL=database_url)
     )
+    proc, url = served.proc, served.url
     try:
         _wait_up(url, proc)
         deadline = time.monotonic() + 30
@@ -286,5 +277,4 @@ def test_serve_workers_starts_that_many_processes_each_with_the_http_limits(
             with urllib.request.urlopen(f"{url}/simple/", timeout=10) as r:
                 assert r.status == 200
     finally:
-        proc.terminate()
-        proc.wait(30)
+        served.stop(30)

@@ -22,7 +22,7 @@ from opmarket.web._state import AppState
 from opmarket.web._status import HOSTED, FileStatus
 from opmarket.web.catalog._models import File, Project, Release, User, distribution_key, utcnow
 from opmarket.web.catalog._queries import refresh_summary
-from opmarket.web.wheels._inspect import WheelError, WheelLimits, inspect_wheel
+from opmarket.web.wheels._inspect import WheelError, inspect_wheel
 
 __all__ = ["HOSTED", "OPERATOR", "HostError", "Hosted", "host_wheel", "hosted_refusal"]
 
@@ -66,12 +66,8 @@ def _operator(session: Session) -> User:
 def host_wheel(state: AppState, path: Path) -> Hosted:
     """Check the wheel at ``path`` as uploads are checked (the archive only) and list it as
     hosted; HostError says why not. Hosting the same file again changes nothing."""
-    settings = state.settings
-    limits = WheelLimits(
-        settings.max_unpacked_bytes, settings.max_zip_entries, settings.max_compression_ratio
-    )
     try:
-        info = inspect_wheel(path, path.name, limits)
+        info = inspect_wheel(path, path.name, state.settings.wheel_limits())
     except WheelError as exc:
         raise HostError(str(exc)) from None
     except OSError as exc:

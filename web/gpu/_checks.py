@@ -58,7 +58,7 @@ from opmarket.web.gpu._tools import (
     list_device_code,
 )
 from opmarket.web.validation._steps import StepStatus
-from opmarket.web.wheels._variants import split_variant
+from opmarket.web.wheels._filename import WheelName
 
 __all__ = ["MAX_LIBRARIES", "MIN_DRIVER", "GpuCheck", "capability_number", "inspect_gpu", "runs_on"]
 
@@ -180,12 +180,12 @@ def _min_capability(libraries: list[dict[str, Any]]) -> int | None:
 
 
 def inspect_gpu(
-    path: Path, filename: str | None = None, sandbox: ToolSandbox | None = None
+    path: Path, wheel: WheelName | None = None, sandbox: ToolSandbox | None = None
 ) -> GpuCheck | None:
-    """Check the wheel at ``path`` as described in this module; None for a wheel that has
-    no shared library and declares no GPU kernel (nothing to check). The tools run in
-    ``sandbox`` (default: the validation sandbox's default limits)."""
-    filename = filename or path.name
+    """Check the wheel at ``path`` (its file name parsed: ``wheel``, default ``path``'s name)
+    as described in this module; None for a wheel that has no shared library and declares no
+    GPU kernel (nothing to check). The tools run in ``sandbox`` (default: the validation
+    sandbox's default limits)."""
     sandbox = sandbox or ToolSandbox()
     with zipfile.ZipFile(path) as zf:
         members = [
@@ -237,7 +237,7 @@ def inspect_gpu(
             f"GPU kernels declared for {', '.join(declared)}; whether they work: "
             "gpu: not run until a GPU worker (opmarket worker --gpu) checks them"
         )
-    _audit(check, path, filename, sandbox)
+    _audit(check, path, wheel or WheelName.parse(path.name), sandbox)
     return check
 
 
@@ -366,10 +366,10 @@ def _check_libraries(
     return check, True
 
 
-def _audit(check: GpuCheck, path: Path, filename: str, sandbox: ToolSandbox) -> None:
+def _audit(check: GpuCheck, path: Path, wheel: WheelName, sandbox: ToolSandbox) -> None:
     assert check.summary is not None
     try:
-        found = auditwheel_show(path, split_variant(filename)[0], sandbox)
+        found = auditwheel_show(path, wheel.base, sandbox)
     except ToolError as exc:
         check.log.append(f"manylinux policy: not available ({exc})")
         return

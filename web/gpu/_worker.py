@@ -28,13 +28,16 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, delete, or_, select, update
 
 from opmarket.web._state import AppState
 from opmarket.web.catalog._models import File, FileStatus, KernelEntry
 from opmarket.web.storage._local import copy_out
+
+if TYPE_CHECKING:
+    from opmarket.web.validation._steps import KernelRow
 
 __all__ = [
     "LEASE_S",
@@ -136,14 +139,14 @@ def renew_gpu_claim(state: AppState, claim: GpuClaim, *, now: datetime | None = 
 
 
 def record_gpu_kernels(
-    state: AppState, claim: GpuClaim, kernels: list[dict[str, Any]], note: str
+    state: AppState, claim: GpuClaim, kernels: list[KernelRow], note: str
 ) -> bool:
     """Replace the file's GPU kernel rows the claim still holds with the verdicts
     ``kernels`` (the harness's, device GPU only); a held kernel it has no verdict for goes
     back to ``gpu: not run``. ``note`` ends the file's log. False, recording nothing, when
     the claim holds no row any more (another worker took the file after its lease)."""
-    ran = [k for k in kernels if str(k.get("device", "")).upper() == "GPU"]
-    ran_ops = {str(k.get("op", "")) for k in ran}
+    ran = [k for k in kernels if k.device.upper() == "GPU"]
+    ran_ops = {k.op for k in ran}
     with state.db.transaction() as session:
         file = session.get(File, claim.file_id)
         held = session.scalar(select(KernelEntry.id).where(claim.held()).limit(1))
@@ -155,11 +158,11 @@ def record_gpu_kernels(
             session.add(
                 KernelEntry(
                     file_id=claim.file_id,
-                    op=str(k.get("op", "")),
+                    op=k.op,
                     device="GPU",
-                    dtypes=str(k.get("dtypes", "")),
-                    status=str(k.get("status", "")),
-                    message=str(k.get("message", "")),
+                    dtypes=k.dtypes,
+                    status=k.status,
+                    message=k.message,
                 )
             )
         file.log = file.log.rstrip("\n") + "\n[gpu worker] " + note + "\n"

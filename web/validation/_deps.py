@@ -30,11 +30,11 @@ from opmarket.web.validation._steps import Step, StepStatus, Verdict
 if TYPE_CHECKING:
     from opmarket.web._state import AppState
 
-__all__ = ["Candidate", "CatalogSource", "Resolution", "requirements_of", "resolve"]
+__all__ = ["CatalogSource", "IndexWheel", "Resolution", "requirements_of", "resolve"]
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class IndexWheel:
     """A validated wheel of this index that satisfies a requirement."""
 
     filename: str
@@ -43,13 +43,13 @@ class Candidate:
     metadata: bytes  # its METADATA, for its own requirements
 
 
-class Source(Protocol):
+class WheelSource(Protocol):
     """Where wheels beyond the warm environment come from (this index)."""
 
-    def find(self, req: Requirement) -> Candidate | None:
+    def find(self, req: Requirement) -> IndexWheel | None:
         """The best validated wheel for ``req``, or None."""
 
-    def fetch(self, candidate: Candidate, folder: Path) -> Path:
+    def fetch(self, candidate: IndexWheel, folder: Path) -> Path:
         """Write the candidate's wheel into ``folder``; its path."""
 
     def projects(self, names: set[str]) -> set[str]:
@@ -60,7 +60,7 @@ class Source(Protocol):
 class Resolution:
     """What the job needs beyond the warm environment: wheels to unpack, and what is missing."""
 
-    wheels: list[Candidate] = field(default_factory=list)
+    wheels: list[IndexWheel] = field(default_factory=list)
     provided: list[str] = field(default_factory=list)  # "name version", by the environment
     missing: list[str] = field(default_factory=list)  # requirements nothing satisfies
     invalid: list[str] = field(default_factory=list)  # Requires-Dist lines that do not parse
@@ -91,7 +91,7 @@ def _installed(name: str) -> str | None:
         return None
 
 
-def resolve(metadata: bytes, source: Source | None, *, max_wheels: int = 32) -> Resolution:
+def resolve(metadata: bytes, source: WheelSource | None, *, max_wheels: int = 32) -> Resolution:
     """Resolve the requirements of the wheel whose METADATA is ``metadata``, and theirs:
     the warm environment first (this interpreter's distributions), then ``source`` (this
     index; None: no index, as for ``opmarket validate`` on an author's machine). The
@@ -100,7 +100,7 @@ def resolve(metadata: bytes, source: Source | None, *, max_wheels: int = 32) -> 
     own = canonicalize_name(BytesParser().parsebytes(metadata).get("Name") or "")
     todo, bad = requirements_of(metadata)
     result.invalid.extend(bad)
-    chosen: dict[str, Candidate] = {}
+    chosen: dict[str, IndexWheel] = {}
     seen: set[str] = {own}
     while todo:
         req = todo.pop(0)
@@ -138,7 +138,7 @@ def _fits(filename: str, tags: frozenset[object]) -> bool:
 
 
 class CatalogSource:
-    """This index as a :class:`Source`: the newest validated, unyanked wheel of the
+    """This index as a :class:`WheelSource`: the newest validated, unyanked wheel of the
     requirement's project whose version it allows and whose tags this interpreter installs,
     read from the catalog's database and file store."""
 
@@ -146,7 +146,7 @@ class CatalogSource:
         self.state = state
         self.tags = frozenset(sys_tags())
 
-    def find(self, req: Requirement) -> Candidate | None:
+    def find(self, req: Requirement) -> IndexWheel | None:
         """The newest fitting validated wheel of ``req``'s project, or None."""
         from sqlalchemy import select
 
@@ -176,7 +176,7 @@ class CatalogSource:
             return None
         version, filename, sha256, metadata_key = max(ranked)
         metadata = b"".join(self.state.storage.read(metadata_key))
-        return Candidate(filename, sha256, str(version), metadata)
+        return IndexWheel(filename, sha256, str(version), metadata)
 
     def projects(self, names: set[str]) -> set[str]:
         """Which of these normalized names are projects on this index."""
@@ -192,14 +192,14 @@ class CatalogSource:
             ).all()
         return set(found)
 
-    def fetch(self, candidate: Candidate, folder: Path) -> Path:
+    def fetch(self, candidate: IndexWheel, folder: Path) -> Path:
         """Copy the candidate's blob out of the store as ``folder/filename``."""
         return copy_out(self.state.storage, candidate.sha256, folder / candidate.filename)
 
 
 def dependency_step(
-    verdict: Verdict, metadata: bytes, source: Source | None
-) -> list[Candidate] | None:
+    verdict: Verdict, metadata: bytes, source: WheelSource | None
+) -> list[IndexWheel] | None:
     """Add the ``dependencies`` step to ``verdict``: the wheels to unpack beside the file,
     or None when a requirement cannot be met from ``source`` (the step failed). Without a
     source (``opmarket validate``) what is missing is reported and skipped."""

@@ -257,22 +257,17 @@ def record(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None 
         file.loads_with = verdict.loads_with
         for op in verdict.ops:
             session.add(
-                OpEntry(
-                    file_id=file_id,
-                    op=str(op.get("name", "")),
-                    signature=str(op.get("signature", "")),
-                    summary=str(op.get("summary", "")),
-                )
+                OpEntry(file_id=file_id, op=op.name, signature=op.signature, summary=op.summary)
             )
         for k in verdict.kernels:
             session.add(
                 KernelEntry(
                     file_id=file_id,
-                    op=str(k.get("op", "")),
-                    device=str(k.get("device", "")),
-                    dtypes=str(k.get("dtypes", "")),
-                    status=str(k.get("status", "")),
-                    message=str(k.get("message", "")),
+                    op=k.op,
+                    device=k.device,
+                    dtypes=k.dtypes,
+                    status=k.status,
+                    message=k.message,
                 )
             )
         project = file.release.project

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from opmarket.web.gpu._tools import ToolSandbox
 from opmarket.web.sandbox._run import Limits, SandboxUnavailableError
-from opmarket.web.validation._deps import Candidate, Source, dependency_step
+from opmarket.web.validation._deps import IndexWheel, WheelSource, dependency_step
 from opmarket.web.validation._harness import run_probe, tail
 from opmarket.web.validation._loads import Known, loads_with
 from opmarket.web.validation._owned import import_problems, others_packages
 from opmarket.web.validation._report import HarnessResult
 from opmarket.web.validation._shown import MAX_OPSET_BYTES, manifest_size_problems
-from opmarket.web.validation._steps import Previous, Step, StepStatus, Verdict
+from opmarket.web.validation._steps import KernelRow, Previous, Step, StepStatus, Verdict
 from opmarket.web.wheels._filename import WheelName
 from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, inspect_wheel
 
@@ -61,11 +61,11 @@ class _Run:
     gpu: bool
     interpreter: str
     private: Sequence[Path]
-    dependencies: Source | None
+    dependencies: WheelSource | None
     verdict: Verdict
     known: Sequence[Known] | None = None  # the "loads with" environments; None: no table
     info: WheelInfo | None = None
-    deps: list[Candidate] = dataclasses.field(default_factory=list)
+    deps: list[IndexWheel] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
     result: HarnessResult | None = None
 
@@ -83,7 +83,7 @@ def validate_wheel(
     gpu: bool = False,
     interpreter: str = sys.executable,
     private: Sequence[Path] = (),
-    dependencies: Source | None = None,
+    dependencies: WheelSource | None = None,
     known: Sequence[Known] | None = None,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
@@ -302,7 +302,7 @@ def _static_gpu(
     if variant is not None:
         note = variant_note(wheel.variant or "", variant)
         verdict.steps.append(Step("variant", StepStatus.PASSED, note))
-    gpu = inspect_gpu(path, wheel.filename, tools)
+    gpu = inspect_gpu(path, wheel, tools)
     if gpu is None:
         return False
     verdict.gpu = gpu.summary
@@ -332,7 +332,7 @@ def _manifest(
     verdict: Verdict,
     wheel: Path,
     registered: list[tuple[str, str]],
-    ran: tuple[list[dict[str, str]], bool],
+    ran: tuple[list[KernelRow], bool],
 ) -> None:
     """Compare the reported op-set with the manifest read here from the archive; list the
     manifest's ops, the rows of ``ran`` (reported rows, whether a GPU was there) it allows

@@ -3,25 +3,26 @@
 Two layers: the harness's result (``_probe._harness``), which must carry the job's secret,
 and inside it the report of the plugin's process, which is only what the plugin's code says
 about itself: its shape is checked here field by field, and anything malformed rejects the
-file with the reason (it never reaches the database as is).
+file with the reason (it never reaches the database as is). What is well-formed leaves here
+as typed values (:class:`OpRow`, :class:`KernelRow`): past this module the server reads no
+JSON of the sandbox's.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from opmarket.sdk import OpmarketError
-from opmarket.web.validation._steps import StepStatus
+from opmarket.web.validation._steps import KernelRow, OpRow, StepStatus
 
 __all__ = ["HarnessResult", "PluginReport", "ReportError", "parse_harness"]
 
 #: What the plugin's process may say of a step (``allowed`` is compat's, decided outside).
 STATUSES = tuple(s for s in StepStatus if s is not StepStatus.ALLOWED)
-_OP_KEYS = ("name", "signature", "summary")
-_KERNEL_KEYS = ("op", "device", "dtypes", "status", "message")
+_Row = TypeVar("_Row", OpRow, KernelRow)
 
 
 class ReportError(OpmarketError, ValueError):
@@ -39,8 +40,8 @@ class PluginReport:
 
     steps: list[tuple[str, StepStatus, list[str]]] = field(default_factory=list)
     opset: str = ""
-    ops: list[dict[str, str]] = field(default_factory=list)
-    kernels: list[dict[str, str]] = field(default_factory=list)
+    ops: list[OpRow] = field(default_factory=list)
+    kernels: list[KernelRow] = field(default_factory=list)
     registered_kernels: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -55,7 +56,10 @@ class HarnessResult:
     protected: bool = False
 
 
-def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str, str]]:
+def _rows(value: object, row: type[_Row], what: str) -> list[_Row]:
+    """``value`` as rows of type ``row``: a list of objects whose keys are its fields, each a
+    string (a missing one is "")."""
+    keys = [f.name for f in fields(row)]
     if not isinstance(value, list):
         raise ReportError(f"{what} must be a list, not {_quote(value)}")
     out = []
@@ -68,7 +72,7 @@ def _str_dicts(value: object, keys: tuple[str, ...], what: str) -> list[dict[str
             raise ReportError(
                 f"each of {what} must be an object of strings {', '.join(keys)}; got {_quote(item)}"
             )
-        out.append({k: str(item.get(k, "")) for k in keys})
+        out.append(row(**{k: str(item.get(k, "")) for k in keys}))
     return out
 
 
@@ -96,8 +100,8 @@ def _report(data: object) -> PluginReport:
     if not isinstance(opset, str):
         raise ReportError(f"opset must be a string of JSON, not {_quote(opset)}")
     report.opset = opset
-    report.ops = _str_dicts(data.get("ops", []), _OP_KEYS, "ops")
-    report.kernels = _str_dicts(data.get("kernels", []), _KERNEL_KEYS, "kernels")
+    report.ops = _rows(data.get("ops", []), OpRow, "ops")
+    report.kernels = _rows(data.get("kernels", []), KernelRow, "kernels")
     registered = data.get("registered_kernels", [])
     if not isinstance(registered, list) or not all(
         isinstance(r, str) and r.count("\t") == 1 for r in registered

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from opmarket.web.validation._steps import KernelRow, OpRow
+
 __all__ = [
     "MAX_KERNEL_ROWS",
     "MAX_OPS",
@@ -63,24 +65,23 @@ def signature(op: Any) -> str:
     return f"{op.name}({ins}) -> ({outs})" + (f" [{attrs}]" if attrs else "")
 
 
-def shown_ops(manifest: Any) -> list[dict[str, str]]:
+def shown_ops(manifest: Any) -> list[OpRow]:
     """The catalog's op rows of the manifest's op-set ``manifest``."""
-    return [{"name": o.name, "signature": signature(o), "summary": o.summary} for o in manifest.ops]
+    return [OpRow(o.name, signature(o), o.summary) for o in manifest.ops]
 
 
 def shown_kernels(
-    manifest: Any, reported: Iterable[dict[str, str]], devices: tuple[str, ...]
-) -> tuple[list[dict[str, str]], int]:
+    manifest: Any, reported: Iterable[KernelRow], devices: tuple[str, ...]
+) -> tuple[list[KernelRow], int]:
     """The reported kernel rows the catalog may list (see the module), and how many others
     were left out."""
     allowed = _allowed(manifest)
-    kept: list[dict[str, str]] = []
+    kept: list[KernelRow] = []
     seen: set[tuple[str, str, str]] = set()
     left_out = 0
     for row in reported:
-        op, device = row["op"], row["device"]
-        key = (op, device, row["dtypes"])
-        if not allowed(op, device) or device not in devices or key in seen:
+        key = (row.op, row.device, row.dtypes)
+        if not allowed(row.op, row.device) or row.device not in devices or key in seen:
             left_out += 1
             continue
         seen.add(key)
@@ -97,8 +98,8 @@ def _allowed(manifest: Any) -> Callable[[str, str], bool]:
 
 
 def not_run(
-    kernels: list[dict[str, str]], registered: Iterable[tuple[str, str]], manifest: Any
-) -> list[dict[str, str]]:
+    kernels: list[KernelRow], registered: Iterable[tuple[str, str]], manifest: Any
+) -> list[KernelRow]:
     """Rows ``not run`` for the kernels declared (by the manifest, or reported registered
     where it allows) that ``kernels`` has no row for: devices this worker has not."""
     allowed = _allowed(manifest)
@@ -112,19 +113,19 @@ def not_run(
         for k in manifest.kernels  # its own ops' (which registered: checked by the manifest
         # step), and a companion's kernels for ops its base plugin declares
     ]
-    seen = {(k["op"], k["device"]) for k in kernels}
+    seen = {(k.op, k.device) for k in kernels}
     rows = []
     for op, device, dtypes in declared:
         if (op, device) in seen:
             continue
         seen.add((op, device))
         rows.append(
-            {
-                "op": op,
-                "device": device,
-                "dtypes": dtypes,
-                "status": f"{device.lower()}: not run",
-                "message": "no worker with that device validated it",
-            }
+            KernelRow(
+                op,
+                device,
+                dtypes,
+                status=f"{device.lower()}: not run",
+                message="no worker with that device validated it",
+            )
         )
     return rows[:MAX_KERNEL_ROWS]

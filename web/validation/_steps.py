@@ -1,5 +1,7 @@
 """What validation says of a file: its steps (each with a status and a log), the release it
-was compared against, and the verdict they add up to, as the marketplace stores it."""
+was compared against, the ops and kernel results the catalog lists, and the verdict they add
+up to, as the marketplace stores it. Inside the server these are typed values; JSON is what
+the sandbox sends (read once, ``_report``) and what :meth:`Verdict.to_json` stores."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from opmarket.web._status import FileStatus
 
-__all__ = ["Previous", "Step", "StepStatus", "Verdict"]
+__all__ = ["KernelRow", "OpRow", "Previous", "Step", "StepStatus", "Verdict"]
 
 
 class StepStatus(StrEnum):
@@ -38,6 +40,26 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class OpRow:
+    """One op as the catalog lists it."""
+
+    name: str
+    signature: str  # the OpDef on one line: Name(x: T) -> (y: T) [T: {float}]
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One kernel's conformance result as the catalog lists it."""
+
+    op: str
+    device: str  # CPU, GPU
+    dtypes: str = ""  # the type attrs it was run with (T=float), "" for all
+    status: str = ""  # passed, failed, gpu: not run, ...
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Previous:
     """The release to compare against: its label, and its op-set as canonical JSON."""
 
@@ -52,8 +74,8 @@ class Verdict:
     filename: str
     steps: list[Step] = field(default_factory=list)
     opset: str = ""  # canonical op-set JSON, when the snapshot worked
-    ops: list[dict[str, str]] = field(default_factory=list)
-    kernels: list[dict[str, str]] = field(default_factory=list)
+    ops: list[OpRow] = field(default_factory=list)
+    kernels: list[KernelRow] = field(default_factory=list)
     compat: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None  # the static GPU checks' findings (see _gpu)
     # Which Pythons and frameworks its native code loads with (_loads); None: not asked.
@@ -84,8 +106,8 @@ class Verdict:
             "filename": self.filename,
             "status": self.status,
             "steps": [asdict(s) for s in self.steps],
-            "ops": self.ops,
-            "kernels": self.kernels,
+            "ops": [asdict(o) for o in self.ops],
+            "kernels": [asdict(k) for k in self.kernels],
             "compat": self.compat,
             "gpu": self.gpu,
         }

@@ -18,7 +18,7 @@ import click
 
 from opmarket.cli._usage import UsageError
 
-__all__ = ["BUILD_BACKEND", "KERNELS", "Project", "generate", "new", "project_for"]
+__all__ = ["BUILD_BACKEND", "KERNELS", "ProjectNames", "generate", "new", "project_for"]
 
 #: The build backend generated projects use: setuptools, plus the manifest written into the
 #: wheel from what the built plugin registers.
@@ -71,7 +71,7 @@ _PLACEHOLDER = re.compile(r"%\{(\w+)\}")
 
 
 @dataclass(frozen=True, slots=True)
-class Project:
+class ProjectNames:
     """The names a project is generated with, all derived from NAME (``acme-clip``)."""
 
     dist: str  # acme-clip
@@ -86,7 +86,7 @@ def _camel(part: str) -> str:
     return "".join(w[:1].upper() + w[1:] for w in re.split(r"[_.]", part) if w)
 
 
-def project_for(name: str, kernel: str = "python") -> Project:
+def project_for(name: str, kernel: str = "python") -> ProjectNames:
     """The project NAME makes; UsageError quoting NAME when it cannot be one."""
     from opmarket.sdk import is_valid_op_name, snake_case
 
@@ -123,7 +123,7 @@ def project_for(name: str, kernel: str = "python") -> Project:
             f"NAME: {name!r}: the op would be called as opmarket.ops.{snake}(...), and "
             f"{snake!r} is a Python keyword; choose another last part"
         )
-    return Project(dist, package, op_short, op_name, snake, kernel)
+    return ProjectNames(dist, package, op_short, op_name, snake, kernel)
 
 
 def _template(name: str) -> str:
@@ -144,7 +144,7 @@ def _sdk_imports(names: list[str]) -> str:
     return f"from opmarket.sdk import (\n{body})"
 
 
-def _manifest(p: Project) -> str:
+def _manifest(p: ProjectNames) -> str:
     """The project's opmarket.opset.json, computed from the spec it is generated with (the
     build rewrites it from the code once the opmarket.build_meta backend is used)."""
     from opmarket.sdk import DType, KernelDef, OpSet, op, opset_to_json
@@ -167,7 +167,7 @@ def _manifest(p: Project) -> str:
     return opset_to_json(OpSet((op_def,), tuple(kernels)))
 
 
-def _files(p: Project) -> dict[str, str]:
+def _files(p: ProjectNames) -> dict[str, str]:
     pkg = f"src/{p.package}"
     cstr = json.dumps  # a C string literal of ASCII text, as JSON writes it
     native = p.kernel != "python"
@@ -312,7 +312,7 @@ def generate(
         ) from None
 
 
-def _write(project: Project, target: Path) -> Path:
+def _write(project: ProjectNames, target: Path) -> Path:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"-o: {str(target)!r} exists and is not empty")
     target.parent.mkdir(parents=True, exist_ok=True)

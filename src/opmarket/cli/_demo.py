@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -259,7 +260,9 @@ def _build_requirements(projects: list[Path]) -> list[str]:
     return [f"{name}{spec}" for name, spec in sorted(merged.items())]
 
 
-def run_demo(settings: Settings) -> None:
+def run_demo(settings: Settings, sock: socket.socket, base_url: str) -> None:
+    """Serve the index on ``sock`` (at ``base_url``) and fill it: the first-party plugins
+    built, their dependencies hosted, the plugins uploaded."""
     import uvicorn
 
     from opmarket.web._app import create_app
@@ -277,13 +280,10 @@ def run_demo(settings: Settings) -> None:
     # The same HTTP limits as `opmarket serve` (header size and count, slow clients).
     config = uvicorn.Config(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
         log_level="warning",
         http=LimitedHttpToolsProtocol,
     )
     server = uvicorn.Server(config)
-    base_url = f"http://{settings.host}:{settings.port}"
 
     def publish_when_up() -> None:
         while not server.started:
@@ -293,4 +293,4 @@ def run_demo(settings: Settings) -> None:
         _publish(settings, base_url, wheels, refused)
 
     threading.Thread(target=publish_when_up, daemon=True).start()
-    server.run()
+    server.run(sockets=[sock])  # bound by opmarket serve (port 0: the one it got)

@@ -42,7 +42,7 @@ def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]
 
     for r in reports:
         lines.append(f"  {r.op}")
-        for v in r.verdicts:
+        for v in r.decisions:
             c = v.candidate
             types = "any dtype" if c.dtypes is None else ", ".join(c.dtypes)
             mark = "chosen" if v.chosen else "-"

@@ -24,8 +24,8 @@ def seed_command(count: int, data: Path | None, random_seed: int) -> None:
     folder): releases, files, ops, kernels and mixed statuses, but no file bytes, so
     downloads of seeded files fail. Prints progress to stderr.
     """
-    from opmarket.web._seed import seed_projects
     from opmarket.web.catalog._db import Database
+    from opmarket.web.catalog._seed import seed_projects
 
     settings = settings_from(data_dir=data)
     settings.data_dir.mkdir(parents=True, exist_ok=True)

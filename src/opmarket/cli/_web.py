@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import sys
 import threading
 import typing
@@ -36,6 +37,9 @@ data_option = click.option(
     help="The marketplace's data folder (database and files) [env OPMARKET_DATA_DIR; "
     "default ./opmarket-data].",
 )
+
+#: Connections waiting to be accepted, as uvicorn's default.
+_BACKLOG = 2048
 
 
 def settings_from(**overrides: Any) -> Any:
@@ -147,12 +151,14 @@ def serve(data: Path | None, demo: bool, **flags: Any) -> None:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     settings = settings_from(data_dir=data, **flags)
     try:
-        _check_port(settings.host, settings.port)  # before the demo's builds and "serving"
-        if fresh is not None:
-            click.echo(
-                f"opmarket: demo data in {fresh} (removed on exit; --data keeps it)", err=True
-            )
-        _serve(settings, demo)
+        sock = _listen(settings.host, settings.port)  # before the demo's builds and "serving"
+        with sock:  # open while uvicorn serves on it
+            if fresh is not None:
+                click.echo(
+                    f"opmarket: demo data in {fresh} (removed on exit; --data keeps it)",
+                    err=True,
+                )
+            _serve(settings, demo, sock)
     except KeyboardInterrupt:  # Ctrl-C, as uvicorn.run takes it: stopped, no "Aborted!"
         pass
     finally:
@@ -162,25 +168,28 @@ def serve(data: Path | None, demo: bool, **flags: Any) -> None:
             shutil.rmtree(fresh, ignore_errors=True)
 
 
-def _check_port(host: str, port: int) -> None:
-    """A UsageError when ``host:port`` cannot be bound (in use, or not this machine's):
-    tried as uvicorn binds, with SO_REUSEADDR."""
-    import socket
-
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound as uvicorn binds (SO_REUSEADDR; IPv6 when
+    the host has a colon); port 0 takes a free port the system picks. A UsageError when it
+    cannot be bound (in use, or not this machine's). Bound here, not by uvicorn, so that the
+    port said in the "serving" line is the one bound, port 0 included."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(_BACKLOG)  # from here on a client's connection waits to be answered
     except OSError as exc:
+        sock.close()
         raise UsageError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
             "choose another port with --port N"
         ) from None
+    sock.set_inheritable(True)  # the worker processes of --workers N serve on it too
+    return sock
 
 
-def _serve(settings: Any, demo: bool) -> None:
+def _serve(settings: Any, demo: bool, sock: socket.socket) -> None:
     import uvicorn
 
     from opmarket.web._serverlog import log_to_stderr
@@ -189,40 +198,40 @@ def _serve(settings: Any, demo: bool) -> None:
 
     from opmarket.web._limits import LimitedHttpToolsProtocol
 
+    url = f"http://{settings.host}:{sock.getsockname()[1]}"  # the port bound, 0 or not
     if demo:
         from opmarket.cli._demo import run_demo
 
-        run_demo(settings)
+        run_demo(settings, sock, url)
         return
-    click.echo(
-        f"opmarket: serving {settings.data_dir} on http://{settings.host}:{settings.port}/",
-        err=True,
-    )
+    # The one line that says where it listens (tests and scripts read the port from it).
+    click.echo(f"opmarket: serving {settings.data_dir} on {url}/", err=True)
+    # uvicorn.run as it runs, but on the socket bound here (uvicorn would bind its own).
     if settings.workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
         # Each worker process reads the same settings back from the environment.
         for key, value in settings.model_dump(exclude_defaults=True).items():
             shown = os.pathsep.join(value) if isinstance(value, tuple) else str(value)
             os.environ[f"OPMARKET_{key.upper()}"] = shown
         state_from(settings.data_dir)  # migrate once, before the workers start
-        uvicorn.run(
+        config = uvicorn.Config(
             "opmarket.web:app_from_environment",
             factory=True,
-            host=settings.host,
-            port=settings.port,
             workers=settings.workers,
             log_level="warning",
             http=LimitedHttpToolsProtocol,
         )
+        Multiprocess(config, sockets=[sock]).run()
         return
     from opmarket.web._app import create_app
 
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        http=LimitedHttpToolsProtocol,
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), log_level="warning", http=LimitedHttpToolsProtocol)
     )
+    server.run(sockets=[sock])
+    if not server.started:  # the app did not start (uvicorn has logged why)
+        sys.exit(3)  # uvicorn's STARTUP_FAILURE, as uvicorn.run exits
 
 
 @click.group()
