@@ -118,27 +118,21 @@ class _Eager:
 
     def fast(self, names: Sequence[str]) -> tuple[Any, ...] | None:
         """The call as TensorFlow's generated op wrappers make it (``TFE_Py_FastPathExecute``
-        with the inputs and the attrs not inferred from them, ``names``; it records the
-        gradient), for eager tensors of the bound dtypes: the op TensorFlow
-        runs, what makes the result of the fast path's (None: it is the result), the call
-        to make where the fast path leaves it to Python (op callbacks), then each attr's
-        value. None where this TensorFlow has no fast path, the outputs are not plain
-        tensors (a list output comes back nested) or ``names`` are not the attrs given."""
+        with the inputs and the attrs not inferred from them, ``names``; it infers the type
+        attrs from the tensors and records the gradient), for eager tensors of any dtype:
+        the op TensorFlow runs, what makes the result of the fast path's (None: it is the
+        result), then each attr's value. None where this TensorFlow has no fast path, the
+        outputs are not plain tensors (a list output comes back nested) or ``names`` are
+        not the attrs given."""
         pairs = dict(zip(self.given_attrs[::2], self.given_attrs[1::2], strict=True))
-        if _fast_path() is None or not self.num_outputs or set(names) != set(pairs):
+        if _fast_path() is None or not _plain_outputs(self.op) or set(names) != set(pairs):
             return None
-        if any(a.is_list for a in self.op.outputs):
-            return None
-        to_tensor = _to_tensor()
 
         def grouped(out: Any) -> Any:
             return group_outputs(self.op, self.attrs, out)
 
-        def fallback(xs: Sequence[Any]) -> Any:
-            return self.run([to_tensor(x) for x in xs])
-
         post = None if self.single else grouped
-        return (self.tf_name, post, fallback, *[pairs[n] for n in names])
+        return (self.tf_name, post, *[pairs[n] for n in names])
 
 
 @functools.cache
@@ -174,8 +168,10 @@ def _keep(
 ) -> None:
     """Hand ``keep`` the eager call for later calls of this signature, if each input went
     in as it came (an eager tensor) or as numpy's conversion of it (an array the binding
-    kept the dtype of); else nothing. The fast path's call where the generated wrapper
-    makes it with the attrs ``fast_attrs``, else a call of the inputs."""
+    kept the dtype of); else nothing. A wrapper that makes the fast path's call with the
+    attrs ``fast_attrs`` keys an eager tensor by its class alone: it keeps that call (which
+    depends on no dtype) for eager tensors, or a call of numpy arrays only (keyed by their
+    dtypes), nothing else."""
     from tensorflow.python.framework.ops import EagerTensor
 
     convert = []
@@ -186,11 +182,15 @@ def _keep(
             convert.append(True)
         else:
             return
-    # Eager tensors only: the fast path would convert an array to the type attr's default.
-    fast = entry.fast(fast_attrs) if fast_attrs is not None and not any(convert) else None
-    if fast is not None:
-        keep(fast)
-    elif not any(convert):
+    if fast_attrs is not None:
+        if not any(convert):
+            fast = entry.fast(fast_attrs)
+            if fast is not None:
+                keep(fast)
+            return
+        if not all(convert):  # the fast path would convert an array to the type's default
+            return
+    if not any(convert):
         keep(lambda xs: entry.run(list(xs)))
     else:
         to_tensor = _to_tensor()
@@ -232,7 +232,8 @@ def call_op(
             # one-node function whose node has the label.
             fn = _labelled(op, label, given)
             out = fn(*inputs)
-            if keep is not None and all(isinstance(x, tf_ops.EagerTensor) for x in inputs):
+            eager_only = all(isinstance(x, tf_ops.EagerTensor) for x in inputs)
+            if keep is not None and fast_attrs is None and eager_only:
                 keep(lambda xs: fn(*xs))
             return out
     try:
@@ -316,6 +317,11 @@ def _frozen(value: Any) -> Any:
     return (value.__class__, value)
 
 
+def _plain_outputs(op: OpDef) -> bool:
+    """Whether ``op`` has outputs and none is a list (the fast path nests a list output)."""
+    return bool(op.outputs) and not any(a.is_list for a in op.outputs)
+
+
 def _generable(op: OpDef, sig: inspect.Signature) -> bool:
     """Whether ``op``'s wrapper can be generated code: no list inputs, and parameter names
     that Python takes and that the generated code's own (``_k``, ...) cannot clash with."""
@@ -326,14 +332,22 @@ def _generable(op: OpDef, sig: inspect.Signature) -> bool:
 
 
 def _generated(
-    op: OpDef, sig: inspect.Signature, extra: list[str], slow: Callable[..., Any], fast: Any
+    op: OpDef,
+    sig: inspect.Signature,
+    extra: list[str],
+    *,
+    calls: tuple[Callable[..., Any], Callable[..., Any]],
+    fast: Any,
+    by_class: bool,
 ) -> Callable[..., Any] | None:
     """The wrapper as generated code, as ``opmarket.ops`` makes its own: an eager call looks
-    its kept call up in ``fast`` under the inputs' classes and dtypes (an eager tensor's
-    dtype number, which hashes in C where a DType hashes in Python) and the attrs with
+    its kept call up in ``fast`` under the inputs' classes and dtypes (``by_class``: an
+    eager tensor's class alone, its kept call being the fast path's) and the attrs with
     their classes (a list's items' too), and runs it; anything else goes to ``slow(inputs,
-    attrs, label, name, key)``. None for an op with list inputs or a name a Python
-    parameter cannot have (the wrapper then binds every call)."""
+    attrs, label, name, key)``; a failing fast call is bound by ``check(inputs, attrs)``,
+    which raises opmarket's error where opmarket refuses the call. None for an op with list
+    inputs or a name a Python parameter cannot have (the wrapper then binds every call)."""
+    slow, check = calls
     from tensorflow.python.eager import context
     from tensorflow.python.framework.ops import EagerTensor
 
@@ -345,8 +359,8 @@ def _generated(
         "_slow": slow,
         "_cm": context,
         "_frozen": _frozen,
-        # TensorFlow's dtype property reads this number; a release without it keys on dtype
-        "_et": EagerTensor if hasattr(EagerTensor, "_datatype_enum") else None,
+        "_check": check,
+        "_et": EagerTensor,
         "_fpe": execute_fast,
         "_notok": not_ok,
         "_fallback": fallback,
@@ -364,8 +378,11 @@ def _generated(
     ins = [a.name for a in op.inputs]
     attrs = [a for a in op.attrs if a.name in sig.parameters]
     in_tuple = "".join(f"{x}, " for x in ins)
+    # With the fast path, an eager tensor by its class alone (it infers the type attrs from
+    # the tensor); else by its dtype number, which hashes in C where a DType hashes in Python.
+    dtype = "_et" if by_class else "{x}._datatype_enum()"
     key = "".join(
-        f"{x}._datatype_enum() if {x}.__class__ is _et else ({x}.__class__, {x}.dtype), "
+        f"{dtype.format(x=x)} if {x}.__class__ is _et else ({x}.__class__, {x}.dtype), "
         for x in ins
     )
     key += "".join(
@@ -374,7 +391,7 @@ def _generated(
     label = "label" if "label" in extra else '""'
     name = "name" if "name" in extra else "None"
     attr_dict = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in attrs) + "}"
-    args = ", ".join([*ins, *(f"{a.name!r}, _e[{3 + i}]" for i, a in enumerate(attrs))])
+    args = ", ".join([*ins, *(f"{a.name!r}, _e[{2 + i}]" for i, a in enumerate(attrs))])
     # The context as TensorFlow's own generated wrappers read it, where it is as theirs is.
     ctx, eager = "_cm.context()", "_c.executing_eagerly()"
     if hasattr(context, "_context") and hasattr(context.context(), "_thread_local_data"):
@@ -394,10 +411,11 @@ def _generated(
         f"        return _e(({in_tuple}))",
         "    try:",
         f"        _o = _fpe(_c, _e[0], None, {args})",
-        "    except _notok as _x:",
+        "    except _notok as _x:",  # opmarket's own message for a dtype it refuses
+        f"        _check(({in_tuple}), {attr_dict})",
         "        raise _error(_x) from None",
-        "    except _fallback:",
-        f"        return _e[2](({in_tuple}))",
+        "    except _fallback:",  # what the fast path leaves to Python (op callbacks)
+        f"        return _slow(({in_tuple}), {attr_dict}, {label}, None, None)",
         "    return _o if _e[1] is None else _e[1](_o)",
     ]
     exec("\n".join(lines), env)  # generated from the OpDef; names are checked above
@@ -436,7 +454,17 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     # label's op).
     fast: dict[Any, _Kept] = {}
     generable = _generable(op, sig)
-    fast_attrs = [a.name for a in op.attrs if a.name in attr_names] if generable else None
+    # The fast path's calls, kept for eager tensors of any dtype, where it can make them.
+    by_class = generable and _fast_path() is not None and _plain_outputs(op)
+    fast_attrs = [a.name for a in op.attrs if a.name in attr_names] if by_class else None
+
+    def check(inputs: Sequence[Any], given: dict[str, Any]) -> None:
+        import tensorflow as tf
+
+        try:
+            _bind(op, inputs, given)
+        except InvalidArgumentError as exc:
+            raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
 
     def slow(inputs: Sequence[Any], given: dict[str, Any], label: Any, name: Any, key: Any) -> Any:
         keep = None if key is None else functools.partial(_remember, fast, key)
@@ -452,7 +480,8 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         # Type attrs that inputs infer may still be given (they must then agree).
         return slow([values[a.name] for a in op.inputs], given, label, name, None)
 
-    fn = (_generated(op, sig, extra, slow, fast) if generable else None) or typed
+    generated = _generated(op, sig, extra, calls=(slow, check), fast=fast, by_class=by_class)
+    fn = (generated if generable else None) or typed
     fn.__name__ = op.python_name
     fn.__qualname__ = op.python_name
     fn.__doc__ = (

@@ -110,16 +110,35 @@ def test_a_kept_call_still_checks_values_and_records_gradients() -> None:
         np.testing.assert_allclose(tape.gradient(y, v), 1 / (1 + v.numpy() ** 2), rtol=1e-6)
 
 
+def test_a_tensor_of_another_dtype_takes_the_kept_call_and_opmarket_checks_it(
+    bindings: list[str],
+) -> None:
+    """An eager tensor is keyed by its class: the kept call (TensorFlow's fast path) infers
+    the type attr from each tensor; a dtype opmarket refuses still gets opmarket's message."""
+    attrs = {"preserve_index": 7}  # a signature no other test uses
+    ints = tf.constant(np.arange(9, dtype=np.int32))
+    doubles = tf.constant(np.linspace(0, 1, 9))
+    for x in (ints, doubles, ints, doubles):
+        got = otf.ops.zero_out(x, **attrs)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, opmarket.ops.zero_out(x.numpy(), **attrs))
+    assert bindings == ["Opm>ZeroOut"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="attr 'T' may not be int64"):
+        otf.ops.zero_out(tf.constant(np.arange(9, dtype=np.int64)), **attrs)
+
+
 def test_the_kept_calls_are_bounded(bindings: list[str]) -> None:
-    # label="" given (the default): signatures no other test uses.
-    x = tf.constant(np.arange(_ops.MAX_KEPT + 2, dtype=np.float64))
-    otf.ops.zero_out(x, preserve_index=0, label="")
-    otf.ops.zero_out(x, preserve_index=0, label="")
+    # preserve_index from 100: signatures no other test uses (an eager tensor is keyed by
+    # its class, not its dtype).
+    first = 100
+    x = tf.constant(np.arange(first + _ops.MAX_KEPT + 2, dtype=np.float64))
+    otf.ops.zero_out(x, preserve_index=first)
+    otf.ops.zero_out(x, preserve_index=first)
     assert bindings == ["Opm>ZeroOut"]
     for i in range(1, _ops.MAX_KEPT + 2):  # as many new signatures: the kept ones go
-        otf.ops.zero_out(x, preserve_index=i, label="")
+        otf.ops.zero_out(x, preserve_index=first + i)
     assert len(bindings) == _ops.MAX_KEPT + 2
-    otf.ops.zero_out(x, preserve_index=0, label="")
+    otf.ops.zero_out(x, preserve_index=first)
     assert len(bindings) == _ops.MAX_KEPT + 3
 
 
