@@ -312,9 +312,10 @@ def _remember(kept: dict[Any, Any], key: Any, call: _Kept) -> None:
 
 def _frozen(value: Any) -> Any:
     """A list attr's value in a call key: its class beside it, and each item's."""
-    if value.__class__ is list or value.__class__ is tuple:
-        return (value.__class__, *((v.__class__, v) for v in value))
-    return (value.__class__, value)
+    cls = value.__class__
+    if cls is list or cls is tuple:  # map(type) runs in C, where a generator runs Python
+        return (cls, tuple(value), tuple(map(type, value)))
+    return (cls, value)
 
 
 def _plain_outputs(op: OpDef) -> bool:
