@@ -94,11 +94,15 @@ def register_gradients() -> None:
         spec = reg.gradient(name)
         if spec is None:
             continue
+        # the op and its labels' eager ops (a label's calls record their gradient under it)
+        names = [name, *record.labelled.values()]
         if spec.fn is None:
-            tf_ops.NotDifferentiable(name)
+            for n in names:
+                tf_ops.NotDifferentiable(n)
         elif any(a.is_list for a in (*record.op_def.inputs, *record.op_def.outputs)):
             continue  # list arguments: no gradient op of one tensor per input
         else:
-            backward = _register_backward(record.op_def)
-            tf_ops.RegisterGradient(name)(_grad_fn(record.op_def, backward))
+            grad = _grad_fn(record.op_def, _register_backward(record.op_def))
+            for n in names:
+                tf_ops.RegisterGradient(n)(grad)
         _done.add(name)

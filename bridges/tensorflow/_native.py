@@ -8,7 +8,6 @@ import functools
 from typing import Any
 
 from opmarket._bridge import BridgeError, KernelPlan, bridge_table, kernel_plan, native_handle
-from opmarket.sdk import OpDef
 from opmarket.tensorflow._build import shim
 
 __all__ = ["BRIDGE_VERSION", "available", "bridge_pointer", "plans", "register_kernel"]
@@ -36,7 +35,7 @@ def plans(op: str) -> list[KernelPlan]:
 
 def register_kernel(
     kernel_name: str,
-    op: OpDef,
+    target: tuple[str, str],
     plan: KernelPlan,
     slot: int,
     *,
@@ -45,21 +44,23 @@ def register_kernel(
     n: int,
     status: int,
 ) -> None:
-    """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` (one dtype
-    combination: ``n`` constraints); the TensorFlow status says why not."""
+    """Register ``plan``'s C-ABI kernel with TensorFlow under ``kernel_name`` for ``target``,
+    (the op's TensorFlow name, the label), for one dtype combination (``n`` constraints);
+    the TensorFlow status says why not."""
+    tf_op, label = target
     handle = native_handle(plan.spec, bridge_version=BRIDGE_VERSION)
     bridge = bridge_pointer()
     if handle is None or bridge is None:
-        raise BridgeError(f"{op.name}: kernel {plan.spec.name} has no native handle")
+        raise BridgeError(f"{tf_op}: kernel {plan.spec.name} has no native handle")
     shim().opm_tf_register_native_kernel(
         kernel_name.encode(),
-        op.name.encode(),
+        tf_op.encode(),
         plan.spec.device.encode(),
         slot,
         names,
         dtypes,
         n,
-        plan.label.encode(),
+        label.encode(),
         plan.priority,
         ctypes.c_void_p(bridge),
         ctypes.c_void_p(handle),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import keyword
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,8 @@ from opmarket.tensorflow._register import ensure_op, shape_hint
 __all__ = ["call_op", "tf_op", "tf_ops", "wrapper"]
 
 _wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
+#: What a wrapper keeps per call signature: a call of the inputs, or the fast path's call.
+_Kept = Any
 
 
 def _stand_in(op: OpDef, arg: str, tensor: Any) -> np.ndarray[Any, Any]:
@@ -87,12 +90,15 @@ def _node_name(op: OpDef) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Eager:
-    """An eager call bound once for a call signature: the attrs as TensorFlow's
-    ``execute`` takes them and how many outputs come back."""
+    """An eager call bound once for a call signature: the op TensorFlow runs (``op`` or,
+    for a kernel label, the label's op), the attrs as TensorFlow's ``execute`` takes them
+    (every one, and those the inputs do not infer) and how many outputs come back."""
 
     op: OpDef
+    tf_name: str
     attrs: dict[str, Any]
     flat_attrs: tuple[Any, ...]
+    given_attrs: tuple[Any, ...]
     num_outputs: int
     single: bool
 
@@ -100,7 +106,7 @@ class _Eager:
         from tensorflow.python.eager import context, execute
 
         outs = execute.execute(
-            self.op.name,
+            self.tf_name,
             self.num_outputs,
             inputs=flat,
             attrs=self.flat_attrs,
@@ -108,20 +114,65 @@ class _Eager:
             name=name,
         )
         if execute.must_record_gradient():
-            execute.record_gradient(self.op.name, flat, self.flat_attrs, outs)
+            execute.record_gradient(self.tf_name, flat, self.flat_attrs, outs)
         return outs[0] if self.single else group_outputs(self.op, self.attrs, outs)
+
+    def fast(self, names: Sequence[str]) -> tuple[Any, ...] | None:
+        """The call as TensorFlow's generated op wrappers make it (``TFE_Py_FastPathExecute``
+        with the inputs and the attrs not inferred from them, ``names``; it infers the type
+        attrs from the tensors and records the gradient), for eager tensors of any dtype:
+        the op TensorFlow runs, what makes the result of the fast path's (None: it is the
+        result), then each attr's value. None where this TensorFlow has no fast path, the
+        outputs are not plain tensors (a list output comes back nested) or ``names`` are
+        not the attrs given."""
+        pairs = dict(zip(self.given_attrs[::2], self.given_attrs[1::2], strict=True))
+        if _fast_path() is None or not _plain_outputs(self.op) or set(names) != set(pairs):
+            return None
+
+        def grouped(out: Any) -> Any:
+            return group_outputs(self.op, self.attrs, out)
+
+        post = None if self.single else grouped
+        return (self.tf_name, post, *[pairs[n] for n in names])
+
+
+@functools.cache
+def _fast_path() -> tuple[Any, type[Exception], type[Exception], Any] | None:
+    """TensorFlow's fast path of eager execution: the function, its two exceptions and what
+    turns the first into TensorFlow's error; None where a release lacks one of them."""
+    try:
+        from tensorflow.python import pywrap_tfe
+        from tensorflow.python.eager import core
+
+        return (
+            pywrap_tfe.TFE_Py_FastPathExecute,
+            core._NotOkStatusException,
+            core._FallbackException,
+            core._status_to_exception,
+        )
+    except (ImportError, AttributeError):
+        return None
+
+
+def _to_tensor() -> Callable[[Any], Any]:
+    import tensorflow as tf
+
+    return tf.convert_to_tensor  # type: ignore[no-any-return]  # TensorFlow is untyped
 
 
 def _keep(
     entry: _Eager,
     inputs: Sequence[Any],
     flat: Sequence[Any],
-    keep: Callable[[Callable[[Sequence[Any]], Any]], None],
+    keep: Callable[[_Kept], None],
+    fast_attrs: Sequence[str] | None,
 ) -> None:
     """Hand ``keep`` the eager call for later calls of this signature, if each input went
     in as it came (an eager tensor) or as numpy's conversion of it (an array the binding
-    kept the dtype of); else nothing."""
-    import tensorflow as tf
+    kept the dtype of); else nothing. A wrapper that makes the fast path's call with the
+    attrs ``fast_attrs`` keys an eager tensor by its class alone: it keeps that call (which
+    depends on no dtype) for eager tensors, or a call of numpy arrays only (keyed by their
+    dtypes), nothing else."""
     from tensorflow.python.framework.ops import EagerTensor
 
     convert = []
@@ -132,11 +183,23 @@ def _keep(
             convert.append(True)
         else:
             return
+    if fast_attrs is not None:
+        if not any(convert):
+            fast = entry.fast(fast_attrs)
+            if fast is not None:
+                keep(fast)
+            return
+        if not all(convert):  # the fast path would convert an array to the type's default
+            return
     if not any(convert):
-        keep(entry.run)
-        return
-    to_tensor = tf.convert_to_tensor
-    keep(lambda xs: entry.run([to_tensor(x) if c else x for x, c in zip(xs, convert, strict=True)]))
+        keep(lambda xs: entry.run(list(xs)))
+    else:
+        to_tensor = _to_tensor()
+        keep(
+            lambda xs: entry.run(
+                [to_tensor(x) if c else x for x, c in zip(xs, convert, strict=True)]
+            )
+        )
 
 
 def call_op(
@@ -147,26 +210,33 @@ def call_op(
     label: str = "",
     name: str | None = None,
     derived: bool = False,
-    keep: Callable[[Callable[[Sequence[Any]], Any]], None] | None = None,
+    keep: Callable[[_Kept], None] | None = None,
+    fast_attrs: Sequence[str] | None = None,
 ) -> Any:
     """Run or add ``op`` in TensorFlow: eagerly, or as a node of the graph being built
     (``derived``: a gradient op the bridge made, called with its forward op's attrs).
     ``keep`` is handed an eager call, bound, when nothing in it depends on more than the
     call's signature (eager tensors and numpy arrays taken as they are), for the wrapper
-    to reuse on later calls of that signature."""
+    to reuse on later calls of that signature: the fast path's call (``_Eager.fast``) for
+    a wrapper that makes it with the attrs ``fast_attrs``."""
     import tensorflow as tf
     from tensorflow.python.eager import execute
     from tensorflow.python.framework import op_def_library
     from tensorflow.python.framework import ops as tf_ops
 
     eager = tf.executing_eagerly()
+    tf_name = op.name
     if eager and label:
-        # Eager execution takes no kernel label: run a one-node function whose node has it.
-        fn = _labelled(op, label, given)
-        out = fn(*inputs)
-        if keep is not None and all(isinstance(x, tf_ops.EagerTensor) for x in inputs):
-            keep(lambda xs: fn(*xs))
-        return out
+        tf_name = ensure_op(op).labelled.get(label, "")
+        if not tf_name:
+            # No op of the label's kernels (an unknown label, TensorFlow's own op): run a
+            # one-node function whose node has the label.
+            fn = _labelled(op, label, given)
+            out = fn(*inputs)
+            eager_only = all(isinstance(x, tf_ops.EagerTensor) for x in inputs)
+            if keep is not None and fast_attrs is None and eager_only:
+                keep(lambda xs: fn(*xs))
+            return out
     try:
         ensure_op(op)
         flat, attrs, inferred = _bind(op, inputs, given, derived=derived)
@@ -176,9 +246,15 @@ def call_op(
         if eager:
             counts = num_outputs(op, attrs)
             single = len(counts) == 1 and not op.outputs[0].is_list
-            entry = _Eager(op, attrs, tuple(flat_attrs), sum(counts), single)
+            given_attrs = tuple(
+                v
+                for k in range(0, len(flat_attrs), 2)
+                if flat_attrs[k] not in inferred
+                for v in flat_attrs[k : k + 2]
+            )
+            entry = _Eager(op, tf_name, attrs, tuple(flat_attrs), given_attrs, sum(counts), single)
             if keep is not None:
-                _keep(entry, inputs, flat, keep)
+                _keep(entry, inputs, flat, keep, fast_attrs)
             return entry.run(flat, name)
         keywords: dict[str, Any] = {}
         pos = 0
@@ -230,17 +306,117 @@ MAX_KEPT = 1024
 
 
 def _frozen(value: Any) -> Any:
-    """A keyword's value in a call key: its class beside it, a list's items' too."""
-    if value.__class__ is list or value.__class__ is tuple:
-        return (value.__class__, *((v.__class__, v) for v in value))
-    return (value.__class__, value)
+    """A list attr's value in a call key: its class beside it, and each item's."""
+    cls = value.__class__
+    if cls is list or cls is tuple:  # map(type) runs in C, where a generator runs Python
+        return (cls, tuple(value), tuple(map(type, value)))
+    return (cls, value)
 
 
-def _call_key(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What an eager call's bound form depends on: each input's class and dtype, and the
-    keywords as given."""
-    key = tuple([(a.__class__, a.dtype) for a in args])
-    return key + tuple([(k, _frozen(v)) for k, v in kwargs.items()]) if kwargs else key
+def _plain_outputs(op: OpDef) -> bool:
+    """Whether ``op`` has outputs and none is a list (the fast path nests a list output)."""
+    return bool(op.outputs) and not any(a.is_list for a in op.outputs)
+
+
+def _generable(op: OpDef, sig: inspect.Signature) -> bool:
+    """Whether ``op``'s wrapper can be generated code: no list inputs, and parameter names
+    that Python takes and that the generated code's own (``_k``, ...) cannot clash with."""
+    return not any(a.is_list for a in op.inputs) and all(
+        n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_")
+        for n in sig.parameters
+    )
+
+
+def _generated(
+    op: OpDef,
+    sig: inspect.Signature,
+    extra: list[str],
+    *,
+    calls: tuple[Callable[..., Any], Callable[..., Any]],
+    fast: Any,
+    by_class: bool,
+) -> Callable[..., Any] | None:
+    """The wrapper as generated code, as ``opmarket.ops`` makes its own: an eager call looks
+    its kept call up in ``fast`` under the inputs' classes and dtypes (``by_class``: an
+    eager tensor's class alone, its kept call being the fast path's) and the attrs with
+    their classes (a list's items' too), and runs it; anything else goes to ``slow(inputs,
+    attrs, label, name, key)``; a failing fast call is bound by ``check(inputs, attrs)``,
+    which raises opmarket's error where opmarket refuses the call. None for an op with list
+    inputs or a name a Python parameter cannot have (the wrapper then binds every call)."""
+    slow, check = calls
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework.ops import EagerTensor
+
+    if not _generable(op, sig):
+        return None
+    execute_fast, not_ok, fallback, to_exception = _fast_path() or (None, (), (), None)
+    env: dict[str, Any] = {
+        "_fast": fast,
+        "_slow": slow,
+        "_cm": context,
+        "_frozen": _frozen,
+        "_check": check,
+        "_et": EagerTensor,
+        "_fpe": execute_fast,
+        "_notok": not_ok,
+        "_fallback": fallback,
+        "_error": to_exception,
+    }
+    params = []
+    for i, p in enumerate(sig.parameters.values()):
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and "*" not in params:
+            params.append("*")
+        if p.default is inspect.Parameter.empty:
+            params.append(p.name)
+        else:
+            env[f"_d{i}"] = p.default
+            params.append(f"{p.name}=_d{i}")
+    ins = [a.name for a in op.inputs]
+    attrs = [a for a in op.attrs if a.name in sig.parameters]
+    in_tuple = "".join(f"{x}, " for x in ins)
+    # With the fast path, an eager tensor by its class alone (it infers the type attrs from
+    # the tensor); else by its dtype number, which hashes in C where a DType hashes in Python.
+    dtype = "_et" if by_class else "{x}._datatype_enum()"
+    key = "".join(
+        f"{dtype.format(x=x)} if {x}.__class__ is _et else ({x}.__class__, {x}.dtype), "
+        for x in ins
+    )
+    key += "".join(
+        f"_frozen({a.name}), " if a.is_list else f"{a.name}.__class__, {a.name}, " for a in attrs
+    )
+    label = "label" if "label" in extra else '""'
+    name = "name" if "name" in extra else "None"
+    attr_dict = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in attrs) + "}"
+    args = ", ".join([*ins, *(f"{a.name!r}, _e[{2 + i}]" for i, a in enumerate(attrs))])
+    # The context as TensorFlow's own generated wrappers read it, where it is as theirs is.
+    ctx, eager = "_cm.context()", "_c.executing_eagerly()"
+    if hasattr(context, "_context") and hasattr(context.context(), "_thread_local_data"):
+        ctx, eager = "_cm._context or _cm.context()", "_c._thread_local_data.is_eager"
+    lines = [
+        f"def {op.python_name}({', '.join(params)}):",
+        f"    _c = {ctx}",
+        f"    if {name} is not None or not {eager}:",
+        f"        return _slow(({in_tuple}), {attr_dict}, {label}, {name}, None)",
+        "    _k = None",
+        "    try:",
+        f"        _k = ({key}{label})",
+        "        _e = _fast[_k]",
+        "    except (KeyError, AttributeError, TypeError):",
+        f"        return _slow(({in_tuple}), {attr_dict}, {label}, None, _k)",
+        "    if _e.__class__ is not tuple:",
+        f"        return _e(({in_tuple}))",
+        "    try:",
+        f"        _o = _fpe(_c, _e[0], None, {args})",
+        "    except _notok as _x:",  # opmarket's own message for a dtype it refuses
+        f"        _check(({in_tuple}), {attr_dict})",
+        "        raise _error(_x) from None",
+        "    except _fallback:",  # what the fast path leaves to Python (op callbacks)
+        f"        return _slow(({in_tuple}), {attr_dict}, {label}, None, None)",
+        "    return _o if _e[1] is None else _e[1](_o)",
+    ]
+    exec("\n".join(lines), env)  # generated from the OpDef; names are checked above
+    fn: Callable[..., Any] = env[op.python_name]
+    return fn
 
 
 def wrapper(op: OpDef) -> Callable[..., Any]:
@@ -268,47 +444,49 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
         for n in extra
     ]
     sig = inspect.Signature(params)
+    # Eager calls bound once per signature (the inputs' classes and dtypes, the attrs), as
+    # opmarket.ops' wrappers keep theirs: a repeated call goes straight to TensorFlow's
+    # fast path of eager execution, as its own generated op wrappers do (a label runs its
+    # label's op).
+    kept: BoundedCache[Any, _Kept] = BoundedCache(MAX_KEPT)
+    fast = kept.data  # the generated wrapper reads it directly: a hit is one dict lookup
+    generable = _generable(op, sig)
+    # The fast path's calls, kept for eager tensors of any dtype, where it can make them.
+    by_class = generable and _fast_path() is not None and _plain_outputs(op)
+    fast_attrs = [a.name for a in op.attrs if a.name in attr_names] if by_class else None
 
-    from tensorflow.python.eager import context
+    def check(inputs: Sequence[Any], given: dict[str, Any]) -> None:
+        import tensorflow as tf
 
-    eagerly = context.executing_eagerly
-    # Eager calls bound once per signature (the inputs' classes and dtypes, the keywords
-    # as given), as opmarket.ops' wrappers keep theirs: a repeated call goes straight to
-    # TensorFlow's execute (or, with a label, to its one-node function). Only ops without
-    # list inputs.
-    fast: BoundedCache[Any, Callable[[Sequence[Any]], Any]] = BoundedCache(MAX_KEPT)
-    kept = fast.data  # read directly: a hit costs one dict lookup
-    n_in = len(op.inputs) if not any(a.is_list for a in op.inputs) else -1
+        try:
+            _bind(op, inputs, given)
+        except InvalidArgumentError as exc:
+            raise tf.errors.InvalidArgumentError(None, None, str(exc)) from None
 
-    def typed(*args: Any, **kwargs: Any) -> Any:
-        key = entry = None
-        if len(args) == n_in and eagerly():
-            try:
-                key = _call_key(args, kwargs)
-                entry = kept.get(key)
-            except (TypeError, AttributeError):  # an unhashable keyword, an input with no dtype
-                key = None
-            if entry is not None:
-                return entry(list(args))
-        bound = sig.bind(*args, **kwargs)
-        values = bound.arguments
-        given = {n: values[n] for n in attr_names if n in values}
-        label = str(values.get("label", "")) if "label" in extra else ""
-        name = values.get("name") if "name" in extra else None
-        keep = None if key is None or name is not None else functools.partial(fast.put, key)
-        # Type attrs that inputs infer may still be given (they must then agree).
+    def slow(inputs: Sequence[Any], given: dict[str, Any], label: Any, name: Any, key: Any) -> Any:
+        keep = None if key is None else functools.partial(kept.put, key)
         return call_op(
-            op, [values[a.name] for a in op.inputs], given, label=label, name=name, keep=keep
+            op, inputs, given, label=str(label), name=name, keep=keep, fast_attrs=fast_attrs
         )
 
-    typed.__name__ = op.python_name
-    typed.__qualname__ = op.python_name
-    typed.__doc__ = (
+    def typed(*args: Any, **kwargs: Any) -> Any:
+        values = sig.bind(*args, **kwargs).arguments
+        given = {n: values[n] for n in attr_names if n in values}
+        label = values.get("label", "") if "label" in extra else ""
+        name = values.get("name") if "name" in extra else None
+        # Type attrs that inputs infer may still be given (they must then agree).
+        return slow([values[a.name] for a in op.inputs], given, label, name, None)
+
+    generated = _generated(op, sig, extra, calls=(slow, check), fast=fast, by_class=by_class)
+    fn = (generated if generable else None) or typed
+    fn.__name__ = op.python_name
+    fn.__qualname__ = op.python_name
+    fn.__doc__ = (
         f"{op.name} as a TensorFlow op (opmarket.tensorflow).\n\n{op.summary}\n\n{op.description}"
     ).strip()
-    typed.__signature__ = sig  # type: ignore[attr-defined]
-    _wrappers[key] = typed
-    return typed
+    fn.__signature__ = sig  # type: ignore[attr-defined]
+    _wrappers[key] = fn
+    return fn
 
 
 def tf_op(name: str) -> Callable[..., Any]:

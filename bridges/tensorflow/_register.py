@@ -38,6 +38,7 @@ from opmarket.sdk import (
 )
 from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._build import shim
+from opmarket.tensorflow._labels import labelled_name, targets
 
 __all__ = [
     "OpRecord",
@@ -81,6 +82,8 @@ class OpRecord:
     kernels: list[KernelPlan] = field(default_factory=list)
     #: an op the bridge derives from an opmarket op (a gradient op), not an opmarket op
     derived: bool = False
+    #: label -> the op eager calls with that label run (``_labels.labelled_name``)
+    labelled: dict[str, str] = field(default_factory=dict)
 
 
 _lock = threading.RLock()
@@ -332,12 +335,9 @@ def _opmarket_shapes(op: OpDef) -> ShapeFn:
     return lambda shapes, attrs: output_shapes(op, shapes, attrs)
 
 
-def _register_op(op: OpDef, derived: tuple[ShapeFn, Runner] | None = None) -> OpRecord:
+def _define(name: str, op: OpDef, shape_slot: int) -> None:
+    """Register op ``name`` with TensorFlow, with ``op``'s inputs, outputs, attrs and flags."""
     lib = shim()
-    slot = -1
-    if derived is not None or registry().shape_fn(op.name) is not None:
-        slot = len(_shape_slots)
-        _shape_slots.append((op, derived[0] if derived else _opmarket_shapes(op)))
     flags = (
         (1 if op.is_stateful else 0)
         | (2 if op.is_commutative else 0)
@@ -347,20 +347,28 @@ def _register_op(op: OpDef, derived: tuple[ShapeFn, Runner] | None = None) -> Op
     status = lib.TF_NewStatus()
     try:
         lib.opm_tf_register_op(
-            op.name.encode(),
+            name.encode(),
             _specs([a.spec for a in op.inputs]),
             _specs([a.spec for a in op.outputs]),
             _specs([a.spec for a in op.attrs]),
             flags,
-            slot,
+            shape_slot,
             ctypes.c_void_p(status),
         )
-        _check_status(lib, status, f"TensorFlow refused op {op.name}")
+        _check_status(lib, status, f"TensorFlow refused op {name}")
     finally:
         lib.TF_DeleteStatus(ctypes.c_void_p(status))
+
+
+def _register_op(op: OpDef, derived: tuple[ShapeFn, Runner] | None = None) -> OpRecord:
+    slot = -1
+    if derived is not None or registry().shape_fn(op.name) is not None:
+        slot = len(_shape_slots)
+        _shape_slots.append((op, derived[0] if derived else _opmarket_shapes(op)))
+    _define(op.name, op, slot)
     record = OpRecord(op, own=True)
     if derived is None:
-        _register_kernels(record)
+        _register_kernels(record, slot)
     else:
         _register_runner(op, derived[1])
     return record
@@ -402,28 +410,35 @@ def register_derived_op(op: OpDef, shapes: ShapeFn, run: Runner) -> OpRecord:
         return record
 
 
-def _register_kernels(record: OpRecord) -> None:
+def _register_kernels(record: OpRecord, shape_slot: int) -> None:
     from opmarket.tensorflow import _native
 
     lib = shim()
     op = record.op_def
-    for plan in _native.plans(op.name):
+    plans = _native.plans(op.name)
+    for label in sorted({p.label for p in plans if p.label}):
+        name = labelled_name(op.name, label)
+        if _tf_op_def(name) is None:  # else taken: eager calls with the label run a function
+            _define(name, op, shape_slot)
+            record.labelled[label] = name
+    for plan in plans:
         slot = len(_kernel_slots)  # native kernels take a create slot too
         _kernel_slots.append((op, _prepared(op, plan.spec)))
+        pairs = targets(op.name, plan.label, record.labelled)
         # TensorFlow's C builder takes one dtype per constraint: one registration per
         # combination of the kernel's allowed types.
         axes = [[(attr, t) for t in types] for attr, types in plan.spec.constraints]
-        for combo in itertools.product(*axes):
+        for combo, (tf_op, label) in itertools.product(itertools.product(*axes), pairs):
             names = (ctypes.c_char_p * max(len(combo), 1))(*[a.encode() for a, _ in combo])
             dtypes = (ctypes.c_int32 * max(len(combo), 1))(*[t.value for _, t in combo])
             types = ",".join(f"{a}={t.spec_name}" for a, t in combo)
-            kernel_name = f"{op.name}:{plan.spec.name}:{plan.label or '-'}:{types}"
+            kernel_name = f"{tf_op}:{plan.spec.name}:{label or '-'}:{types}"
             status = lib.TF_NewStatus()
             try:
                 if plan.native:
                     _native.register_kernel(
                         kernel_name,
-                        op,
+                        (tf_op, label),
                         plan,
                         slot,
                         names=names,
@@ -434,19 +449,17 @@ def _register_kernels(record: OpRecord) -> None:
                 else:
                     lib.opm_tf_register_python_kernel(
                         kernel_name.encode(),
-                        op.name.encode(),
+                        tf_op.encode(),
                         plan.spec.device.encode(),
                         slot,
                         names,
                         dtypes,
                         len(combo),
-                        plan.label.encode(),
+                        label.encode(),
                         plan.priority,
                         ctypes.c_void_p(status),
                     )
-                _check_status(
-                    lib, status, f"TensorFlow refused kernel {plan.spec.name} of {op.name}"
-                )
+                _check_status(lib, status, f"TensorFlow refused kernel {plan.spec.name} of {tf_op}")
             finally:
                 lib.TF_DeleteStatus(ctypes.c_void_p(status))
         record.kernels.append(plan)
