@@ -1,0 +1,231 @@
+"""The bridges' shims ship compiled in opmarket's install (issue 24, "no compiler at run
+time"): built by setup.py against opmarket's own declarations of each framework's C API, they
+link no framework and carry no search path of the machine they were built on; the TensorFlow
+shim finds TensorFlow's functions when it loads and names the ones a TensorFlow lacks; and
+each bridge runs a first-party op in a fresh virtual environment with no compiler on PATH and
+an empty cache, from opmarket's wheel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+import opmarket._bridge
+from opmarket._bridge import shipped_shim
+from opmarket._bridge._shim_sources import SHIPPED
+
+BRIDGES = Path(opmarket._bridge.__file__).parent.parent
+REPO = Path(__file__).resolve().parents[2]
+#: What a shipped shim may link: the C and C++ runtimes, nothing of a framework or a build tree.
+SYSTEM_LIBRARIES = {"libc.so.6", "libdl.so.2", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1"}
+
+
+def _dynamic(data: bytes | Path) -> tuple[set[str], list[str]]:
+    """A shared library's NEEDED names and its RPATH/RUNPATH entries."""
+    import io
+
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data.open("rb")
+    with stream:
+        needed, paths = set(), []
+        for section in ELFFile(stream).iter_sections():
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags():
+                    if tag.entry.d_tag == "DT_NEEDED":
+                        needed.add(tag.needed)
+                    elif tag.entry.d_tag in ("DT_RPATH", "DT_RUNPATH"):
+                        paths.append(
+                            f"{tag.entry.d_tag}={getattr(tag, 'rpath', '')}"
+                            f"{getattr(tag, 'runpath', '')}"
+                        )
+    return needed, paths
+
+
+@pytest.mark.parametrize(("bridge", "name"), [(b, n) for b, n, _ in SHIPPED])
+def test_the_installed_shims_link_no_framework_and_carry_no_search_path(
+    bridge: str, name: str
+) -> None:
+    path, why = shipped_shim(BRIDGES / bridge, name)
+    assert path is not None, why
+    needed, paths = _dynamic(path)
+    assert paths == []
+    assert needed <= SYSTEM_LIBRARIES, needed - SYSTEM_LIBRARIES
+
+
+def _compile(tmp_path: Path, name: str, source: str, *flags: str) -> Path:
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    if cxx is None:
+        pytest.skip("needs a C++ compiler")
+    src = tmp_path / f"{name}.cc"
+    src.write_text(source)
+    out = tmp_path / f"{name}.so"
+    done = subprocess.run(
+        [cxx, "-std=c++17", "-shared", "-fPIC", *flags, str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_tensorflow_declarations_match_tensorflow_s_own_headers(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
+    source = """
+#include <cstddef>
+#include <type_traits>
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/ops.h"
+#include "tensorflow/c/tf_buffer.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/c/tf_tensor.h"
+#define OPM_TF_CHECK_DECLARATIONS
+#include "_tf_c_api.h"
+#define SAME(ret, name, params) \\
+  static_assert(std::is_same<decltype(&::name), ret(*) params>::value, #name);
+OPM_TF_FUNCTIONS(SAME)
+#define VALUE(name, value) static_assert(::name == value, #name);
+OPM_TF_CONSTANTS(VALUE)
+static_assert(sizeof(TF_Bool) == 1, "TF_Bool");
+static_assert(offsetof(TF_Buffer, length) == sizeof(void*), "TF_Buffer.length");
+static_assert(offsetof(TF_Buffer, data_deallocator) == 2 * sizeof(void*), "TF_Buffer");
+"""
+    include = [f"-I{tf.sysconfig.get_include()}", f"-I{BRIDGES / 'tensorflow'}"]
+    _compile(tmp_path, "check", source, "-fsyntax-only", *include)
+
+
+def test_a_tensorflow_that_lacks_functions_is_told_which(tmp_path: Path) -> None:
+    """A library with TensorFlow's soname that has one of the shim's functions: the shipped
+    shim loads, and its binding names the other functions and counts them."""
+    fake = _compile(
+        tmp_path,
+        "libtensorflow_framework.so.2",
+        'extern "C" void* TF_NewStatus(void) { return nullptr; }\n',
+        "-Wl,-soname,libtensorflow_framework.so.2",
+    )
+    path, why = shipped_shim(BRIDGES / "tensorflow", "_opm_tf_shim")
+    assert path is not None, why
+    code = f"""
+import ctypes, os
+shim = ctypes.CDLL({str(path)!r}, mode=os.RTLD_NOW)
+shim.opm_tf_bind.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+buf = ctypes.create_string_buffer(4096)
+print(shim.opm_tf_bind(buf, 4096))
+ctypes.CDLL({str(fake)!r})
+print(shim.opm_tf_bind(buf, 4096))
+print(buf.value.decode())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    unloaded, lacking, names = done.stdout.splitlines()
+    assert unloaded == "-1"  # no TensorFlow in the process
+    assert "TF_NewStatus" not in names.split()
+    assert {"TF_GetCode", "TF_RegisterKernelBuilder", "TF_AllocateOutput"} <= set(names.split())
+    assert int(lacking) == len(names.split()) > 50
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_each_shim_with_no_search_path(opmarket_wheel: Path) -> None:
+    with zipfile.ZipFile(opmarket_wheel) as wheel:
+        for bridge, name, _ in SHIPPED:
+            (member,) = [n for n in wheel.namelist() if n.startswith(f"opmarket/{bridge}/{name}.")]
+            assert member.endswith(".abi3.so")
+            needed, paths = _dynamic(wheel.read(member))
+            assert paths == [] and needed <= SYSTEM_LIBRARIES, (member, needed, paths)
+
+
+FRESH = """
+import shutil, sys
+compilers = [c for c in ("cc", "c++", "gcc", "g++", "clang") if shutil.which(c)]
+assert not compilers, f"a compiler is on PATH: {compilers}"
+import numpy as np
+import opmarket.tensorflow as otf
+import opmarket.litert as olr
+from opmarket.tensorflow import _build
+out = otf.ops.zero_out(np.array([5, 4, 3], np.int32), preserve_index=1)
+print(out.numpy().tolist())
+print(_build.shim()._name)
+it = olr.interpreter(model_path=sys.argv[1])
+print(it.native_paths()["Opm>ZeroOut"])
+it.allocate_tensors()
+it.set_tensor(it.get_input_details()[0]["index"], np.arange(1, 5, dtype=np.int32))
+it.invoke()
+print(it.get_tensor(it.get_output_details()[0]["index"]).tolist())
+"""
+
+
+@pytest.mark.slow
+def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
+    opmarket_wheel: Path, tmp_path: Path
+) -> None:
+    """opmarket from its wheel in a new venv; the frameworks and first-party plugins are the
+    ones of this environment (a path entry to its site-packages, not an install: TensorFlow
+    takes minutes to install here)."""
+    tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
+    pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
+    import opmarket.tensorflow as otf
+
+    @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
+    def model(x: object) -> object:
+        return otf.ops.zero_out(x, preserve_index=1)
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [model.get_concrete_function()], model
+    )
+    converter.allow_custom_ops = True
+    (tmp_path / "m.tflite").write_bytes(converter.convert())
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(opmarket_wheel),
+        ],
+        check=True,
+    )
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "frameworks.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CC", "CXX", "LDSHARED", "PYTHONPATH", "VIRTUAL_ENV")
+    }
+    env.update(PATH=str(venv / "bin"), OPMARKET_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [str(python), "-c", FRESH, str(tmp_path / "m.tflite")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    tf_out, tf_shim, litert_path, litert_out = done.stdout.splitlines()
+    assert tf_out == "[0, 4, 0]"
+    assert tf_shim.startswith(site) and tf_shim.endswith("_opm_tf_shim.abi3.so"), tf_shim
+    assert litert_path.startswith("native"), litert_path
+    assert litert_out == "[0, 2, 0, 0]"
+    assert "building" not in done.stderr
+    assert not (tmp_path / "cache" / "bridges").exists()  # nothing was compiled
