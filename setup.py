@@ -37,7 +37,10 @@ def _shim_sources():  # the module, loaded by path: opmarket is not importable w
 
 SHIM_SOURCES = _shim_sources()
 # The shims whose source is generated (trampolines): written under build_temp first.
-GENERATED = {"tensorflow": SHIM_SOURCES.tensorflow_source}
+GENERATED = {
+    "tensorflow": SHIM_SOURCES.tensorflow_source,
+    "torch": SHIM_SOURCES.torch_source,
+}
 
 
 class BuildExt(build_ext):

@@ -50,7 +50,12 @@ from opmarket._bridge._registry import (
     registry,
 )
 from opmarket._bridge._shapes import num_outputs, output_shapes
-from opmarket._bridge._shim_sources import TENSORFLOW_SLOTS, tensorflow_source
+from opmarket._bridge._shim_sources import (
+    TENSORFLOW_SLOTS,
+    TORCH_SLOTS,
+    tensorflow_source,
+    torch_source,
+)
 from opmarket.registry import (
     KernelNotFoundError,
     LibraryError,
@@ -61,6 +66,7 @@ from opmarket.registry import (
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
     "TENSORFLOW_SLOTS",
+    "TORCH_SLOTS",
     "BridgeError",
     "BridgeNamespace",
     "BridgeOp",
@@ -102,4 +108,5 @@ __all__ = [
     "require_framework",
     "shipped_shim",
     "tensorflow_source",
+    "torch_source",
 ]

@@ -20,6 +20,7 @@ TORCH_SLOTS = 1024
 SHIPPED = (
     ("tensorflow", "_opm_tf_shim", "c++"),
     ("litert", "_opm_litert_shim", "c"),
+    ("torch", "_opm_torch_shim", "c++"),
 )
 
 

@@ -103,7 +103,7 @@ def _load() -> _Shim:
             link=["-ldl"],
             language="c++",
             # Tens of seconds, once per source: say what and why rather than hang.
-            announce=f"building the TensorFlow bridge's shim ({why}; once, ~20 s)...",
+            announce=f"building the TensorFlow bridge's shim ({why}; once, ~10 s)...",
         )
         return _open(target)
     except (LibraryError, OSError) as exc:

@@ -14,6 +14,7 @@ import sys
 import sysconfig
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from elftools.elf.dynamic import DynamicSection
@@ -102,33 +103,90 @@ static_assert(offsetof(TF_Buffer, data_deallocator) == 2 * sizeof(void*), "TF_Bu
     _compile(tmp_path, "check", source, "-fsyntax-only", *include)
 
 
-def test_a_tensorflow_that_lacks_functions_is_told_which(tmp_path: Path) -> None:
-    """A library with TensorFlow's soname that has one of the shim's functions: the shipped
-    shim loads, and its binding names the other functions and counts them."""
+def test_the_torch_declarations_match_torch_s_own_headers(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="needs the torch extra")
+    from torch.utils import cpp_extension
+
+    source = """
+#include <cstddef>
+#include <type_traits>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/c/shim.h>
+#include <torch/csrc/stable/version.h>
+#define OPM_TORCH_CHECK_DECLARATIONS
+#include "_torch_c_api.h"
+#define SAME(ret, name, params) \\
+  static_assert(std::is_same<decltype(&::name), ret(*) params>::value, #name);
+OPM_TORCH_FUNCTIONS(SAME)
+static_assert(OPM_TORCH_ABI_VERSION == TORCH_VERSION_2_10_0, "the ABI version");
+static_assert(AOTI_TORCH_SUCCESS == 0, "AOTI_TORCH_SUCCESS");
+static_assert(std::is_same<AOTITorchError, int32_t>::value, "AOTITorchError");
+static_assert(std::is_same<StableIValue, uint64_t>::value, "StableIValue");
+"""
+    include = [f"-I{i}" for i in cpp_extension.include_paths()]
+    _compile(tmp_path, "check", source, "-fsyntax-only", *include, f"-I{BRIDGES / 'torch'}")
+
+
+class Lacking(NamedTuple):
+    """A shim, its framework's library and the binder that fills it in."""
+
+    bridge: str
+    name: str
+    soname: str
+    bind: str
+    present: str
+    absent: set[str]
+
+
+LACKING = [
+    Lacking(
+        "tensorflow",
+        "_opm_tf_shim",
+        "libtensorflow_framework.so.2",
+        "opm_tf_bind",
+        "TF_NewStatus",
+        {"TF_GetCode", "TF_RegisterKernelBuilder", "TF_AllocateOutput"},
+    ),
+    Lacking(
+        "torch",
+        "_opm_torch_shim",
+        "libtorch_cpu.so",
+        "opm_torch_bind",
+        "aoti_torch_get_dim",
+        {"torch_library_impl", "aoti_torch_empty_strided", "aoti_torch_dtype_float32"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LACKING, ids=[c.bridge for c in LACKING])
+def test_a_framework_that_lacks_functions_is_told_which(tmp_path: Path, case: Lacking) -> None:
+    """A library with the framework's soname that has one of the shim's functions: the
+    shipped shim loads, and its binding names the other functions and counts them."""
+    bridge, name, soname, bind, present, absent = case
     fake = _compile(
         tmp_path,
-        "libtensorflow_framework.so.2",
-        'extern "C" void* TF_NewStatus(void) { return nullptr; }\n',
-        "-Wl,-soname,libtensorflow_framework.so.2",
+        soname,
+        f'extern "C" int {present}(void) {{ return 0; }}\n',
+        f"-Wl,-soname,{soname}",
     )
-    path, why = shipped_shim(BRIDGES / "tensorflow", "_opm_tf_shim")
+    path, why = shipped_shim(BRIDGES / bridge, name)
     assert path is not None, why
     code = f"""
 import ctypes, os
 shim = ctypes.CDLL({str(path)!r}, mode=os.RTLD_NOW)
-shim.opm_tf_bind.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+shim.{bind}.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
 buf = ctypes.create_string_buffer(4096)
-print(shim.opm_tf_bind(buf, 4096))
+print(shim.{bind}(buf, 4096))
 ctypes.CDLL({str(fake)!r})
-print(shim.opm_tf_bind(buf, 4096))
+print(shim.{bind}(buf, 4096))
 print(buf.value.decode())
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     unloaded, lacking, names = done.stdout.splitlines()
-    assert unloaded == "-1"  # no TensorFlow in the process
-    assert "TF_NewStatus" not in names.split()
-    assert {"TF_GetCode", "TF_RegisterKernelBuilder", "TF_AllocateOutput"} <= set(names.split())
-    assert int(lacking) == len(names.split()) > 50
+    assert unloaded == "-1"  # no such framework in the process
+    assert present not in names.split()
+    assert absent <= set(names.split())
+    assert int(lacking) == len(names.split()) > 10
 
 
 @pytest.mark.slow
@@ -158,6 +216,11 @@ it.allocate_tensors()
 it.set_tensor(it.get_input_details()[0]["index"], np.arange(1, 5, dtype=np.int32))
 it.invoke()
 print(it.get_tensor(it.get_output_details()[0]["index"]).tolist())
+import torch
+import opmarket.torch as ot
+print(ot.native_path("Opm>ZeroOut", _kernel="c_abi"))
+x = torch.tensor([5, 4, 3], dtype=torch.int32)
+print(torch.ops.opm.zero_out.c_abi(x, preserve_index=2).tolist())
 """
 
 
@@ -170,6 +233,7 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     takes minutes to install here)."""
     tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
     pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
+    pytest.importorskip("torch", reason="needs the torch extra")
     import opmarket.tensorflow as otf
 
     @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
@@ -222,10 +286,11 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    tf_out, tf_shim, litert_path, litert_out = done.stdout.splitlines()
+    tf_out, tf_shim, litert_path, litert_out, torch_path, torch_out = done.stdout.splitlines()
     assert tf_out == "[0, 4, 0]"
     assert tf_shim.startswith(site) and tf_shim.endswith("_opm_tf_shim.abi3.so"), tf_shim
     assert litert_path.startswith("native"), litert_path
     assert litert_out == "[0, 2, 0, 0]"
+    assert torch_path == "native" and torch_out == "[0, 0, 3]"
     assert "building" not in done.stderr
     assert not (tmp_path / "cache" / "bridges").exists()  # nothing was compiled

@@ -249,7 +249,7 @@ def test_the_shim_is_built_only_where_none_is_shipped_and_says_why_once(tmp_path
     assert first.returncode == 0, first.stderr
     said = [line for line in first.stderr.splitlines() if line.startswith("opmarket:")]
     assert said == [
-        "opmarket: building the TensorFlow bridge's shim (OPMARKET_SHIPPED_SHIMS=0; once, ~20 s)..."
+        "opmarket: building the TensorFlow bridge's shim (OPMARKET_SHIPPED_SHIMS=0; once, ~10 s)..."
     ]
     again = _run(code, tmp_path, OPMARKET_CACHE_DIR=str(cache), OPMARKET_SHIPPED_SHIMS="0")
     assert again.returncode == 0, again.stderr
