@@ -18,6 +18,7 @@ import numpy as np
 import jax
 from opmarket._bridge import (
     BridgeOp,
+    LibraryError,
     OutputSpec,
     bridge_include,
     bridge_table,
@@ -50,7 +51,8 @@ class Native:
 
 def library() -> ctypes.CDLL | None:
     """The FFI handler's library, built and registered with JAX once per process; None
-    where the host has no bridge interface."""
+    where the host has no bridge interface or the handler cannot be built (no compiler: then
+    C-ABI kernels run through host callbacks, the reason in ``_state["why"]``)."""
     if "lib" in _state:
         return _state["lib"]  # type: ignore[no-any-return]
     with _lock:
@@ -58,13 +60,22 @@ def library() -> ctypes.CDLL | None:
             return _state["lib"]  # type: ignore[no-any-return]
         table = bridge_table()
         lib = None
+        path = None
         if table is not None:
-            path = build_shim(
-                "opmarket_jax_ffi",
-                _SOURCE,
-                [bridge_include(), jax.ffi.include_dir()],
-                key=[jax.__version__],
-            )
+            try:
+                path = build_shim(
+                    "opmarket_jax_ffi",
+                    _SOURCE,
+                    [bridge_include(), jax.ffi.include_dir()],
+                    key=[jax.__version__],
+                    announce=(
+                        "building the JAX bridge's FFI handler (opmarket's wheel does not carry "
+                        "it; once per jax version)..."
+                    ),
+                )
+            except LibraryError as exc:  # no compiler: C-ABI kernels go through callbacks
+                _state["why"] = f"its FFI handler could not be built: {exc}".splitlines()[0]
+        if path is not None:
             lib = ctypes.CDLL(str(path))
             lib.opm_jax_init.argtypes = [ctypes.c_void_p]
             lib.opm_jax_init.restype = ctypes.c_int

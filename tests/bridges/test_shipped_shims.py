@@ -189,6 +189,33 @@ print(buf.value.decode())
     assert int(lacking) == len(names.split()) > 10
 
 
+def test_without_a_compiler_jax_runs_c_abi_kernels_through_callbacks(tmp_path: Path) -> None:
+    """JAX's FFI handler is not shipped: with no compiler to build it, a C-ABI kernel runs
+    through a host callback, and the build that failed said what it tried, in one line."""
+    pytest.importorskip("jax", reason="needs the jax extra")
+    code = (
+        "import jax, numpy as np, opmarket.jax as oj\n"
+        "print(oj.native_path('Opm>ZeroOut', T=np.int32, _kernel='c_abi'))\n"
+        "f = jax.jit(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel='c_abi'))\n"
+        "print(f(np.array([5, 4, 3], np.int32)).tolist())\n"
+    )
+    env = {
+        **os.environ,
+        "CC": str(tmp_path / "no-such-cc"),
+        "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["callback", "[0, 4, 0]"]
+    said = [ln for ln in done.stderr.splitlines() if ln.startswith("opmarket:")]
+    assert said == [
+        "opmarket: building the JAX bridge's FFI handler (opmarket's wheel does not carry it; "
+        "once per jax version)..."
+    ]
+
+
 @pytest.mark.slow
 def test_the_wheel_carries_each_shim_with_no_search_path(opmarket_wheel: Path) -> None:
     with zipfile.ZipFile(opmarket_wheel) as wheel:
@@ -221,6 +248,10 @@ import opmarket.torch as ot
 print(ot.native_path("Opm>ZeroOut", _kernel="c_abi"))
 x = torch.tensor([5, 4, 3], dtype=torch.int32)
 print(torch.ops.opm.zero_out.c_abi(x, preserve_index=2).tolist())
+import jax
+import opmarket.jax as oj
+f = jax.jit(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel="c_abi"))
+print(oj.native_path("Opm>ZeroOut", T=np.int32, _kernel="c_abi"), f(x.numpy()).tolist())
 """
 
 
@@ -234,6 +265,7 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
     pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
     pytest.importorskip("torch", reason="needs the torch extra")
+    pytest.importorskip("jax", reason="needs the jax extra")
     import opmarket.tensorflow as otf
 
     @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
@@ -286,11 +318,15 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    tf_out, tf_shim, litert_path, litert_out, torch_path, torch_out = done.stdout.splitlines()
+    tf_out, tf_shim, litert_path, litert_out, torch_path, torch_out, jax_out = (
+        done.stdout.splitlines()
+    )
     assert tf_out == "[0, 4, 0]"
     assert tf_shim.startswith(site) and tf_shim.endswith("_opm_tf_shim.abi3.so"), tf_shim
     assert litert_path.startswith("native"), litert_path
     assert litert_out == "[0, 2, 0, 0]"
     assert torch_path == "native" and torch_out == "[0, 0, 3]"
-    assert "building" not in done.stderr
-    assert not (tmp_path / "cache" / "bridges").exists()  # nothing was compiled
+    assert jax_out == "callback [0, 4, 0]"  # JAX's FFI handler is not shipped yet
+    assert "building the JAX bridge's FFI handler" in done.stderr  # tried, and said so
+    assert "building the TensorFlow" not in done.stderr and "PyTorch" not in done.stderr
+    assert not list((tmp_path / "cache").glob("bridges/*.so"))  # nothing was compiled
