@@ -97,16 +97,16 @@ host = Extension(
 )
 
 
-def _shim(bridge: str, name: str, language: str) -> Extension:
-    source = f"bridges/{bridge}/_shim.c" if language == "c" else "bridges/_bridge/_shim_sources.py"
+def _shim(bridge: str, name: str, c_source: str) -> Extension:
+    # A generated (C++) source replaces the placeholder in BuildExt.
+    source = f"bridges/{bridge}/{c_source}" if c_source else "bridges/_bridge/_shim_sources.py"
     return Extension(
         f"opmarket.{bridge}.{name}",
-        # A generated source replaces the placeholder in BuildExt.
         sources=[source],
         depends=[str(p) for p in Path("bridges", bridge).glob("_*.[ch]*")],
         include_dirs=["sdk/include", f"bridges/{bridge}"],
         libraries=["dl"],  # dlopen/dlsym: in libc from glibc 2.34, libdl before
-        language=language,
+        language="c" if c_source else "c++",
         py_limited_api=True,
     )
 

@@ -16,11 +16,13 @@ TENSORFLOW_SLOTS = 1024
 #: Native overloads one process can register with torch (each takes a trampoline of the shim).
 TORCH_SLOTS = 1024
 
-#: The shims opmarket's wheel carries: (bridge folder, library name, language).
+#: The shims opmarket's wheel carries: (bridge folder, library name, C source file, or "" for
+#: a C++ source generated here).
 SHIPPED = (
-    ("tensorflow", "_opm_tf_shim", "c++"),
-    ("litert", "_opm_litert_shim", "c"),
-    ("torch", "_opm_torch_shim", "c++"),
+    ("tensorflow", "_opm_tf_shim", ""),
+    ("litert", "_opm_litert_shim", "_shim.c"),
+    ("torch", "_opm_torch_shim", ""),
+    ("jax", "_opm_jax_ffi", "_ffi_shim.c"),
 )
 
 

@@ -27,7 +27,15 @@ from opmarket._bridge._shim_sources import SHIPPED
 BRIDGES = Path(opmarket._bridge.__file__).parent.parent
 REPO = Path(__file__).resolve().parents[2]
 #: What a shipped shim may link: the C and C++ runtimes, nothing of a framework or a build tree.
-SYSTEM_LIBRARIES = {"libc.so.6", "libdl.so.2", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1"}
+SYSTEM_LIBRARIES = {
+    "libc.so.6",
+    "libdl.so.2",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+}
 
 
 def _dynamic(data: bytes | Path) -> tuple[set[str], list[str]]:
@@ -158,6 +166,86 @@ LACKING = [
 ]
 
 
+#: Each struct the JAX handler reads or writes, and the fields it uses.
+XLA_FIELDS = {
+    "XLA_FFI_Extension_Base": ("struct_size", "type", "next"),
+    "XLA_FFI_Api_Version": ("struct_size", "extension_start", "major_version", "minor_version"),
+    "XLA_FFI_Error_Create_Args": ("struct_size", "extension_start", "message", "errc"),
+    "XLA_FFI_Buffer": ("struct_size", "extension_start", "dtype", "data", "rank", "dims"),
+    "XLA_FFI_ByteSpan": ("ptr", "len"),
+    "XLA_FFI_Scalar": ("dtype", "value"),
+    "XLA_FFI_Array": ("dtype", "size", "data"),
+    "XLA_FFI_Args": ("struct_size", "extension_start", "size", "types", "args"),
+    "XLA_FFI_Rets": ("struct_size", "extension_start", "size", "types", "rets"),
+    "XLA_FFI_Attrs": ("struct_size", "extension_start", "size", "types", "names", "attrs"),
+    "XLA_FFI_Api": ("struct_size", "extension_start", "api_version", "XLA_FFI_Error_Create"),
+    "XLA_FFI_CallFrame": ("struct_size", "extension_start", "api", "stage", "args", "rets",
+                          "attrs"),
+    "XLA_FFI_Metadata": ("struct_size", "api_version", "traits", "state_type_id"),
+    "XLA_FFI_Metadata_Extension": ("extension_base", "metadata"),
+}  # fmt: skip
+#: The enum values the handler uses.
+XLA_CONSTANTS = (
+    "XLA_FFI_Extension_Metadata",
+    "XLA_FFI_Error_Code_INVALID_ARGUMENT",
+    "XLA_FFI_Error_Code_FAILED_PRECONDITION",
+    "XLA_FFI_AttrType_ARRAY",
+    "XLA_FFI_AttrType_SCALAR",
+    "XLA_FFI_AttrType_STRING",
+    "XLA_FFI_ExecutionStage_EXECUTE",
+    "XLA_FFI_DataType_PRED",
+    "XLA_FFI_DataType_S8",
+    "XLA_FFI_DataType_S16",
+    "XLA_FFI_DataType_S32",
+    "XLA_FFI_DataType_S64",
+    "XLA_FFI_DataType_U8",
+    "XLA_FFI_DataType_U16",
+    "XLA_FFI_DataType_U32",
+    "XLA_FFI_DataType_U64",
+    "XLA_FFI_DataType_F16",
+    "XLA_FFI_DataType_F32",
+    "XLA_FFI_DataType_F64",
+    "XLA_FFI_DataType_C64",
+    "XLA_FFI_DataType_BF16",
+    "XLA_FFI_DataType_C128",
+    "XLA_FFI_DataType_F8E5M2",
+    "XLA_FFI_DataType_F8E4M3FN",
+)
+
+
+def test_the_xla_ffi_declarations_match_jaxlib_s_own_header(tmp_path: Path) -> None:
+    """Every field the handler uses at the same offset, every constant the same value, as
+    the installed jaxlib's c_api.h (when it declares the API version the header serves)."""
+    jax = pytest.importorskip("jax", reason="needs the jax extra")
+    include = Path(jax.ffi.include_dir())
+    lines = [
+        "#include <cstddef>",
+        '#include "xla/ffi/api/c_api.h"',
+        "constexpr long up_major = XLA_FFI_API_MAJOR, up_minor = XLA_FFI_API_MINOR;",
+        "constexpr long create_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;",
+        "constexpr long version_size = XLA_FFI_Api_Version_STRUCT_SIZE;",
+        "#undef XLA_FFI_API_MAJOR",
+        "#undef XLA_FFI_API_MINOR",
+        "namespace opm {",
+        '#include "_xla_ffi_c_api.h"',
+        'static_assert(XLA_FFI_API_MAJOR == ::up_major, "major");',
+        'static_assert(XLA_FFI_API_MINOR == ::up_minor, "minor");',
+        'static_assert(XLA_FFI_Error_Create_Args_STRUCT_SIZE == ::create_size, "create size");',
+        'static_assert(XLA_FFI_Api_Version_STRUCT_SIZE == ::version_size, "version size");',
+        "}",
+    ]
+    for struct, fields in XLA_FIELDS.items():
+        for f in fields:
+            lines.append(
+                f"static_assert(offsetof(opm::{struct}, {f}) == offsetof(::{struct}, {f}), "
+                f'"{struct}.{f}");'
+            )
+    for name in XLA_CONSTANTS:
+        lines.append(f'static_assert((long)opm::{name} == (long)::{name}, "{name}");')
+    _compile(tmp_path, "check", "\n".join(lines) + "\n", "-fsyntax-only", f"-I{include}",
+             f"-I{BRIDGES / 'jax'}")  # fmt: skip
+
+
 @pytest.mark.parametrize("case", LACKING, ids=[c.bridge for c in LACKING])
 def test_a_framework_that_lacks_functions_is_told_which(tmp_path: Path, case: Lacking) -> None:
     """A library with the framework's soname that has one of the shim's functions: the
@@ -189,9 +277,12 @@ print(buf.value.decode())
     assert int(lacking) == len(names.split()) > 10
 
 
-def test_without_a_compiler_jax_runs_c_abi_kernels_through_callbacks(tmp_path: Path) -> None:
-    """JAX's FFI handler is not shipped: with no compiler to build it, a C-ABI kernel runs
-    through a host callback, and the build that failed said what it tried, in one line."""
+def test_without_a_shipped_handler_or_a_compiler_jax_runs_c_abi_kernels_through_callbacks(
+    tmp_path: Path,
+) -> None:
+    """With no FFI handler shipped (OPMARKET_SHIPPED_SHIMS=0 here) and no compiler to build
+    one, a C-ABI kernel runs through a host callback, and the build that failed said what it
+    tried and why, in one line."""
     pytest.importorskip("jax", reason="needs the jax extra")
     code = (
         "import jax, numpy as np, opmarket.jax as oj\n"
@@ -203,6 +294,7 @@ def test_without_a_compiler_jax_runs_c_abi_kernels_through_callbacks(tmp_path: P
         **os.environ,
         "CC": str(tmp_path / "no-such-cc"),
         "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+        "OPMARKET_SHIPPED_SHIMS": "0",
     }
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
@@ -211,8 +303,8 @@ def test_without_a_compiler_jax_runs_c_abi_kernels_through_callbacks(tmp_path: P
     assert done.stdout.splitlines() == ["callback", "[0, 4, 0]"]
     said = [ln for ln in done.stderr.splitlines() if ln.startswith("opmarket:")]
     assert said == [
-        "opmarket: building the JAX bridge's FFI handler (opmarket's wheel does not carry it; "
-        "once per jax version)..."
+        "opmarket: building the JAX bridge's FFI handler (OPMARKET_SHIPPED_SHIMS=0; once per "
+        "jax version)..."
     ]
 
 
@@ -326,7 +418,6 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     assert litert_path.startswith("native"), litert_path
     assert litert_out == "[0, 2, 0, 0]"
     assert torch_path == "native" and torch_out == "[0, 0, 3]"
-    assert jax_out == "callback [0, 4, 0]"  # JAX's FFI handler is not shipped yet
-    assert "building the JAX bridge's FFI handler" in done.stderr  # tried, and said so
-    assert "building the TensorFlow" not in done.stderr and "PyTorch" not in done.stderr
+    assert jax_out == "ffi [0, 4, 0]"
+    assert "opmarket: building" not in done.stderr
     assert not list((tmp_path / "cache").glob("bridges/*.so"))  # nothing was compiled
