@@ -8,7 +8,8 @@ installs nothing new) gets the framework release with its dependencies, and opma
 without; everything else the tests need (pytest, the first-party plugins, the other
 frameworks) comes from the running environment (.venv), as a path entry after the venv's own
 packages, so the release installed in the venv is the one imported. Then the release's test
-files run there (``-m "not slow"``).
+files run there (``-m "not slow"``), with an empty opmarket cache of its own: the line says
+which shims the bridges had to build at first use (none, where the wheel's serve).
 
 One line per release: ``check-frameworks: NAME (PACKAGE VERSION): passed|FAILED|not run
 (DETAIL)``, and a last line with the totals. Exit 1 when a release failed, else 0 (a release
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -107,9 +109,13 @@ def build_wheel(work: Path) -> Path:
     return wheel
 
 
+def venv_name(release: Release) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", release.name.lower())
+
+
 def environment(release: Release, work: Path, wheel: Path) -> tuple[Path | None, str]:
     """The release's venv with it and opmarket installed, or None and why not."""
-    venv = work / re.sub(r"[^a-z0-9.]+", "-", release.name.lower())
+    venv = work / venv_name(release)
     python = venv / "bin" / "python"
     if not python.exists():
         done = run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
@@ -143,7 +149,9 @@ def check(release: Release, work: Path, wheel: Path) -> None:
         report(release, "", "not run", f"import {release.module} fails: {found.stderr[-300:]}")
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["OPMARKET_CACHE_DIR"] = str(work / "cache")
+    cache = work / "cache" / venv_name(release)
+    shutil.rmtree(cache, ignore_errors=True)
+    env["OPMARKET_CACHE_DIR"] = str(cache)
     start = time.monotonic()
     done = run(
         [
@@ -161,6 +169,8 @@ def check(release: Release, work: Path, wheel: Path) -> None:
         env=env,
     )
     took = f"{time.monotonic() - start:.0f} s"
+    built = sorted(p.name.rsplit("-", 1)[0] for p in cache.glob("bridges/*.so"))
+    took += f"; shims built at first use: {', '.join(built) or 'none'}"
     summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip("= ")
     if done.returncode == 0:
         report(release, version, "passed", f"{summary}; {took}")
