@@ -1,11 +1,22 @@
-"""opmarket's one compiled part: the C-ABI host (registry/_capi_host.c), the CPython extension
-opmarket.registry._capi_host through which C-ABI plugins (opmarket/c_api.h) are loaded and
-run, and framework bridges call their kernels (opmarket/capi_bridge.h).
+"""opmarket's compiled parts.
 
-It is built when opmarket is installed, so a C-ABI plugin needs no compiler at run time:
-against CPython's limited API (an abi3 wheel for every CPython >= 3.11) and numpy's C API
-(numpy >= 2 headers; the binary runs on numpy >= 1.23). Everything else is in pyproject.toml.
+- The C-ABI host (registry/_capi_host.c), the CPython extension opmarket.registry._capi_host
+  through which C-ABI plugins (opmarket/c_api.h) are loaded and run, and framework bridges
+  call their kernels (opmarket/capi_bridge.h): against CPython's limited API (an abi3 wheel
+  for every CPython >= 3.11) and numpy's C API (numpy >= 2 headers; the binary runs on
+  numpy >= 1.23).
+- The bridges' native shims (opmarket._bridge._shim_sources.SHIPPED): plain shared libraries
+  with no Python in them, against opmarket's own declarations of each framework's stable C
+  API, so that they build without the framework and link none (each finds its framework's
+  functions in the process when it loads). They take the abi3 file name only to ride in the
+  same wheel.
+
+All are built when opmarket is installed, so neither a C-ABI plugin nor a bridge needs a
+compiler at run time. Everything else is in pyproject.toml.
 """
+
+import importlib.util
+from pathlib import Path
 
 import numpy
 from setuptools import Extension, setup
@@ -15,15 +26,46 @@ LIMITED_API = 0x030B0000  # CPython 3.11: PyType_GetName and the buffer of the s
 ABI_TAG = "cp311"
 
 
+def _shim_sources():  # the module, loaded by path: opmarket is not importable while it builds
+    spec = importlib.util.spec_from_file_location(
+        "_shim_sources", "bridges/_bridge/_shim_sources.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SHIM_SOURCES = _shim_sources()
+# The shims whose source is generated (trampolines): written under build_temp first.
+GENERATED = {
+    "tensorflow": SHIM_SOURCES.tensorflow_source,
+    "torch": SHIM_SOURCES.torch_source,
+}
+
+
 class BuildExt(build_ext):
     """Compile with the warnings on (gcc and clang): the host is kept clean under them. Hidden
-    visibility: the module exports PyInit__capi_host and nothing else."""
+    visibility: the host exports PyInit__capi_host and nothing else, each shim its opm_*
+    entry points."""
 
     def build_extensions(self) -> None:
-        if self.compiler.compiler_type == "unix":
-            for ext in self.extensions:
+        # None of these links libpython: a run path of the building Python (a pyenv's
+        # LDFLAGS carry one) would only point the installed files at the build machine.
+        for attr in ("linker_so", "linker_so_cxx"):
+            command = getattr(self.compiler, attr, None)
+            if command:
+                setattr(self.compiler, attr, [a for a in command if not a.startswith("-Wl,-rpath")])
+        for ext in self.extensions:
+            bridge = ext.name.split(".")[1]
+            if bridge in GENERATED:
+                out = Path(self.build_temp, f"{ext.name}.cc")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(GENERATED[bridge](Path("bridges", bridge)))
+                ext.sources = [str(out)]
+            if self.compiler.compiler_type == "unix":
+                std = "-std=c++17" if ext.language == "c++" else "-std=c11"
                 ext.extra_compile_args = [
-                    "-std=c11",
+                    std,
                     "-Wall",
                     "-Wextra",
                     "-fvisibility=hidden",
@@ -54,8 +96,25 @@ host = Extension(
     py_limited_api=True,
 )
 
+
+def _shim(bridge: str, name: str, c_source: str) -> Extension:
+    # A generated (C++) source replaces the placeholder in BuildExt.
+    source = f"bridges/{bridge}/{c_source}" if c_source else "bridges/_bridge/_shim_sources.py"
+    return Extension(
+        f"opmarket.{bridge}.{name}",
+        sources=[source],
+        depends=[str(p) for p in Path("bridges", bridge).glob("_*.[ch]*")],
+        include_dirs=["sdk/include", f"bridges/{bridge}"],
+        libraries=["dl"],  # dlopen/dlsym: in libc from glibc 2.34, libdl before
+        language="c" if c_source else "c++",
+        py_limited_api=True,
+    )
+
+
+shims = [_shim(*row) for row in SHIM_SOURCES.SHIPPED]
+
 setup(
-    ext_modules=[host],
+    ext_modules=[host, *shims],
     cmdclass={"build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": ABI_TAG}},
 )

@@ -2,14 +2,14 @@
 ``opmarket.litert``, ``opmarket.jax``, ``opmarket.torch``): which ops a framework sees, how
 their attrs become parameters, attr values and dtypes from framework values, output shapes
 from the op's shape function, the op's kernels (prepared calls) and gradients on numpy
-arrays, the C-ABI kernels' native handles and the native shims built on first use. Nothing
-here imports a framework.
+arrays, the C-ABI kernels' native handles and the native shims (shipped built in the install,
+or built on first use). Nothing here imports a framework.
 
 This package is the one place the bridges reach opmarket's run time, and it does so through
 ``opmarket.registry``'s public names only (:mod:`opmarket._bridge._registry`).
 """
 
-from opmarket._bridge._build import build_shim
+from opmarket._bridge._build import build_shim, shipped_shim
 from opmarket._bridge._namespace import BridgeNamespace
 from opmarket._bridge._ops import (
     BridgeOp,
@@ -49,6 +49,12 @@ from opmarket._bridge._registry import (
     registry,
 )
 from opmarket._bridge._shapes import num_outputs, output_shapes
+from opmarket._bridge._shim_sources import (
+    TENSORFLOW_SLOTS,
+    TORCH_SLOTS,
+    tensorflow_source,
+    torch_source,
+)
 from opmarket.registry import (
     BoundedCache,
     KernelNotFoundError,
@@ -59,6 +65,8 @@ from opmarket.registry import (
 
 __all__ = [
     "NATIVE_PRIORITY_BOOST",
+    "TENSORFLOW_SLOTS",
+    "TORCH_SLOTS",
     "BoundedCache",
     "BridgeError",
     "BridgeNamespace",
@@ -98,4 +106,7 @@ __all__ = [
     "readonly_array",
     "registry",
     "require_framework",
+    "shipped_shim",
+    "tensorflow_source",
+    "torch_source",
 ]

@@ -1,12 +1,16 @@
-"""Native shims built on first use: a C or C++ source compiled into a shared library in
-opmarket's cache, named by the hash of everything that goes into it (source, opmarket's
-headers, compiler, flags, framework version), so each build happens once per machine and a
-changed input builds anew. Every bridge's shim (TensorFlow's kernels, JAX's FFI handler) is
-built here."""
+"""The bridges' native shims: the one opmarket's wheel carries (built by setup.py from the
+same source, against no framework), else one built on first use.
+
+A shim built on first use is a C or C++ source compiled into a shared library in opmarket's
+cache, named by the hash of everything that goes into it (source, opmarket's headers,
+compiler, flags, framework version), so each build happens once per machine and a changed
+input builds anew. Every bridge's shim (TensorFlow's kernels, JAX's FFI handler) is built
+here."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import os
 import shlex
 import subprocess
@@ -19,7 +23,25 @@ from opmarket.registry import LibraryError
 from opmarket.sdk import cache_dir
 from opmarket.sdk.build import compiler
 
-__all__ = ["build_shim"]
+__all__ = ["build_shim", "shipped_shim"]
+
+
+#: Set to 0 to build every shim from source at first use rather than load the shipped ones.
+SHIPPED_ENV = "OPMARKET_SHIPPED_SHIMS"
+
+
+def shipped_shim(folder: Path, name: str) -> tuple[Path | None, str]:
+    """The shim ``name`` that opmarket's install carries in the bridge package ``folder``
+    (setup.py builds it as an abi3 extension file with no Python in it) and "", or None and
+    why there is none: a source tree that was not built, a platform the wheel was not built
+    for, or ``OPMARKET_SHIPPED_SHIMS=0``."""
+    if os.environ.get(SHIPPED_ENV, "").strip() == "0":
+        return None, f"{SHIPPED_ENV}=0"
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = folder / f"{name}{suffix}"
+        if path.is_file():
+            return path, ""
+    return None, "this opmarket install carries none"
 
 
 def build_shim(

@@ -1,12 +1,14 @@
-"""C-ABI kernels as XLA FFI custom calls: the handler in ``_ffi_shim.c`` is built against
-``jax.ffi.include_dir()`` and opmarket's bridge header on first use (cached by content and
-jax version), registered as the CPU target ``opmarket_capi``, and called with
+"""C-ABI kernels as XLA FFI custom calls: the handler in ``_ffi_shim.c`` (shipped built in
+opmarket's wheel for one XLA FFI API version; for a jaxlib of another, built on first use
+against ``jax.ffi.include_dir()``, cached by content and jax version) is registered as the
+CPU target ``opmarket_capi``, and called with
 ``jax.ffi.ffi_call``. The op's attrs travel as FFI attributes; the kernel's handle and a
 call-site number beside them (``opm_kernel``, ``opm_site``)."""
 
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,12 +20,14 @@ import numpy as np
 import jax
 from opmarket._bridge import (
     BridgeOp,
+    LibraryError,
     OutputSpec,
     bridge_include,
     bridge_table,
     build_shim,
     freeze_attrs,
     native_handle,
+    shipped_shim,
 )
 from opmarket.sdk import DType
 
@@ -49,23 +53,18 @@ class Native:
 
 
 def library() -> ctypes.CDLL | None:
-    """The FFI handler's library, built and registered with JAX once per process; None
-    where the host has no bridge interface."""
+    """The FFI handler's library, loaded and registered with JAX once per process; None
+    where the host has no bridge interface or there is no handler for this jaxlib (no
+    compiler to build one: then C-ABI kernels run through host callbacks, the reason in
+    ``_state["why"]``)."""
     if "lib" in _state:
         return _state["lib"]  # type: ignore[no-any-return]
     with _lock:
         if "lib" in _state:
             return _state["lib"]  # type: ignore[no-any-return]
         table = bridge_table()
-        lib = None
-        if table is not None:
-            path = build_shim(
-                "opmarket_jax_ffi",
-                _SOURCE,
-                [bridge_include(), jax.ffi.include_dir()],
-                key=[jax.__version__],
-            )
-            lib = ctypes.CDLL(str(path))
+        lib = _handler() if table is not None else None
+        if lib is not None:
             lib.opm_jax_init.argtypes = [ctypes.c_void_p]
             lib.opm_jax_init.restype = ctypes.c_int
             if lib.opm_jax_init(table) != 0:
@@ -77,6 +76,54 @@ def library() -> ctypes.CDLL | None:
                 jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
         _state["lib"] = lib
         return lib
+
+
+def _api_version(number: int) -> str:
+    return f"{number // 1000}.{number % 1000}"
+
+
+def _installed_api_version() -> int | None:
+    """The XLA FFI API version this jaxlib's own c_api.h declares (major * 1000 + minor), or
+    None where it cannot be read."""
+    header = Path(jax.ffi.include_dir(), "xla", "ffi", "api", "c_api.h")
+    try:
+        text = header.read_text()
+    except OSError:
+        return None
+    major = re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text)
+    minor = re.search(r"#define XLA_FFI_API_MINOR (\d+)", text)
+    return int(major[1]) * 1000 + int(minor[1]) if major and minor else None
+
+
+def _handler() -> ctypes.CDLL | None:
+    """The handler opmarket's install carries, where it serves this jaxlib's XLA FFI API
+    version; else one built now against jaxlib's header (one line on stderr says why)."""
+    shipped, why = shipped_shim(_SOURCE.parent, "_opm_jax_ffi")
+    if shipped is not None:
+        try:
+            lib = ctypes.CDLL(str(shipped))
+            served, installed = lib.opm_jax_ffi_version(), _installed_api_version()
+            if installed is None or installed == served:
+                return lib
+            why = (
+                f"this jaxlib's XLA FFI API is {_api_version(installed)}, the shipped "
+                f"handler's {_api_version(served)}"
+            )
+        except OSError as exc:
+            why = f"the one it carries does not load: {exc}"
+    try:
+        path = build_shim(
+            "opmarket_jax_ffi",
+            _SOURCE,
+            [bridge_include(), jax.ffi.include_dir()],
+            key=[jax.__version__],
+            flags=["-std=c11", "-DOPM_XLA_FFI_HEADERS"],
+            announce=f"building the JAX bridge's FFI handler ({why}; once per jax version)...",
+        )
+    except LibraryError as exc:  # no compiler: C-ABI kernels go through callbacks
+        _state["why"] = f"its FFI handler could not be built: {exc}".splitlines()[0]
+        return None
+    return ctypes.CDLL(str(path))
 
 
 def _attribute(attr_type: str, value: Any) -> Any:

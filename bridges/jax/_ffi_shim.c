@@ -1,8 +1,10 @@
 /* opmarket's XLA FFI handler: runs a C-ABI plugin kernel on XLA's buffers, with no Python.
  *
- * Built on first use against jax.ffi.include_dir() (xla/ffi/api/c_api.h, the stable C API
- * of XLA FFI) and opmarket/capi_bridge.h, then registered with JAX as the custom-call target
- * "opmarket_capi". Each custom call carries FFI attributes:
+ * Shipped built in opmarket's wheel against _xla_ffi_c_api.h (opmarket's declarations of XLA
+ * FFI's stable C API, one API version), or built on first use against jax.ffi.include_dir()
+ * (xla/ffi/api/c_api.h) with -DOPM_XLA_FFI_HEADERS for a jaxlib of another API version; then
+ * registered with JAX as the custom-call target "opmarket_capi". Each custom call carries
+ * FFI attributes:
  *
  *   opm_kernel  int64  the kernel's OPMB_Kernel handle (opmarket's host owns the plugin)
  *   opm_site    int64  a number per (kernel, attrs) that the bridge hands out: the kernel's
@@ -24,7 +26,16 @@
 #include <pthread.h>
 
 #include "opmarket/capi_bridge.h"
+/* opmarket's wheel carries the handler built against opmarket's declarations of the API
+ * version it serves; built on first use for another version, against jaxlib's own header. */
+#ifdef OPM_XLA_FFI_HEADERS
 #include "xla/ffi/api/c_api.h"
+#else
+#include "_xla_ffi_c_api.h"
+#endif
+
+/* What Python looks up (the build hides everything else). */
+#define OPM_JAX_EXPORT __attribute__((visibility("default")))
 
 #define MAX_ARGS 64
 #define MAX_SITES 4096
@@ -34,8 +45,13 @@ static _Atomic(void*) states[MAX_SITES];
 static atomic_char made[MAX_SITES];
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The XLA FFI API version the handler was built for, major * 1000 + minor. */
+OPM_JAX_EXPORT int opm_jax_ffi_version(void) {
+  return XLA_FFI_API_MAJOR * 1000 + XLA_FFI_API_MINOR;
+}
+
 /* Called once from Python with the host's table; 0 when it can be used. */
-int opm_jax_init(const OPMB_BridgeApi* api) {
+OPM_JAX_EXPORT int opm_jax_init(const OPMB_BridgeApi* api) {
   if (api == NULL || api->struct_size < sizeof(OPMB_BridgeApi) ||
       api->version < OPMB_BRIDGE_API_VERSION)
     return 1;
@@ -290,7 +306,7 @@ static OPM_Status* thread_status(void) {
   return status;
 }
 
-XLA_FFI_Error* opm_jax_capi_call(XLA_FFI_CallFrame* frame) {
+OPM_JAX_EXPORT XLA_FFI_Error* opm_jax_capi_call(XLA_FFI_CallFrame* frame) {
   if (frame->extension_start != NULL &&
       frame->extension_start->type == XLA_FFI_Extension_Metadata)
     return metadata(frame);

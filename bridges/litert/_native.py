@@ -1,5 +1,6 @@
-"""C-ABI kernels as native LiteRT custom-op kernels: ``_shim.c`` (built on first use by
-``opmarket._bridge.build_shim``, against opmarket's bridge header only) holds the
+"""C-ABI kernels as native LiteRT custom-op kernels: ``_shim.c`` (shipped built in opmarket's
+wheel; built on first use by ``opmarket._bridge.build_shim`` where the install carries none;
+against opmarket's bridge header only) holds the
 ``LiteRtCustomOpKernel`` every native registration uses, its user data a registration made
 here: the op, its attrs in the bridge interface's form and the kernel for each tuple of input
 dtypes its nodes take. Init creates the kernels' states, GetOutputLayouts runs the op's C
@@ -34,6 +35,7 @@ from opmarket._bridge import (
     native_shape_handle,
     normalize_dtype,
     num_outputs,
+    shipped_shim,
 )
 from opmarket.litert import _capi
 from opmarket.sdk import DType, KernelSpec, OpmarketError
@@ -113,17 +115,26 @@ def why_not() -> str:
 
 
 def _load(table: int) -> ctypes.CDLL:
-    import ai_edge_litert
-
+    """The shim opmarket's install carries (setup.py builds it), else the same source built
+    now, with one line on stderr saying why."""
+    shipped, why = shipped_shim(_SOURCE.parent, "_opm_litert_shim")
+    if shipped is not None:
+        try:
+            return _open(shipped, table)
+        except OSError as exc:
+            why = f"the one it carries does not load: {exc}"
     path = build_shim(
         "opm_litert_shim",
         _SOURCE,
         [bridge_include()],
-        key=[getattr(ai_edge_litert, "__version__", "")],
         flags=["-std=c11", "-fvisibility=hidden"],
         link=[],
-        announce="building the LiteRT bridge's native shim (once per ai-edge-litert version)...",
+        announce=f"building the LiteRT bridge's native shim ({why}; once)...",
     )
+    return _open(path, table)
+
+
+def _open(path: Path, table: int) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     lib.opm_litert_init.restype = ctypes.c_int
     lib.opm_litert_init.argtypes = [ctypes.c_void_p] * 4

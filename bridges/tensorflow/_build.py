@@ -1,105 +1,110 @@
-"""Builds and loads the TensorFlow shim (``_shim.cc``, then generated trampolines, then
-``_shim_native.cc``): compiled on first use against the installed TensorFlow's headers by
-the bridges' one shim builder (``opmarket._bridge.build_shim``: opmarket's cache folder, one
-file per shim source, opmarket C header and TensorFlow version); later processes load it at
-once."""
+"""Loads the TensorFlow shim (``_shim.cc``, generated trampolines, ``_shim_native.cc``): the
+one opmarket's wheel carries, built by setup.py against opmarket's own declarations of
+TensorFlow's C API (``_tf_c_api.h``), so no compiler and no TensorFlow headers are needed at
+run time. The shim links no TensorFlow: it finds TensorFlow's C functions in the process's
+``libtensorflow_framework.so.2`` when it loads, and a TensorFlow that lacks one is named with
+the functions it lacks. Where the install carries no shim (a source tree not built, a
+platform the wheel was not built for) or the carried one does not load, the same source is
+built on first use by the bridges' one shim builder, with one line on stderr saying so."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import threading
-from importlib import resources
+from pathlib import Path
+from typing import Any
 
-from opmarket._bridge import BridgeError, LibraryError, bridge_include, build_shim
+from opmarket._bridge import (
+    TENSORFLOW_SLOTS,
+    BridgeError,
+    LibraryError,
+    bridge_include,
+    build_shim,
+    shipped_shim,
+    tensorflow_source,
+)
 
 __all__ = ["SLOTS", "shim"]
 
 #: Trampolines of each kind (shape functions, kernel creates) the shim has: at most this
 #: many ops with a shape function, and this many Python-bodied kernels, per process.
-SLOTS = 1024
-
+SLOTS = TENSORFLOW_SLOTS
+#: The library TensorFlow's C API is in, by its soname (OPM_TF_FRAMEWORK in _tf_c_api.h).
+FRAMEWORK = "libtensorflow_framework.so.2"
+_NAME = "_opm_tf_shim"
+_FOLDER = Path(__file__).parent
 _lock = threading.Lock()
 _shim: ctypes.CDLL | None = None
 
 
-def _trampolines() -> str:
-    """C for SLOTS shape and create trampolines and the two tables that hand them out."""
-    lines = []
-    for i in range(SLOTS):
-        lines.append(
-            f"static void opm_shape_{i}(TF_ShapeInferenceContext* c, TF_Status* s) "
-            f"{{ shape_common({i}, c, s); }}"
-        )
-        lines.append(
-            f"static void* opm_create_{i}(TF_OpKernelConstruction* c) "
-            f"{{ return create_common({i}, c); }}"
-        )
-    shapes = ", ".join(f"opm_shape_{i}" for i in range(SLOTS))
-    creates = ", ".join(f"opm_create_{i}" for i in range(SLOTS))
-    lines += [
-        "typedef void (*opm_shape_fn)(TF_ShapeInferenceContext*, TF_Status*);",
-        "typedef void* (*opm_create_fn)(TF_OpKernelConstruction*);",
-        f"static const opm_shape_fn opm_shapes[{SLOTS}] = {{{shapes}}};",
-        f"static const opm_create_fn opm_creates[{SLOTS}] = {{{creates}}};",
-        "static void (*shape_trampoline(int32_t slot))(TF_ShapeInferenceContext*, TF_Status*) {",
-        f"  return slot >= 0 && slot < {SLOTS} ? opm_shapes[slot] : NULL;",
-        "}",
-        "static void* (*create_trampoline(int32_t slot))(TF_OpKernelConstruction*) {",
-        f"  return slot >= 0 && slot < {SLOTS} ? opm_creates[slot] : NULL;",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+class _Shim(ctypes.CDLL):
+    """The shim's library; TensorFlow's own C functions (``TF_NewStatus``, ``TF_Message``...)
+    that Python calls resolve in TensorFlow's library, as they did when the shim linked it."""
+
+    framework: ctypes.CDLL | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("TF_") and self.framework is not None:
+            func = getattr(self.framework, name)
+            setattr(self, name, func)
+            return func
+        return super().__getattr__(name)
 
 
-def _source() -> str:
-    files = resources.files("opmarket.tensorflow")
-    head = files.joinpath("_shim.cc").read_text()
-    native = files.joinpath("_shim_native.cc").read_text()
-    # The trampolines go between the Python part and the native part, inside extern "C".
-    return (
-        f"#define OPM_TF_SLOTS {SLOTS}\n"
-        + head
-        + "\n/* ---- generated trampolines ---- */\n"
-        + _trampolines()
-        + "\n"
-        + native
-        + '\n}  /* extern "C" */\n'
-    )
-
-
-def _tf_flags() -> tuple[list[str], list[str], str]:
+def _open(path: Path) -> _Shim:
+    """The shim at ``path`` with TensorFlow's functions bound; BridgeError naming the ones
+    this TensorFlow lacks."""
     import tensorflow as tf
 
-    return (
-        list(tf.sysconfig.get_compile_flags()),
-        list(tf.sysconfig.get_link_flags()),
-        str(tf.version.VERSION),
-    )
+    lib = _Shim(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    lib.framework = ctypes.CDLL(FRAMEWORK, mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    lib.opm_tf_bind.restype = ctypes.c_int32
+    lib.opm_tf_bind.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+    missing = ctypes.create_string_buffer(4096)
+    lacking = lib.opm_tf_bind(missing, len(missing))
+    if lacking < 0:
+        raise BridgeError(f"opmarket.tensorflow: TensorFlow's {FRAMEWORK} is not loaded")
+    if lacking > 0:
+        raise BridgeError(
+            f"opmarket.tensorflow cannot run on TensorFlow {tf.version.VERSION}: its "
+            f"{FRAMEWORK} lacks {lacking} function(s) of TensorFlow's C API that the bridge's "
+            f"shim calls: {missing.value.decode()}"
+        )
+    return lib
 
 
 def shim() -> ctypes.CDLL:
-    """The loaded shim, built first if this TensorFlow and source have none yet."""
+    """The loaded shim: the one opmarket carries, else one built for this source first."""
     global _shim
     if _shim is not None:
         return _shim
     with _lock:
         if _shim is None:
-            cflags, ldflags, version = _tf_flags()
-            lib_dirs = [f[2:] for f in ldflags if f.startswith("-L")]
-            try:
-                target = build_shim(
-                    "opm_tf_shim",
-                    _source(),
-                    [bridge_include()],
-                    key=[version],
-                    flags=[*cflags, "-fvisibility=hidden"],
-                    link=[*ldflags, *[f"-Wl,-rpath,{d}" for d in lib_dirs]],
-                    language="c++",
-                    # Tens of seconds, once per TensorFlow version: say so rather than hang.
-                    announce="building the TensorFlow bridge's shim (once, ~20 s)...",
-                )
-            except LibraryError as exc:
-                raise BridgeError(f"opmarket.tensorflow could not build its shim: {exc}") from None
-            _shim = ctypes.CDLL(str(target), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            _shim = _load()
         return _shim
+
+
+def _load() -> _Shim:
+    import tensorflow  # noqa: F401  (the shim binds to the TensorFlow it loads)
+
+    shipped, why = shipped_shim(_FOLDER, _NAME)
+    if shipped is not None:
+        try:
+            return _open(shipped)
+        except OSError as exc:  # e.g. a C++ runtime older than the build machine's
+            why = f"the one it carries does not load: {exc}"
+    try:
+        target = build_shim(
+            "opm_tf_shim",
+            tensorflow_source(_FOLDER),
+            [bridge_include(), str(_FOLDER)],
+            flags=["-std=c++17", "-fvisibility=hidden"],
+            link=["-ldl"],
+            language="c++",
+            # Tens of seconds, once per source: say what and why rather than hang.
+            announce=f"building the TensorFlow bridge's shim ({why}; once, ~10 s)...",
+        )
+        return _open(target)
+    except (LibraryError, OSError) as exc:
+        raise BridgeError(f"opmarket.tensorflow could not build its shim: {exc}") from None

@@ -7,25 +7,29 @@
  * Kernels whose bodies are Python (numpy, pybind11) call back into Python per call; C-ABI
  * kernels (opmarket/c_api.h) run in the shim, on TensorFlow's tensors, with no Python.
  *
- * The shim links libtensorflow_framework and the C/C++ runtime only: no Python. */
+ * The shim links the C/C++ runtime only: no Python, and no TensorFlow either. TensorFlow's
+ * functions are found in the process's libtensorflow_framework when Python calls
+ * opm_tf_bind (_tf_c_api.h), so one build serves every TensorFlow that has them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensorflow/c/kernels.h"
-#include "tensorflow/c/ops.h"
-#include "tensorflow/c/tf_buffer.h"
-#include "tensorflow/c/tf_status.h"
-#include "tensorflow/c/tf_tensor.h"
+#include "_tf_c_api.h"
 
 #include "opmarket/capi_bridge.h"
 
 #define OPM_TF_EXPORT __attribute__((visibility("default")))
 
-/* TensorFlow's C headers declare their opaque types as C++ structs: the shim is C++ with C
- * linkage. */
+/* The shim is C++ with C linkage (TensorFlow's own headers, which it was first written
+ * against, declare their opaque types as C++ structs). */
 extern "C" {
+
+/* Finds TensorFlow's functions in the loaded TensorFlow: how many it lacks (their names in
+ * `missing`), or -1 when no TensorFlow is loaded. Python calls it first, once. */
+OPM_TF_EXPORT int32_t opm_tf_bind(char* missing, uint64_t cap) {
+  return (int32_t)opm_tf_bind_api(missing, (size_t)cap);
+}
 
 typedef void (*opm_shape_cb)(int32_t slot, TF_ShapeInferenceContext* ctx, TF_Status* status);
 typedef int64_t (*opm_create_cb)(int32_t slot, TF_OpKernelConstruction* ctx);

@@ -1,6 +1,7 @@
 """C-ABI kernels as native CPU kernels of torch operators: ``_shim.cc``, generated
-trampolines and ``_shim_register.cc`` (built on first use
-against the installed torch's headers by ``opmarket._bridge.build_shim``) registers a boxed
+trampolines and ``_shim_register.cc`` (shipped built in opmarket's wheel against opmarket's
+declarations of torch's stable C ABI, ``_torch_c_api.h``; built on first use by
+``opmarket._bridge.build_shim`` where the install carries none) registers a boxed
 kernel through PyTorch's stable C ABI that runs the kernel through the host's bridge table
 on torch's own buffers, with no Python per call. The operator's schema, fake tensors and
 autograd stay as the bridge defines them from Python. An overload goes native when every
@@ -14,11 +15,11 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from opmarket._bridge import (
+    TORCH_SLOTS,
     BridgeError,
     BridgeOp,
     KernelNotFoundError,
@@ -28,6 +29,8 @@ from opmarket._bridge import (
     bridge_table,
     build_shim,
     native_handle,
+    shipped_shim,
+    torch_source,
 )
 from opmarket.sdk import DType
 from opmarket.sdk.torch_schema import forward_schema
@@ -35,7 +38,8 @@ from opmarket.sdk.torch_schema import forward_schema
 __all__ = ["BRIDGE_VERSION", "SLOTS", "register", "shim"]
 
 #: Native overloads one process can register (each takes a trampoline of the shim).
-SLOTS = 1024
+SLOTS = TORCH_SLOTS
+_FOLDER = Path(__file__).parent
 #: The OPM dtypes the shim maps to torch dtypes.
 _TORCH_TYPES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 14, 17, 18, 19, 22, 23)
 #: Dtype combinations tried when tabling an overload's kernels.
@@ -57,17 +61,6 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
 
-def _source() -> str:
-    files = resources.files("opmarket.torch")
-    text = files.joinpath("_shim.cc").read_text()
-    lines = [f"#define OPM_TORCH_SLOTS {SLOTS}", text]
-    lines += [f"OPM_TRAMPOLINE({i})" for i in range(SLOTS)]
-    table = ", ".join(f"opm_boxed_{i}" for i in range(SLOTS))
-    lines.append(f"static const boxed_fn opm_boxed[{SLOTS}] = {{{table}}};")
-    lines.append(files.joinpath("_shim_register.cc").read_text())
-    return "\n".join(lines) + "\n"
-
-
 def shim() -> ctypes.CDLL | None:
     """The loaded shim, built first if this torch and source have none yet; None where the
     host has no bridge table or the shim cannot be built (the reason: ``_state["why"]``)."""
@@ -82,28 +75,54 @@ def shim() -> ctypes.CDLL | None:
         else:
             try:
                 lib = _build()
-            except (LibraryError, BridgeError, OSError) as exc:
+            except LibraryError as exc:
                 _state["why"] = f"its shim could not be built: {exc}".splitlines()[0]
+            except (BridgeError, OSError) as exc:
+                _state["why"] = f"its shim cannot serve: {exc}".splitlines()[0]
         _state["lib"] = lib
         return lib
 
 
 def _build() -> ctypes.CDLL:
-    import torch
-    from torch.utils import cpp_extension
+    """The shim opmarket's install carries (setup.py builds it), else the same source built
+    now, with one line on stderr saying why; torch's functions bound in either."""
+    import torch  # noqa: F401  (the shim binds to the torch it loads)
 
-    lib_dir = str(Path(torch.__file__).parent / "lib")
+    shipped, why = shipped_shim(_FOLDER, "_opm_torch_shim")
+    if shipped is not None:
+        try:
+            return _open(shipped)
+        except OSError as exc:  # e.g. a C++ runtime older than the build machine's
+            why = f"the one it carries does not load: {exc}"
     target = build_shim(
         "opm_torch_shim",
-        _source(),
-        [bridge_include(), *cpp_extension.include_paths()],
-        key=[torch.__version__],
+        torch_source(_FOLDER),
+        [bridge_include(), str(_FOLDER)],
         flags=["-std=c++17", "-fvisibility=hidden"],
-        link=[f"-L{lib_dir}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib_dir}"],
+        link=["-ldl"],
         language="c++",
-        announce="building the PyTorch bridge's native shim (once per torch version, ~20 s)...",
+        announce=f"building the PyTorch bridge's native shim ({why}; once, a few seconds)...",
     )
-    lib = ctypes.CDLL(str(target))
+    return _open(target)
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    """The shim at ``path`` with torch's functions bound; BridgeError naming the ones this
+    torch lacks."""
+    import torch
+
+    lib = ctypes.CDLL(str(path))
+    lib.opm_torch_bind.restype = ctypes.c_int32
+    lib.opm_torch_bind.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+    missing = ctypes.create_string_buffer(4096)
+    lacking = lib.opm_torch_bind(missing, len(missing))
+    if lacking < 0:
+        raise BridgeError("torch's libtorch_cpu.so is not loaded")
+    if lacking > 0:
+        raise BridgeError(
+            f"torch {torch.__version__} lacks {lacking} function(s) of its stable C ABI that "
+            f"the shim calls: {missing.value.decode()}"
+        )
     lib.opm_torch_register.restype = ctypes.c_int
     return lib
 

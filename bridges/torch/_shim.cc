@@ -3,12 +3,12 @@
  * kernel runs through the host's bridge table (opmarket/capi_bridge.h) on torch's own
  * buffers, with no Python per call. A boxed kernel gets no user-data pointer, so each
  * registration takes a slot, and slot i's kernel is the generated trampoline opm_boxed_i
- * (appended after this file by opmarket.torch._native, then _shim_register.cc). Built on
- * first use against the installed torch's headers; it calls only their C functions. */
+ * (appended after this file by opmarket._bridge's torch_source, then _shim_register.cc).
+ * Built against opmarket's declarations of torch's C functions (_torch_c_api.h), it links no
+ * torch: opm_torch_bind finds them in the process's libtorch_cpu, so one build (shipped in
+ * opmarket's wheel) serves every torch that has them. */
 
-#include <torch/csrc/inductor/aoti_torch/c/shim.h>
-#include <torch/csrc/stable/c/shim.h>
-#include <torch/csrc/stable/version.h>
+#include "_torch_c_api.h"
 
 #include <cstdint>
 #include <cstring>

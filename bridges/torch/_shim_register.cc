@@ -1,5 +1,11 @@
-/* opmarket's PyTorch shim, second part (appended to _shim.cc by opmarket.torch._native,
- * after the generated trampolines and their table opm_boxed): registering a slot's kernel. */
+/* opmarket's PyTorch shim, second part (appended to _shim.cc after the generated trampolines
+ * and their table opm_boxed): binding torch's functions, registering a slot's kernel. */
+
+/* Finds torch's functions in the loaded torch: how many it lacks (their names in `missing`),
+ * or -1 when no torch is loaded. Python calls it first, once. */
+OPM_TORCH_EXPORT int32_t opm_torch_bind(char* missing, uint64_t cap) {
+  return (int32_t)opm_torch_bind_api(missing, (size_t)cap);
+}
 
 namespace {
 
@@ -68,7 +74,7 @@ OPM_TORCH_EXPORT int opm_torch_register(const char* ns, const char* name, int32_
   TorchLibraryHandle lib = nullptr;
   if (aoti_torch_library_init_impl(ns, "CPU", "opmarket/torch/_shim.cc", 0, &lib) !=
           AOTI_TORCH_SUCCESS ||
-      torch_library_impl(lib, name, fn, TORCH_VERSION_2_10_0) != AOTI_TORCH_SUCCESS) {
+      torch_library_impl(lib, name, fn, OPM_TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS) {
     set_error(error, error_size, "torch refused the CPU kernel of " + s->name);
     delete s;
     return -1;

@@ -236,16 +236,22 @@ def test_a_clash_with_a_tensorflow_op_is_an_error_not_a_crash(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_building_the_shim_says_so_once(tmp_path: Path) -> None:
-    """The shim's build takes tens of seconds: the first import says what it does, on stderr;
-    a later one, with the shim in the cache, says nothing."""
+def test_the_shim_is_built_only_where_none_is_shipped_and_says_why_once(tmp_path: Path) -> None:
+    """The install's shim serves at once, with nothing compiled; without it
+    (OPMARKET_SHIPPED_SHIMS=0 here) the first import builds one and says what and why, on
+    stderr, in one line; a later one, with the shim in the cache, says nothing."""
     code = "import opmarket.tensorflow as otf; print(otf.ops.zero_out([1, 2]).numpy())"
-    cache = str(tmp_path / "cache")
-    first = _run(code, tmp_path, OPMARKET_CACHE_DIR=cache)
+    cache = tmp_path / "cache"
+    shipped = _run(code, tmp_path, OPMARKET_CACHE_DIR=str(cache))
+    assert shipped.returncode == 0, shipped.stderr
+    assert "opmarket:" not in shipped.stderr and not (cache / "bridges").exists()
+    first = _run(code, tmp_path, OPMARKET_CACHE_DIR=str(cache), OPMARKET_SHIPPED_SHIMS="0")
     assert first.returncode == 0, first.stderr
     said = [line for line in first.stderr.splitlines() if line.startswith("opmarket:")]
-    assert said == ["opmarket: building the TensorFlow bridge's shim (once, ~20 s)..."]
-    again = _run(code, tmp_path, OPMARKET_CACHE_DIR=cache)
+    assert said == [
+        "opmarket: building the TensorFlow bridge's shim (OPMARKET_SHIPPED_SHIMS=0; once, ~10 s)..."
+    ]
+    again = _run(code, tmp_path, OPMARKET_CACHE_DIR=str(cache), OPMARKET_SHIPPED_SHIMS="0")
     assert again.returncode == 0, again.stderr
     assert "opmarket:" not in again.stderr
 
