@@ -53,7 +53,7 @@ class Settings(BaseSettings):
 
     # How stale /simple/ may be after another process changed the catalog (this process's
     # own changes show at once).
-    index_cache_ttl_s: float = Field(default=0.1, ge=0.0)
+    index_cache_ttl_s: float = Field(default=1.0, ge=0.0)
 
     # HTTP limits (see docs/marketplace.md, "HTTP limits"): one client must not stall the
     # others. The head is the request line and headers.

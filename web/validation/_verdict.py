@@ -3,9 +3,9 @@ the server's log (one line per upload and per verdict), and ``opmarket status``.
 
 A verdict is announced in-process (an event per waiting request, set from the validation
 thread). A verdict stored by another process bumps the project's serial, which the catalog's
-change log records: the waiting requests look again when this process's page cache sees
-the log move (read once per ``INDEX_CACHE_TTL_S`` for all of them), and at least every
-:data:`POLL_MAX_S` whatever happens. Waiting holds neither a database connection nor the
+change log records: while uploads wait, their process reads the log every :data:`WAKE_S`
+(once for all of them; its page cache follows), and they look again when it moved, and at
+least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a database connection nor the
 event loop.
 """
 
@@ -44,6 +44,10 @@ log = logging.getLogger("opmarket.web.uploads")
 #: The longest pause between two looks at the file's status while an upload waits (when
 #: neither an announcement nor the change log woke it).
 POLL_MAX_S = 1.0
+
+#: How often a process with uploads waiting reads the change log (pages wait
+#: ``INDEX_CACHE_TTL_S``): a verdict stored by another process is seen this soon.
+WAKE_S = 0.1
 
 _lock = threading.Lock()
 _waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -109,13 +113,14 @@ async def _until_woken(state: AppState, event: asyncio.Event, seen: object, most
     end = time.monotonic() + most
     while (left := end - time.monotonic()) > 0:
         try:
-            await asyncio.wait_for(event.wait(), min(max(state.pages.ttl, 0.01), left))
+            await asyncio.wait_for(event.wait(), min(WAKE_S, left))
             return
         except TimeoutError:
             pass
-        if state.pages.due():  # one read for every waiting request (and page) of this process
+        # One read for every waiting upload of this process, which also refreshes its pages.
+        if state.pages.due(WAKE_S):
             try:
-                await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+                await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine), WAKE_S)
             except SQLAlchemyError as exc:  # the status itself is read again at ``end``
                 state.pages.postpone()
                 log.warning("the change log could not be read (%s)", exc)
