@@ -136,8 +136,9 @@ async def project_page(project: str, request: Request) -> Response:
     return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
 
 
-#: File columns the simple pages never read (loading them would parse the JSON of every file).
-_UNSHOWN = (File.log, File.result, File.opset, File.gpu)
+#: File columns the simple pages never read (loading them would parse the JSON of every
+#: file), as loader options built once: built on every miss they cost more than they save.
+_UNSHOWN = tuple(defer(c, raiseload=True) for c in (File.log, File.result, File.opset, File.gpu))
 
 
 def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
@@ -155,7 +156,7 @@ def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
                 .outerjoin(File, validated)
                 .where(Project.normalized == normalized)
                 .order_by(File.filename)
-                .options(*(defer(c, raiseload=True) for c in _UNSHOWN))
+                .options(*_UNSHOWN)
             )
             .tuples()
             .all()
