@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import Select, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from opmarket.web.catalog._db import Database
@@ -85,16 +85,25 @@ class JobQueue:
         self._wakeup.wait(timeout)
         self._wakeup.clear()
 
+    @staticmethod
+    def _queued(kinds: tuple[str, ...]) -> Select[int]:
+        return (
+            select(Job.id)
+            .where(Job.status == "queued", Job.kind.in_(kinds))
+            .order_by(Job.id)
+            .limit(1)
+        )
+
     def claim(self, worker: str, kinds: tuple[str, ...]) -> Job | None:
         """The oldest queued job of ``kinds``, now ``running`` for ``worker``; None if none."""
+        # A plain read first: an idle worker's look takes no write lock (on SQLite the claim
+        # below holds it from its start), so idle workers may look often.
+        with self.db.session() as session:
+            if session.scalar(self._queued(kinds)) is None:
+                return None
         with self.db.transaction() as session:
             for _ in range(5):
-                job_id = session.scalar(
-                    select(Job.id)
-                    .where(Job.status == "queued", Job.kind.in_(kinds))
-                    .order_by(Job.id)
-                    .limit(1)
-                )
+                job_id = session.scalar(self._queued(kinds))
                 if job_id is None:
                     return None
                 now = utcnow()

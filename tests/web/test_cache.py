@@ -3,6 +3,7 @@ project (written by database triggers, read by id)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -265,3 +266,34 @@ def test_results_stay_within_their_byte_budget() -> None:
     assert [n for n in range(7) if cache.get_result(("search", n))] == [3, 4, 5, 6]
     cache.keep_result(("huge",), 0, b"x" * (RESULT_BUDGET + 1), seen=cache.generation)
     assert cache.get_result(("huge",)) is None and cache.get_result(("search", 6))
+
+
+def test_no_request_is_sent_to_read_the_log_while_another_reads_it() -> None:
+    """While one thread reads the change log, ``due`` says no to the others (their
+    ``sync`` would return at once: crossing to a thread for it cost every request in flight
+    a thread switch); a caller may ask for a fresher read than the cache's ``ttl``."""
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    reading, release = threading.Event(), threading.Event()
+
+    def slow_last() -> tuple[int, int]:
+        reading.set()
+        release.wait(30)
+        return log.last()
+
+    assert cache.due()
+    reader = threading.Thread(target=cache.sync, args=(slow_last, log.after))
+    reader.start()
+    assert reading.wait(30)
+    assert not cache.due() and not cache.due(0)  # one is reading: the others serve
+    release.set()
+    reader.join(30)
+    assert cache.due() and cache.generation == 1
+    patient = PageCache(ttl=3600)
+    patient.sync(log.last, log.after)
+    assert not patient.due() and patient.due(0)
+    log.add("b")
+    patient.sync(log.last, log.after)  # read less than ttl ago: not read again
+    assert patient.generation == 1
+    patient.sync(log.last, log.after, 0)  # asked for a fresher read
+    assert patient.generation == 2

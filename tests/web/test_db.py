@@ -67,6 +67,28 @@ def test_each_job_is_claimed_once_by_concurrent_workers(tmp_path: Path, database
     db.dispose()
 
 
+def test_an_idle_worker_looks_at_the_queue_without_the_write_lock(tmp_path: Path) -> None:
+    """Idle workers look at the queue often (every 0.05 s): a look at an empty queue must
+    not wait for SQLite's write lock, which an upload or a verdict may hold (before, each
+    look took it: with a writer busy, the look failed after the busy timeout)."""
+    path = tmp_path / "c.sqlite3"
+    db = Database(f"sqlite:///{path}")
+    queue = JobQueue(db)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another process's write, in progress
+        assert queue.claim("idle", ("validate",)) is None
+        writer.execute("ROLLBACK")
+        with db.transaction() as session:
+            job = queue.enqueue(session, "validate", {"n": 1})
+        claimed = queue.claim("busy", ("validate",))  # a queued job is claimed as before
+        assert claimed is not None and claimed.id == job.id and claimed.worker == "busy"
+        assert queue.claim("busy", ("validate",)) is None
+    finally:
+        writer.close()
+        db.dispose()
+
+
 def test_a_failing_handler_marks_its_job_failed(tmp_path: Path, database: Backend) -> None:
     from opmarket.web.catalog._models import Job
 

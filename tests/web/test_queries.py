@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
-from sqlalchemy import func, select, text, update
+from sqlalchemy import event, func, select, text, update
 
 from opmarket.web.catalog import _queries
 from opmarket.web.catalog._catalog import (
@@ -22,7 +22,14 @@ from opmarket.web.catalog._catalog import (
     search_packages,
 )
 from opmarket.web.catalog._db import Database
-from opmarket.web.catalog._models import File, FileStatus, OpEntry, ProjectSummary
+from opmarket.web.catalog._models import (
+    File,
+    FileStatus,
+    OpEntry,
+    Project,
+    ProjectSummary,
+    Release,
+)
 from opmarket.web.catalog._queries import (
     dtypes_of,
     listed_projects,
@@ -272,6 +279,47 @@ def test_op_pages_name_each_provider_with_its_kernels_of_that_op(seeded: Databas
         ordered = [(p.normalized, p.version) for p in found.providers]
         assert ordered == sorted(ordered, key=lambda pv: (pv[0], Version(pv[1])))
         assert get_op(session, "No>SuchOp") is None
+
+
+def test_a_package_is_read_in_four_queries_whatever_its_size(seeded: Database) -> None:
+    """The package page's details: the summary row with its owner, the releases with their
+    files, those files' kernels, the latest file's ops; never one query per release or
+    file. And they say what the rows say."""
+    selects: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            selects.append(statement)
+
+    with seeded.session() as session:
+        biggest = session.execute(
+            select(Release.project_id, func.count(File.id))
+            .join(File)
+            .group_by(Release.project_id)
+            .order_by(func.count(File.id).desc(), Release.project_id)
+            .limit(1)
+        ).one()
+        assert biggest[1] > 2
+        name = session.get_one(Project, biggest[0]).name
+        event.listen(seeded.engine, "before_cursor_execute", seen)
+        try:
+            found = get_package(session, name.upper())  # any spelling
+        finally:
+            event.remove(seeded.engine, "before_cursor_execute", seen)
+        assert found is not None
+        assert len(selects) == 4, selects
+        files = session.scalars(
+            select(File).join(Release).where(Release.project_id == biggest[0])
+        ).all()
+        assert len(found.files) == len(files) == biggest[1]
+        for info in found.files:
+            f = next(f for f in files if f.filename == info.filename)
+            assert (info.version, info.status) == (f.release.version, f.status)
+            assert info.devices == sorted({k.device for k in f.kernels})
+        latest = session.get_one(File, session.get_one(ProjectSummary, biggest[0]).latest_file_id)
+        assert sorted(o.name for o in found.op_details) == sorted(o.op for o in latest.ops)
+        assert len(found.kernels) == len(latest.kernels)
+        assert get_package(session, "no-such-package") is None
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 from sqlalchemy import ColumnElement, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from opmarket.registry._metadata import version_key
 from opmarket.web.catalog._hosted import HOSTED
@@ -20,8 +21,9 @@ from opmarket.web.catalog._models import (
     Project,
     ProjectSummary,
     Release,
+    User,
 )
-from opmarket.web.catalog._queries import search, search_words, summary_of
+from opmarket.web.catalog._queries import search, search_words
 from opmarket.web.catalog._search import MAX_OFFSET, MAX_QUERY, SearchError, SearchQuery
 from opmarket.web.catalog._showcase import python_calls
 from opmarket.web.gpu._index import gpu_filter
@@ -210,22 +212,22 @@ def search_packages(
     )
 
 
-def _file_info(f: File) -> FileInfo:
+def _file_info(f: File, version: str, hosted: bool, devices: list[str]) -> FileInfo:
     wheel = WheelName.parse(f.filename)  # stored files passed inspect_wheel's checks
     result = f.result or {}
     steps = result.get("steps", [])
     compat = result.get("compat")
     return FileInfo(
         filename=f.filename,
-        version=f.release.version,
+        version=version,
         url=file_url(f.sha256, f.filename),
         sha256=f.sha256,
         size=f.size,
         uploaded=f.uploaded,
-        status=HOSTED if f.release.project.hosted else f.status,
+        status=HOSTED if hosted else f.status,
         yanked=f.yanked,
         yanked_reason=f.yanked_reason,
-        devices=sorted({k.device for k in f.kernels}),
+        devices=devices,
         log=f.log,
         steps=steps if isinstance(steps, list) else [],
         compat=compat if isinstance(compat, dict) else None,
@@ -241,47 +243,73 @@ def _kernel(k: KernelEntry) -> KernelInfo:
 
 
 def get_package(session: Session, name: str) -> PackageDetail | None:
-    """One package's page: its summary row, then its files, and ops and kernels of the
-    latest file (queries on this project alone)."""
-    row = summary_of(session, name)
-    if row is None:
+    """One package's page in four queries on this project alone: its summary row with its
+    owner, its releases with their files, the kernels of those files (plain rows), and the
+    ops of the latest file."""
+    found = session.execute(
+        select(ProjectSummary, User.name, Project.hosted)
+        .join(Project, Project.id == ProjectSummary.project_id)
+        .join(User, User.id == Project.owner_id)
+        .where(ProjectSummary.normalized == str(canonicalize_name(name)))
+    ).first()
+    if found is None:
         return None
-    project = session.scalars(
-        select(Project)
-        .where(Project.id == row.project_id)
-        .options(
-            selectinload(Project.owner),
-            selectinload(Project.releases).selectinload(Release.files).selectinload(File.kernels),
+    row, owner, hosted = found
+    releases = session.execute(  # a release without files still names its version
+        select(Release.version, File)
+        .select_from(Release)
+        .outerjoin(File, File.release_id == Release.id)
+        .where(Release.project_id == row.project_id)
+    ).all()
+    kernels: dict[int, list[KernelInfo]] = defaultdict(list)
+    for k in session.execute(
+        select(
+            KernelEntry.file_id,
+            KernelEntry.op,
+            KernelEntry.device,
+            KernelEntry.dtypes,
+            KernelEntry.status,
+            KernelEntry.message,
         )
-    ).one()
+        .join(File, KernelEntry.file_id == File.id)
+        .join(Release, File.release_id == Release.id)
+        .where(Release.project_id == row.project_id)
+        .order_by(KernelEntry.file_id, KernelEntry.id)
+    ):
+        kernels[k.file_id].append(
+            KernelInfo(
+                op=k.op, device=k.device, dtypes=k.dtypes, status=k.status, message=k.message
+            )
+        )
     files = sorted(
-        (f for r in project.releases for f in r.files),
-        key=lambda f: (version_key(f.release.version), f.filename),
+        ((f, version) for version, f in releases if f is not None),
+        key=lambda fv: (version_key(fv[1]), fv[0].filename),
         reverse=True,
     )
-    latest = next((f for f in files if f.id == row.latest_file_id), None)
+    latest = next((f for f, _ in files if f.id == row.latest_file_id), None)
     ops = (
-        session.scalars(
-            select(OpEntry).where(OpEntry.file_id == latest.id).order_by(OpEntry.op)
+        session.execute(
+            select(OpEntry.op, OpEntry.signature, OpEntry.summary)
+            .where(OpEntry.file_id == latest.id)
+            .order_by(OpEntry.op)
         ).all()
         if latest
         else []
     )
+    calls = python_calls(latest.opset) if latest else {}
     return PackageDetail(
         **_summary(row).model_dump(),
-        owner=project.owner.name,
-        versions=sorted({r.version for r in project.releases}, key=version_key, reverse=True),
-        files=[_file_info(f) for f in files],
+        owner=owner,
+        versions=sorted({version for version, _ in releases}, key=version_key, reverse=True),
+        files=[
+            _file_info(f, version, hosted, sorted({k.device for k in kernels[f.id]}))
+            for f, version in files
+        ],
         op_details=[
-            OpInfo(
-                name=o.op,
-                signature=o.signature,
-                summary=o.summary,
-                python=python_calls(latest.opset).get(o.op, "") if latest else "",
-            )
+            OpInfo(name=o.op, signature=o.signature, summary=o.summary, python=calls.get(o.op, ""))
             for o in ops
         ],
-        kernels=[_kernel(k) for k in latest.kernels] if latest else [],
+        kernels=kernels[latest.id] if latest else [],
         readme_sha256=latest.metadata_sha256 if latest else "",
     )
 

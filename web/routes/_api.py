@@ -9,17 +9,16 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
 from opmarket.web._errors import HTTPError
-from opmarket.web._state import SessionDep, app_state
+from opmarket.web._state import app_state
 from opmarket.web.catalog._catalog import (
     OpDetail,
     PackageDetail,
     SearchError,
     SearchResult,
     get_op,
-    get_package,
 )
 from opmarket.web.catalog._search import SearchQuery
-from opmarket.web.routes._results import cached_result, cached_search
+from opmarket.web.routes._results import cached_package, cached_result, cached_search
 
 __all__ = ["router"]
 
@@ -53,13 +52,16 @@ async def packages(request: Request, query: Annotated[PackagesQuery, Query()]) -
 
 
 @router.get(
-    "/packages/{name}", summary="One package: versions, files, ops, validation", responses=_ERRORS
+    "/packages/{name}",
+    summary="One package: versions, files, ops, validation",
+    responses=_ERRORS,
+    response_model=PackageDetail,
 )
-def package(name: str, session: SessionDep) -> PackageDetail:
-    found = get_package(session, name)
+async def package(name: str, request: Request) -> Response:
+    found = await cached_package(app_state(request), name)  # kept until the project changes
     if found is None:
         raise HTTPError(404, "not-found", f"no package {name!r}")
-    return found
+    return Response(found, media_type="application/json")
 
 
 @router.get(

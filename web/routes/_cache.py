@@ -131,23 +131,31 @@ class PageCache:
         # before a check is never stored after it (reentrant: see the tests).
         self._store = threading.RLock()
 
-    def due(self) -> bool:
-        """Whether the change log should be read again before serving."""
-        return time.monotonic() - self._checked > self.ttl
+    def due(self, ttl: float | None = None) -> bool:
+        """Whether the change log should be read again before serving (it was read more
+        than ``ttl`` seconds ago, default :attr:`ttl`): not while another thread reads it
+        (``sync`` would return at once, and the request would have crossed to a thread for
+        nothing)."""
+        return self._stale(ttl) and not self._lock.locked()
+
+    def _stale(self, ttl: float | None) -> bool:
+        return time.monotonic() - self._checked > (self.ttl if ttl is None else ttl)
 
     def sync(
         self,
         read_last: Callable[[], tuple[int, int]],
         read_after: Callable[[int, Iterable[int]], list[tuple[int, str]]],
+        ttl: float | None = None,
     ) -> None:
         """Unless another thread is at it: read the oldest and newest change's ids; when
         the newest moved (or ids were skipped), read those changes and drop the pages of the
         projects they name; when changes not yet read were deleted (``prune_changes``), drop
-        every page. The generation moves before anything is dropped."""
+        every page. The generation moves before anything is dropped. Only when the last
+        read is more than ``ttl`` seconds old (default :attr:`ttl`)."""
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if not self.due():
+            if not self._stale(ttl):
                 return
             oldest, newest = read_last()
             if self._generation is None or oldest > self._generation + 1:

@@ -16,13 +16,17 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._state import AppState, app_state
-from opmarket.web.catalog._catalog import OpDetail, SearchError, get_op, get_package
+from opmarket.web.catalog._catalog import OpDetail, PackageDetail, SearchError, get_op
 from opmarket.web.catalog._hosted import HOSTED
 from opmarket.web.catalog._models import FileStatus
 from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.catalog._showcase import readme_html
-from opmarket.web.routes._cache import read_changes
-from opmarket.web.routes._results import cached_result, cached_search
+from opmarket.web.routes._results import (
+    cached_package,
+    cached_result,
+    cached_search,
+    look_at_changes,
+)
 
 __all__ = ["router"]
 
@@ -129,23 +133,24 @@ PAGES_PER_PROJECT = 4
 async def package(name: str, request: Request) -> HTMLResponse:
     """A project's page, rendered once per change of the project (kept with its simple
     pages, see :mod:`opmarket.web.routes._cache`) for each of a few base URLs."""
-    state: AppState = request.app.state.opmarket
+    state = app_state(request)
     normalized = str(canonicalize_name(name))
     key = f"project page {request.base_url}"
-    if state.pages.due():
-        await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+    await look_at_changes(state)
+    seen = state.pages.generation  # the page is kept only if the project stays as it is
     page = state.pages.get_file(normalized, key, kind="page")
     if page is not None:
         return HTMLResponse(page)
-    return await run_in_threadpool(_package, state, request, name, key)
-
-
-def _package(state: AppState, request: Request, name: str, key: str) -> HTMLResponse:
-    seen = state.pages.generation
-    with state.db.session() as session:
-        found = get_package(session, name)
-    if found is None:
+    details = await cached_package(state, normalized)  # the JSON API's, kept alike
+    if details is None:
         return _render(request, "missing.html", 404, what=f"package {name}")
+    return await run_in_threadpool(_package, state, request, details, key, seen)
+
+
+def _package(
+    state: AppState, request: Request, details: bytes, key: str, seen: object
+) -> HTMLResponse:
+    found = PackageDetail.model_validate_json(details)
     readme = readme_html(state.storage, found.readme_sha256)
     page = _render(request, "package.html", p=found, readme=Markup(readme))
     state.pages.keep_file(

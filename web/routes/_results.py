@@ -1,7 +1,8 @@
-"""Search results and op pages kept in memory (:class:`~opmarket.web.routes._cache.PageCache`'s
-results): computed once per change of the catalog, with their JSON, so a repeated search
-costs a dictionary lookup and no database session. Any change (this process's own, or
-another's through the change log) drops them all."""
+"""Search results, op pages and package details kept in memory
+(:class:`~opmarket.web.routes._cache.PageCache`): computed once per change of the catalog,
+with their JSON, so a repeated request costs a dictionary lookup and no database session.
+Any change (this process's own, or another's through the change log) drops every search
+result and op page; a package's details go with its project's pages, when it changes."""
 
 from __future__ import annotations
 
@@ -11,17 +12,23 @@ from functools import partial
 from typing import TypeVar
 
 from fastapi.responses import JSONResponse
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._state import AppState
-from opmarket.web.catalog._catalog import SearchResult, search_key, search_packages
+from opmarket.web.catalog._catalog import (
+    SearchResult,
+    get_package,
+    search_key,
+    search_packages,
+)
 from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.routes._cache import read_changes
 
-__all__ = ["cached_result", "cached_search", "json_body"]
+__all__ = ["cached_package", "cached_result", "cached_search", "json_body", "look_at_changes"]
 
 log = logging.getLogger("opmarket.web")
 M = TypeVar("M", bound=BaseModel)
@@ -45,6 +52,18 @@ def _compute(
     return result, body
 
 
+async def look_at_changes(state: AppState) -> None:
+    """Read the change log when it is due (at most once per ``INDEX_CACHE_TTL_S``), so
+    what is kept is dropped when the catalog changed; when the database cannot be read,
+    what is kept is served until the next look."""
+    if state.pages.due():
+        try:
+            await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
+        except SQLAlchemyError as exc:  # as the simple pages: the database is asked next
+            state.pages.postpone()
+            log.warning("the change log could not be read (%s)", exc)
+
+
 async def cached_result(
     state: AppState,
     key: tuple[object, ...],
@@ -54,12 +73,7 @@ async def cached_result(
     """``compute(session)``'s result (a ``model``; None: not found, never kept) and its
     JSON, kept under ``key`` until the catalog changes (the change log is read first, at
     most once per ``INDEX_CACHE_TTL_S``)."""
-    if state.pages.due():
-        try:
-            await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine))
-        except SQLAlchemyError as exc:  # as the simple pages: the database is asked next
-            state.pages.postpone()
-            log.warning("the change log could not be read (%s)", exc)
+    await look_at_changes(state)
     hit = state.pages.get_result(key)
     if hit is not None and isinstance(hit[0], model):
         return hit[0], hit[1]
@@ -77,3 +91,29 @@ async def cached_search(
     found = await cached_result(state, key, compute, SearchResult)
     assert found is not None  # a search always has a result
     return found
+
+
+#: The kind of file (:meth:`~opmarket.web.routes._cache.PageCache.keep_file`) a package's
+#: details are kept as, with its project's pages.
+DETAILS = "details"
+
+
+def _package(state: AppState, normalized: str) -> bytes | None:
+    seen = state.pages.generation  # before reading: a change after it is not kept
+    with state.db.session() as session:
+        found = get_package(session, normalized)
+    if found is None:
+        return None
+    return state.pages.keep_file(normalized, "", json_body(found), seen=seen, kind=DETAILS)
+
+
+async def cached_package(state: AppState, name: str) -> bytes | None:
+    """:func:`~opmarket.web.catalog._catalog.get_package`'s JSON for the project ``name``
+    (any spelling; None: no such project, never kept), kept with the project's pages until
+    it changes."""
+    normalized = str(canonicalize_name(name))
+    await look_at_changes(state)
+    body = state.pages.get_file(normalized, "", kind=DETAILS)
+    if body is None:
+        body = await run_in_threadpool(_package, state, normalized)
+    return body

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.registry._metadata import version_key
@@ -136,28 +136,37 @@ async def project_page(project: str, request: Request) -> Response:
     return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
 
 
+#: File columns the simple pages never read (loading them would parse the JSON of every
+#: file), as loader options built once: built on every miss they cost more than they save.
+_UNSHOWN = tuple(defer(c, raiseload=True) for c in (File.log, File.result, File.opset, File.gpu))
+
+
 def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
     seen = state.pages.generation
-    with state.db.engine.connect() as conn:
-        row = conn.execute(
-            select(Project.id, Project.serial).where(Project.normalized == normalized)
-        ).first()
-        if row is None:
-            raise not_here(state.settings, normalized)  # 404, or 307 to the upstream
-        with Session(bind=conn) as session:  # the same connection: never two at once
-            files = (
-                session.execute(
-                    select(File, Release.version)
-                    .join(Release)
-                    .where(Release.project_id == row.id, File.status == FileStatus.VALIDATED)
-                    .order_by(File.filename)
-                )
-                .tuples()
-                .all()
+    # One query: the project (a row even without releases) with its validated files, and
+    # none of the columns the pages do not show (the validation's log and result).
+    release = and_(Release.project_id == Project.id)
+    validated = and_(File.release_id == Release.id, File.status == FileStatus.VALIDATED)
+    with state.db.engine.connect() as conn, Session(bind=conn) as session:
+        rows = (
+            session.execute(
+                select(Project.serial, File, Release.version)
+                .select_from(Project)
+                .outerjoin(Release, release)
+                .outerjoin(File, validated)
+                .where(Project.normalized == normalized)
+                .order_by(File.filename)
+                .options(*_UNSHOWN)
             )
+            .tuples()
+            .all()
+        )
+    if not rows:
+        raise not_here(state.settings, normalized)  # 404, or 307 to the upstream
+    files = [(f, version) for _, f, version in rows if f is not None]
     if not files:
         raise HTTPError(404, "not-found", f"no validated files for {normalized!r}")
-    return state.pages.keep(normalized, row.serial, *_render(normalized, files), seen=seen)
+    return state.pages.keep(normalized, rows[0][0], *_render(normalized, files), seen=seen)
 
 
 def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:

@@ -2,8 +2,11 @@
 the server's log (one line per upload and per verdict), and ``opmarket status``.
 
 A verdict is announced in-process (an event per waiting request, set from the validation
-thread) and is also polled from the database, for validation workers in other processes.
-Waiting holds neither a database connection nor the event loop.
+thread). A verdict stored by another process bumps the project's serial, which the catalog's
+change log records: while uploads wait, their process reads the log every :data:`WAKE_S`
+(once for all of them; its page cache follows), and they look again when it moved, and at
+least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a database connection nor the
+event loop.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import Any
 
 from fastapi import Response
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from opmarket.web._state import AppState
 from opmarket.web._status import FileStatus
 from opmarket.web.catalog._models import File
+from opmarket.web.routes._cache import read_changes
 
 __all__ = [
     "Decided",
@@ -36,8 +41,13 @@ __all__ = [
 
 log = logging.getLogger("opmarket.web.uploads")
 
-#: The longest pause between two looks at the database while an upload waits.
+#: The longest pause between two looks at the file's status while an upload waits (when
+#: neither an announcement nor the change log woke it).
 POLL_MAX_S = 1.0
+
+#: How often a process with uploads waiting reads the change log (pages wait
+#: ``INDEX_CACHE_TTL_S``): a verdict stored by another process is seen this soon.
+WAKE_S = 0.1
 
 _lock = threading.Lock()
 _waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -96,24 +106,43 @@ def _decided(state: AppState, filename: str) -> Decided | None:
     return Decided(str(row.status), reason)
 
 
+async def _until_woken(state: AppState, event: asyncio.Event, seen: object, most: float) -> None:
+    """Return once ``event`` is set (this process announced the verdict), the change log
+    moved past the generation ``seen`` (another process changed the catalog), or after
+    ``most`` seconds."""
+    end = time.monotonic() + most
+    while (left := end - time.monotonic()) > 0:
+        try:
+            await asyncio.wait_for(event.wait(), min(WAKE_S, left))
+            return
+        except TimeoutError:
+            pass
+        # One read for every waiting upload of this process, which also refreshes its pages.
+        if state.pages.due(WAKE_S):
+            try:
+                await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine), WAKE_S)
+            except SQLAlchemyError as exc:  # the status itself is read again at ``end``
+                state.pages.postpone()
+                log.warning("the change log could not be read (%s)", exc)
+        if state.pages.generation != seen:
+            return
+
+
 async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> Decided | None:
     """The verdict on ``filename`` once decided, or None when ``timeout_s`` passed first."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout_s
-    pause = 0.05
     while True:
         event = asyncio.Event()
         with _lock:  # registered before the look, so an announcement in between is not lost
             _waiting.setdefault(filename, []).append((loop, event))
         try:
+            seen = state.pages.generation  # before the look: a verdict after it moves the log
             decided = await run_in_threadpool(_decided, state, filename)
             left = deadline - time.monotonic()
             if decided is not None or left <= 0:
                 return decided
-            try:
-                await asyncio.wait_for(event.wait(), min(pause, left))
-            except TimeoutError:
-                pause = min(pause * 2, POLL_MAX_S)
+            await _until_woken(state, event, seen, min(POLL_MAX_S, left))
         finally:
             with _lock:
                 mine = _waiting.get(filename, [])
