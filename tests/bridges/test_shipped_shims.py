@@ -23,6 +23,7 @@ from elftools.elf.elffile import ELFFile
 import opmarket._bridge
 from opmarket._bridge import shipped_shim
 from opmarket._bridge._shim_sources import SHIPPED
+from tests.first_party import needs_first_party
 
 BRIDGES = Path(opmarket._bridge.__file__).parent.parent
 REPO = Path(__file__).resolve().parents[2]
@@ -277,6 +278,7 @@ print(buf.value.decode())
     assert int(lacking) == len(names.split()) > 10
 
 
+@needs_first_party
 def test_without_a_shipped_handler_or_a_compiler_jax_runs_c_abi_kernels_through_callbacks(
     tmp_path: Path,
 ) -> None:
@@ -348,6 +350,7 @@ print(oj.native_path("Opm>ZeroOut", T=np.int32, _kernel="c_abi"), f(x.numpy()).t
 
 
 @pytest.mark.slow
+@needs_first_party
 def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     opmarket_wheel: Path, tmp_path: Path
 ) -> None:
