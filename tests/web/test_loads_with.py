@@ -223,9 +223,27 @@ def test_a_check_that_cannot_finish_gives_every_row_the_reason(zero_out_c: Path)
     known = known_environments((sys.executable,))
     starved = ToolSandbox(Limits(memory_mb=8))
     rows = loads_with(zero_out_c, zero_out_c.name, known, starved)
-    assert len(rows) == len(known)
+    assert rows is not None and len(rows) == len(known)
     for row in rows:
         assert row["works"] is False
         (problem,) = row["problems"]
         assert problem["kind"] == "check"
         assert problem["detail"].startswith(("the check could not finish", "the check exited"))
+
+
+def test_an_environment_that_cannot_be_read_is_no_table_and_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    # An operator-listed Python that fails to run until its folder has a file "ready": no
+    # environment known gives no table at all (not "no native code"), and the failed read
+    # is not kept, so the next file reads it.
+    python = tmp_path / "python"
+    script = f'#!/bin/sh\n[ -e "{tmp_path}/ready" ] || exit 3\nexec "{sys.executable}" "$@"\n'
+    python.write_text(script)
+    python.chmod(0o755)
+    assert known_environments((str(python),)) == ()
+    wheel = tmp_path / "opm_native-1.0-cp311-abi3-manylinux_2_28_x86_64.whl"
+    assert loads_with(wheel, wheel.name, (), ToolSandbox(Limits())) is None
+    (tmp_path / "ready").touch()
+    known = known_environments((str(python),))
+    assert known and {k.program for k in known} == {str(python)}
