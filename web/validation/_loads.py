@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from opmarket.web.gpu._tools import ToolError, ToolSandbox
+from opmarket.web.validation._loads_child import MAX_DETAIL, MAX_PROBLEMS, capped
 from opmarket.web.wheels._variants import split_variant
 
 __all__ = ["MAX_DETAIL", "MAX_PROBLEMS", "Known", "known_environments", "loads_with"]
@@ -38,9 +39,6 @@ __all__ = ["MAX_DETAIL", "MAX_PROBLEMS", "Known", "known_environments", "loads_w
 log = logging.getLogger("opmarket.web")
 
 _CHILD = Path(__file__).with_name("_loads_child.py")
-#: The most problems a row keeps (then one saying how many more), and the longest detail.
-MAX_PROBLEMS = 20
-MAX_DETAIL = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,19 +170,8 @@ def _read(
             return None
         out = []
         for row in rows:
-            problems = [
-                {k: _capped(str(p[k])) for k in ("kind", "library", "detail")}
-                for p in row["problems"]
-            ]
-            if len(problems) > MAX_PROBLEMS:
-                more = len(problems) - MAX_PROBLEMS
-                problems = problems[:MAX_PROBLEMS]
-                problems.append({"kind": "more", "library": "", "detail": f"{more} more problems"})
+            problems = capped(row["problems"])
             out.append((row["works"] is True and not problems, problems))
         return native, out
     except (ValueError, IndexError, KeyError, TypeError):
         return None
-
-
-def _capped(text: str) -> str:
-    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
