@@ -58,9 +58,14 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             bridge = ext.name.split(".")[1]
             if bridge in GENERATED:
-                out = Path(self.build_temp, f"{ext.name}.cc")
+                # Kept in build/ (an editable install's build_temp is a new folder each time)
+                # and written only when it changed: its time tells build_ext whether the shim
+                # is out of date, so an unchanged one is not compiled again.
+                out = Path("build", "generated", f"{ext.name}.cc")
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(GENERATED[bridge](Path("bridges", bridge)))
+                text = GENERATED[bridge](Path("bridges", bridge))
+                if not out.is_file() or out.read_text() != text:
+                    out.write_text(text)
                 ext.sources = [str(out)]
             if self.compiler.compiler_type == "unix":
                 std = "-std=c++17" if ext.language == "c++" else "-std=c11"

@@ -30,14 +30,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Each framework's files of tests/bridges. test_agreement (every framework on the same
+#: calls, in one process) runs with the TensorFlow and JAX releases, this environment's torch
+#: beside them; not with torch's: the CUDA build of torch 2.14 imports triton, which crashes
+#: (SIGSEGV) in a process where TensorFlow is loaded, and .venv's own run covers its torch.
 TENSORFLOW_TESTS = (
     "tests/bridges/test_tensorflow.py",
     "tests/bridges/test_tensorflow_eager.py",
+    "tests/bridges/test_tf_adding_an_op.py",
+    "tests/bridges/test_tf_kernel_label.py",
+    "tests/bridges/test_tf_saved_model.py",
     "tests/bridges/test_litert.py",
     "tests/bridges/test_litert_native.py",
+    "tests/bridges/test_litert_vs_tf.py",
     "tests/bridges/test_shipped_shims.py",
+    "tests/bridges/test_agreement.py",
 )
-JAX_TESTS = ("tests/bridges/test_jax.py",)
+JAX_TESTS = (
+    "tests/bridges/test_jax.py",
+    "tests/bridges/test_jax_checks.py",
+    "tests/bridges/test_shipped_shims.py",
+    "tests/bridges/test_agreement.py",
+)
 TORCH_TESTS = (
     "tests/bridges/test_torch.py",
     "tests/bridges/test_torch_native.py",

@@ -18,9 +18,9 @@ import importlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,13 +58,13 @@ def line(name: str, verdict: str, detail: str) -> None:
     print(f"gpu-check: {name}: {verdict} ({detail})", flush=True)
 
 
-def gpu_visible() -> str:
+def no_gpu_reason() -> str:
     """Why this machine has no NVIDIA GPU ("" when it has one), as the GPU worker decides."""
-    from opmarket.web.gpu._worker import gpu_visible as visible
+    from opmarket.web.gpu._worker import gpu_visible
 
     return (
         ""
-        if visible()
+        if gpu_visible()
         else "no NVIDIA GPU (none under /proc/driver/nvidia/gpus with a /dev/nvidia* device)"
     )
 
@@ -113,8 +113,8 @@ def check_companions() -> None:
             for type_name in next(iter(k.get("constraints", {}).values()), ["float"]):
                 name = f"companion {entry} {op} {type_name}"
                 dtype = np.dtype(as_dtype(type_name).numpy)
-                if gpu_visible():
-                    line(name, "skip", f"{gpu_visible()}; the companion says: {status}")
+                if no_gpu_reason():
+                    line(name, "skip", f"{no_gpu_reason()}; the companion says: {status}")
                     continue
                 if op not in SAMPLES:
                     line(name, "skip", "gpu-check has no sample inputs for this op")
@@ -226,11 +226,20 @@ def check_doctor() -> None:
 # --- opmarket worker --gpu --------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+#: The line in which ``opmarket serve`` says where it listens, the port it bound included.
+SERVING = re.compile(r"^opmarket: serving .+ on (http://\S+?)/$", re.MULTILINE)
+
+
+def _served_url(proc: subprocess.Popen[bytes], log: Path) -> str | None:
+    """The URL ``opmarket serve`` (``proc``, its output in ``log``) said it serves; None
+    until it says so; RuntimeError with its last output when it exited."""
+    text = log.read_text(errors="replace")
+    found = SERVING.search(text)
+    if found:
+        return found.group(1)
+    if proc.poll() is not None:
+        raise RuntimeError(f"opmarket serve exited {proc.returncode}: {text.splitlines()[-3:]}")
+    return None
 
 
 def _run(*command: str, timeout: float = 900) -> str:
@@ -300,7 +309,7 @@ def check_worker() -> None:
     from opmarket.sdk.build import find_nvcc
 
     name = "worker --gpu"
-    why = gpu_visible()
+    why = no_gpu_reason()
     if why:
         line(name, "skip", why)
         return
@@ -328,20 +337,20 @@ def check_worker() -> None:
         _run(OPMARKET, "users", "add", "gpucheck", "--data", str(data))
         token = _run(OPMARKET, "tokens", "create", "gpucheck", "--data", str(data))
         token = token.strip().splitlines()[-1]
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
         serve = (
             OPMARKET,
             "serve",
+            "--host",
+            "127.0.0.1",
             "--port",
-            str(port),
+            "0",  # the port it binds is in the line that says where it serves
             "--data",
             str(data),
             "--validation-workers",
             "1",
         )
-        with _process(*serve, log=work / "serve.log"):
-            _wait_for("the index", lambda: urllib.request.urlopen(f"{url}/simple/", timeout=5), 120)
+        with _process(*serve, log=work / "serve.log") as server:
+            url = _wait_for("the index", lambda: _served_url(server, work / "serve.log"), 120)
             wheels = [
                 sorted(dist.glob(f"{p.name.replace('-', '_')}*.whl")) for p in (base, companion)
             ]

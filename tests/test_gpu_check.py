@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"gpu-check: (?P<name>[^:]+): (?P<verdict>ok|FAIL|skip) \((?P<detail>.+)\)")
 
 
+@pytest.mark.slow  # about 7 s here: gpu-check imports every framework
 @pytest.mark.skipif(bool(gpu_visible()), reason="this machine has a GPU: gpu-check runs for real")
 def test_without_a_gpu_every_check_is_a_skip_line_with_its_reason() -> None:
     done = subprocess.run(

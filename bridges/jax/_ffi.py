@@ -95,15 +95,23 @@ def _installed_api_version() -> int | None:
     return int(major[1]) * 1000 + int(minor[1]) if major and minor else None
 
 
+def _serves(served: int, installed: int) -> bool:
+    """Whether a handler built for XLA FFI API ``served`` runs under ``installed``: XLA's
+    c_api.h raises the major version only for ABI-incompatible changes, and a minor one only
+    adds fields that a newer XLA reads past an older handler by ``struct_size``."""
+    return served // 1000 == installed // 1000 and installed % 1000 >= served % 1000
+
+
 def _handler() -> ctypes.CDLL | None:
     """The handler opmarket's install carries, where it serves this jaxlib's XLA FFI API
-    version; else one built now against jaxlib's header (one line on stderr says why)."""
+    version (the same major, a minor as new or newer); else one built now against jaxlib's
+    header (one line on stderr says why)."""
     shipped, why = shipped_shim(_SOURCE.parent, "_opm_jax_ffi")
     if shipped is not None:
         try:
             lib = ctypes.CDLL(str(shipped))
             served, installed = lib.opm_jax_ffi_version(), _installed_api_version()
-            if installed is None or installed == served:
+            if installed is None or _serves(served, installed):
                 return lib
             why = (
                 f"this jaxlib's XLA FFI API is {_api_version(installed)}, the shipped "

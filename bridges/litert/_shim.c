@@ -180,8 +180,19 @@ OPM_LITE_EXPORT Registration* opm_litert_new(const char* op, int n_in, int n_out
   return r;
 }
 
+/* attrs[0..n) and their copied names and values (each may be NULL), then attrs. */
+static void free_attrs(Attr* attrs, size_t n) {
+  if (!attrs) return;
+  for (size_t k = 0; k < n; ++k) {
+    free(attrs[k].name);
+    free(attrs[k].data);
+  }
+  free(attrs);
+}
+
 /* A row: the kernel for these input dtypes and its attrs (values copied: 8-byte words for a
- * scalar or a list, the bytes of a string). 0 when added. */
+ * scalar or a list, the bytes of a string). 0 when added; 1, with nothing of the row kept,
+ * when memory ran out. */
 OPM_LITE_EXPORT int opm_litert_add_row(Registration* r, const int32_t* dtypes,
                                        const OPMB_Kernel* kernel, int n_attrs,
                                        const char* const* names, const int32_t* kinds,
@@ -202,7 +213,11 @@ OPM_LITE_EXPORT int opm_litert_add_row(Registration* r, const int32_t* dtypes,
     a->length = (size_t)lengths[k];
     size_t bytes = a->kind == A_STRING ? a->length : a->length * 8;
     a->data = malloc(bytes + 1);
-    if (!a->name || !a->data) return 1;
+    if (!a->name || !a->data) {
+      free_attrs(row->attrs, (size_t)k + 1);
+      row->attrs = NULL;
+      return 1;
+    }
     memcpy(a->data, data[k], bytes);
   }
   row->n_attrs = (size_t)n_attrs;
@@ -225,13 +240,7 @@ static void delete_states(Registration* r) {
 OPM_LITE_EXPORT void opm_litert_free(Registration* r) {
   if (!r) return;
   delete_states(r);
-  for (size_t i = 0; i < r->n_rows; ++i) {
-    for (size_t k = 0; k < r->rows[i].n_attrs; ++k) {
-      free(r->rows[i].attrs[k].name);
-      free(r->rows[i].attrs[k].data);
-    }
-    free(r->rows[i].attrs);
-  }
+  for (size_t i = 0; i < r->n_rows; ++i) free_attrs(r->rows[i].attrs, r->rows[i].n_attrs);
   free(r->rows);
   free(r->op);
   bridge->api->DeleteStatus(r->status);

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import keyword
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,9 @@ from opmarket._bridge import (
 from opmarket.sdk import InvalidArgumentError, NotFoundError, OpDef
 from opmarket.sdk.torch_schema import parameters
 from opmarket.tensorflow import _attrs
-from opmarket.tensorflow._register import ensure_op, shape_hint
+from opmarket.tensorflow._callbacks import shape_hint
+from opmarket.tensorflow._generated import fast_path, generable, generated, plain_outputs
+from opmarket.tensorflow._register import ensure_op
 
 __all__ = ["call_op", "tf_op", "tf_ops", "wrapper"]
 
@@ -126,7 +127,7 @@ class _Eager:
         outputs are not plain tensors (a list output comes back nested) or ``names`` are
         not the attrs given."""
         pairs = dict(zip(self.given_attrs[::2], self.given_attrs[1::2], strict=True))
-        if _fast_path() is None or not _plain_outputs(self.op) or set(names) != set(pairs):
+        if fast_path() is None or not plain_outputs(self.op) or set(names) != set(pairs):
             return None
 
         def grouped(out: Any) -> Any:
@@ -134,24 +135,6 @@ class _Eager:
 
         post = None if self.single else grouped
         return (self.tf_name, post, *[pairs[n] for n in names])
-
-
-@functools.cache
-def _fast_path() -> tuple[Any, type[Exception], type[Exception], Any] | None:
-    """TensorFlow's fast path of eager execution: the function, its two exceptions and what
-    turns the first into TensorFlow's error; None where a release lacks one of them."""
-    try:
-        from tensorflow.python import pywrap_tfe
-        from tensorflow.python.eager import core
-
-        return (
-            pywrap_tfe.TFE_Py_FastPathExecute,
-            core._NotOkStatusException,
-            core._FallbackException,
-            core._status_to_exception,
-        )
-    except (ImportError, AttributeError):
-        return None
 
 
 def _to_tensor() -> Callable[[Any], Any]:
@@ -305,138 +288,21 @@ def _labelled(op: OpDef, label: str, given: Mapping[str, Any]) -> Any:
 MAX_KEPT = 1024
 
 
-def _frozen(value: Any) -> Any:
-    """A list attr's value in a call key: its class beside it, and each item's."""
-    cls = value.__class__
-    if cls is list or cls is tuple:  # map(type) runs in C, where a generator runs Python
-        return (cls, tuple(value), tuple(map(type, value)))
-    return (cls, value)
-
-
-def _plain_outputs(op: OpDef) -> bool:
-    """Whether ``op`` has outputs and none is a list (the fast path nests a list output)."""
-    return bool(op.outputs) and not any(a.is_list for a in op.outputs)
-
-
-def _generable(op: OpDef, sig: inspect.Signature) -> bool:
-    """Whether ``op``'s wrapper can be generated code: no list inputs, and parameter names
-    that Python takes and that the generated code's own (``_k``, ...) cannot clash with."""
-    return not any(a.is_list for a in op.inputs) and all(
-        n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_")
-        for n in sig.parameters
-    )
-
-
-def _generated(
-    op: OpDef,
-    sig: inspect.Signature,
-    extra: list[str],
-    *,
-    calls: tuple[Callable[..., Any], Callable[..., Any]],
-    fast: Any,
-    by_class: bool,
-) -> Callable[..., Any] | None:
-    """The wrapper as generated code, as ``opmarket.ops`` makes its own: an eager call looks
-    its kept call up in ``fast`` under the inputs' classes and dtypes (``by_class``: an
-    eager tensor's class alone, its kept call being the fast path's) and the attrs with
-    their classes (a list's items' too), and runs it; anything else goes to ``slow(inputs,
-    attrs, label, name, key)``; a failing fast call is bound by ``check(inputs, attrs)``,
-    which raises opmarket's error where opmarket refuses the call. None for an op with list
-    inputs or a name a Python parameter cannot have (the wrapper then binds every call)."""
-    slow, check = calls
-    from tensorflow.python.eager import context
-    from tensorflow.python.framework.ops import EagerTensor
-
-    if not _generable(op, sig):
-        return None
-    execute_fast, not_ok, fallback, to_exception = _fast_path() or (None, (), (), None)
-    env: dict[str, Any] = {
-        "_fast": fast,
-        "_slow": slow,
-        "_cm": context,
-        "_frozen": _frozen,
-        "_check": check,
-        "_et": EagerTensor,
-        "_fpe": execute_fast,
-        "_notok": not_ok,
-        "_fallback": fallback,
-        "_error": to_exception,
-    }
-    params = []
-    for i, p in enumerate(sig.parameters.values()):
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and "*" not in params:
-            params.append("*")
-        if p.default is inspect.Parameter.empty:
-            params.append(p.name)
-        else:
-            env[f"_d{i}"] = p.default
-            params.append(f"{p.name}=_d{i}")
-    ins = [a.name for a in op.inputs]
-    attrs = [a for a in op.attrs if a.name in sig.parameters]
-    in_tuple = "".join(f"{x}, " for x in ins)
-    # With the fast path, an eager tensor by its class alone (it infers the type attrs from
-    # the tensor); else by its dtype number, which hashes in C where a DType hashes in Python.
-    dtype = "_et" if by_class else "{x}._datatype_enum()"
-    key = "".join(
-        f"{dtype.format(x=x)} if {x}.__class__ is _et else ({x}.__class__, {x}.dtype), "
-        for x in ins
-    )
-    key += "".join(
-        f"_frozen({a.name}), " if a.is_list else f"{a.name}.__class__, {a.name}, " for a in attrs
-    )
-    label = "label" if "label" in extra else '""'
-    name = "name" if "name" in extra else "None"
-    attr_dict = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in attrs) + "}"
-    args = ", ".join([*ins, *(f"{a.name!r}, _e[{2 + i}]" for i, a in enumerate(attrs))])
-    # The context as TensorFlow's own generated wrappers read it, where it is as theirs is.
-    ctx, eager = "_cm.context()", "_c.executing_eagerly()"
-    if hasattr(context, "_context") and hasattr(context.context(), "_thread_local_data"):
-        ctx, eager = "_cm._context or _cm.context()", "_c._thread_local_data.is_eager"
-    lines = [
-        f"def {op.python_name}({', '.join(params)}):",
-        f"    _c = {ctx}",
-        f"    if {name} is not None or not {eager}:",
-        f"        return _slow(({in_tuple}), {attr_dict}, {label}, {name}, None)",
-        "    _k = None",
-        "    try:",
-        f"        _k = ({key}{label})",
-        "        _e = _fast[_k]",
-        "    except (KeyError, AttributeError, TypeError):",
-        f"        return _slow(({in_tuple}), {attr_dict}, {label}, None, _k)",
-        "    if _e.__class__ is not tuple:",
-        f"        return _e(({in_tuple}))",
-        "    try:",
-        f"        _o = _fpe(_c, _e[0], None, {args})",
-        "    except _notok as _x:",  # opmarket's own message for a dtype it refuses
-        f"        _check(({in_tuple}), {attr_dict})",
-        "        raise _error(_x) from None",
-        "    except _fallback:",  # what the fast path leaves to Python (op callbacks)
-        f"        return _slow(({in_tuple}), {attr_dict}, {label}, None, None)",
-        "    return _o if _e[1] is None else _e[1](_o)",
-    ]
-    exec("\n".join(lines), env)  # generated from the OpDef; names are checked above
-    fn: Callable[..., Any] = env[op.python_name]
-    return fn
-
-
 def wrapper(op: OpDef) -> Callable[..., Any]:
     """The TensorFlow wrapper of ``op``: ``fn(*inputs, *, attrs..., label="", name=None)``."""
     key = (op.name, id(op))
     fn = _wrappers.get(key)
     if fn is not None:
         return fn
-    inferred = (
-        {a.type_attr for a in op.inputs if a.type_attr}
-        | {a.number_attr for a in op.inputs if a.number_attr}
-        | {a.type_list_attr for a in op.inputs if a.type_list_attr}
-    )
-    params = [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in op.inputs]
-    attr_names = [a.name for a in op.attrs if a.name not in inferred]
-    for a in op.attrs:
-        if a.name in inferred:
-            continue
-        default = a.default if a.default is not None else inspect.Parameter.empty
-        params.append(inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    # Named by the one rule of opmarket.ops and the other bridges (a keyword or a taken name
+    # renamed: an attr ``class`` is the parameter ``class_``), mapped back to the attrs.
+    names = parameters(op)
+    in_names, attr_params = names
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in in_names]
+    for p in attr_params:
+        default = p.attr.default if p.attr.default is not None else inspect.Parameter.empty
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    attr_of = {p.name: p.attr.name for p in attr_params}
     taken = {p.name for p in params}
     extra = [n for n in ("label", "name") if n not in taken]
     params += [
@@ -450,10 +316,10 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
     # label's op).
     kept: BoundedCache[Any, _Kept] = BoundedCache(MAX_KEPT)
     fast = kept.data  # the generated wrapper reads it directly: a hit is one dict lookup
-    generable = _generable(op, sig)
+    can_generate = generable(op, sig)
     # The fast path's calls, kept for eager tensors of any dtype, where it can make them.
-    by_class = generable and _fast_path() is not None and _plain_outputs(op)
-    fast_attrs = [a.name for a in op.attrs if a.name in attr_names] if by_class else None
+    by_class = can_generate and fast_path() is not None and plain_outputs(op)
+    fast_attrs = list(attr_of.values()) if by_class else None
 
     def check(inputs: Sequence[Any], given: dict[str, Any]) -> None:
         import tensorflow as tf
@@ -471,14 +337,13 @@ def wrapper(op: OpDef) -> Callable[..., Any]:
 
     def typed(*args: Any, **kwargs: Any) -> Any:
         values = sig.bind(*args, **kwargs).arguments
-        given = {n: values[n] for n in attr_names if n in values}
+        given = {a: values[n] for n, a in attr_of.items() if n in values}
         label = values.get("label", "") if "label" in extra else ""
         name = values.get("name") if "name" in extra else None
-        # Type attrs that inputs infer may still be given (they must then agree).
-        return slow([values[a.name] for a in op.inputs], given, label, name, None)
+        return slow([values[n] for n in in_names], given, label, name, None)
 
-    generated = _generated(op, sig, extra, calls=(slow, check), fast=fast, by_class=by_class)
-    fn = (generated if generable else None) or typed
+    made = generated(op, sig, names, extra, calls=(slow, check), fast=fast, by_class=by_class)
+    fn = (made if can_generate else None) or typed
     fn.__name__ = op.python_name
     fn.__qualname__ = op.python_name
     fn.__doc__ = (

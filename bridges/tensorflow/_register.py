@@ -38,6 +38,19 @@ from opmarket.sdk import (
 )
 from opmarket.tensorflow import _attrs
 from opmarket.tensorflow._build import shim
+from opmarket.tensorflow._callbacks import (
+    COMPUTE_CB,
+    CREATE_CB,
+    DELETE_CB,
+    MAX_DIMS,
+    SHAPE_CB,
+    TF_INTERNAL,
+    TF_INVALID_ARGUMENT,
+    TF_NOT_FOUND,
+    TF_OK,
+    TensorInfo,
+    hinted,
+)
 from opmarket.tensorflow._labels import labelled_name, targets
 
 __all__ = [
@@ -46,30 +59,7 @@ __all__ = [
     "register_all",
     "register_derived_op",
     "registered",
-    "shape_hint",
 ]
-
-_MAX_DIMS = 16
-_TF_OK = 0
-_TF_INVALID_ARGUMENT = 3
-_TF_NOT_FOUND = 5
-_TF_INTERNAL = 13
-
-_SHAPE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
-_CREATE_CB = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p)
-_COMPUTE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
-_DELETE_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64)
-
-
-class _TensorInfo(ctypes.Structure):
-    _fields_ = [
-        ("dtype", ctypes.c_int32),
-        ("ndim", ctypes.c_int32),
-        ("dims", ctypes.c_int64 * _MAX_DIMS),
-        ("data", ctypes.c_void_p),
-        ("nbytes", ctypes.c_uint64),
-        ("tensor", ctypes.c_void_p),
-    ]
 
 
 @dataclass
@@ -102,30 +92,12 @@ _shape_slots: list[tuple[OpDef, ShapeFn]] = []
 _kernel_slots: list[tuple[OpDef, MakeBody]] = []
 _instances: dict[int, tuple[OpDef, Body]] = {}
 _handles = itertools.count(1)
-_pending = threading.local()
 _callbacks: tuple[Any, ...] = ()
 
 
 def registered() -> Mapping[str, OpRecord]:
     """The ops bridged so far, by name."""
     return dict(_records)
-
-
-class shape_hint:  # noqa: N801 (a context manager used like a function)
-    """While a wrapper adds a node, the attrs TensorFlow's C shape API cannot read (ints,
-    lists, strings) come from here: ``with shape_hint(op_name, attrs): add the node``."""
-
-    def __init__(self, op: str, attrs: Mapping[str, Any]) -> None:
-        self.item = (op, attrs)
-
-    def __enter__(self) -> None:
-        stack = getattr(_pending, "stack", None)
-        if stack is None:
-            stack = _pending.stack = []
-        stack.append(self.item)
-
-    def __exit__(self, *exc: object) -> None:
-        _pending.stack.pop()
 
 
 # --- the callbacks ----------------------------------------------------------------------------
@@ -140,11 +112,11 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
         op, shape_fn = _shape_slots[slot]
         lib = shim()
         n = lib.opm_tf_num_inputs(ctypes.c_void_p(ctx))
-        dims = (ctypes.c_int64 * _MAX_DIMS)()
+        dims = (ctypes.c_int64 * MAX_DIMS)()
         shapes: list[Shape] = []
         for i in range(n):
             rank = lib.opm_tf_input_shape(
-                ctypes.c_void_p(ctx), i, dims, _MAX_DIMS, ctypes.c_void_p(status)
+                ctypes.c_void_p(ctx), i, dims, MAX_DIMS, ctypes.c_void_p(status)
             )
             shapes.append(
                 None
@@ -152,9 +124,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
                 else tuple(None if dims[k] < 0 else int(dims[k]) for k in range(rank))
             )
         attrs: dict[str, Any] = {}
-        stack = getattr(_pending, "stack", None)
-        if stack and stack[-1][0] == op.name:
-            attrs.update(stack[-1][1])
+        attrs.update(hinted(op.name))
         complete = True
         for a in op.attrs:
             if a.name in attrs:
@@ -169,7 +139,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
             out = shape_fn(shapes, attrs)
         except (InvalidArgumentError, KeyError, TypeError, IndexError) as exc:
             if complete:
-                _status_fail(status, _TF_INVALID_ARGUMENT, str(exc))
+                _status_fail(status, TF_INVALID_ARGUMENT, str(exc))
             return  # attrs the C API cannot read: the outputs stay unknown
         for i, shape in enumerate(out or ()):
             if shape is None:
@@ -179,7 +149,7 @@ def _shape_cb(slot: int, ctx: int, status: int) -> None:
                 ctypes.c_void_p(ctx), i, len(shape), arr, ctypes.c_void_p(status)
             )
     except Exception as exc:  # an exception must not cross into TensorFlow
-        _status_fail(status, _TF_INTERNAL, f"opmarket shape function: {exc!r}")
+        _status_fail(status, TF_INTERNAL, f"opmarket shape function: {exc!r}")
 
 
 def _create_cb(slot: int, ctx: int) -> int:
@@ -189,7 +159,7 @@ def _create_cb(slot: int, ctx: int) -> int:
         status = lib.TF_NewStatus()
         try:
             buf = lib.opm_tf_node_def(ctypes.c_void_p(ctx), ctypes.c_void_p(status))
-            if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+            if lib.TF_GetCode(ctypes.c_void_p(status)) != TF_OK:
                 raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
             data = ctypes.string_at(
                 lib.opm_tf_buffer_data(ctypes.c_void_p(buf)),
@@ -204,17 +174,17 @@ def _create_cb(slot: int, ctx: int) -> int:
         return handle
     except Exception as exc:
         lib.opm_tf_construction_failure(
-            ctypes.c_void_p(ctx), _TF_INTERNAL, f"opmarket: {exc}".encode()
+            ctypes.c_void_p(ctx), TF_INTERNAL, f"opmarket: {exc}".encode()
         )
         return 0
 
 
 def _code_for(exc: BaseException) -> int:
     if isinstance(exc, InvalidArgumentError):
-        return _TF_INVALID_ARGUMENT
+        return TF_INVALID_ARGUMENT
     if isinstance(exc, NotFoundError):
-        return _TF_NOT_FOUND
-    return _TF_INTERNAL
+        return TF_NOT_FOUND
+    return TF_INTERNAL
 
 
 def _compute_cb(handle: int, ctx: int) -> None:
@@ -223,7 +193,7 @@ def _compute_cb(handle: int, ctx: int) -> None:
     try:
         op, body = _instances[handle]
         n = lib.opm_tf_num_kernel_inputs(c)
-        infos = (_TensorInfo * max(n, 1))()
+        infos = (TensorInfo * max(n, 1))()
         status = lib.TF_NewStatus()
         try:
             # The kernel reads TensorFlow's input memory in place (read-only views), so the
@@ -252,7 +222,7 @@ def _compute_cb(handle: int, ctx: int) -> None:
                     arr.nbytes,
                     ctypes.c_void_p(status),
                 )
-                if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+                if lib.TF_GetCode(ctypes.c_void_p(status)) != TF_OK:
                     raise BridgeError(lib.TF_Message(ctypes.c_void_p(status)).decode())
         finally:
             lib.opm_tf_release_inputs(infos, n)
@@ -289,10 +259,10 @@ def _install_callbacks() -> None:
         ctypes.c_void_p,
     ]
     cbs = (
-        _SHAPE_CB(_shape_cb),
-        _CREATE_CB(_create_cb),
-        _COMPUTE_CB(_compute_cb),
-        _DELETE_CB(_delete_cb),
+        SHAPE_CB(_shape_cb),
+        CREATE_CB(_create_cb),
+        COMPUTE_CB(_compute_cb),
+        DELETE_CB(_delete_cb),
     )
     lib.opm_tf_set_callbacks(*cbs)
     _callbacks = cbs
@@ -309,7 +279,7 @@ def _specs(items: Any) -> Any:
 
 
 def _check_status(lib: ctypes.CDLL, status: int, what: str) -> None:
-    if lib.TF_GetCode(ctypes.c_void_p(status)) != _TF_OK:
+    if lib.TF_GetCode(ctypes.c_void_p(status)) != TF_OK:
         raise BridgeError(f"{what}: {lib.TF_Message(ctypes.c_void_p(status)).decode()}")
 
 

@@ -7,7 +7,7 @@
  * libtensorflow_framework: each function is a pointer of the same name, filled by
  * opm_tf_bind_api() from the library TensorFlow already loaded, so the shim carries no search
  * path of the machine it was built on and can say which functions a TensorFlow lacks.
- * tests/bridges/test_tensorflow_shipped.py checks every declaration against the installed
+ * tests/bridges/test_shipped_shims.py checks every declaration against the installed
  * TensorFlow's own headers. */
 #ifndef OPM_TF_C_API_H_
 #define OPM_TF_C_API_H_

@@ -1,5 +1,6 @@
-"""The first-party calls both bridges must match ``opmarket.ops`` on, and the checks that
-the first-party plugins are installed (scripts/setup installs them)."""
+"""The first-party calls the bridges must match ``opmarket.ops`` on. The tests that need the
+first-party plugins say so with ``tests.first_party.needs_first_party`` (they skip, naming
+the missing plugins, where scripts/setup has not installed them)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pytest
 
 _Array = np.ndarray[Any, Any]
 
@@ -92,16 +92,3 @@ def expected(case: Case) -> _Array:
             label=case.label,
         )
     )
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _first_party_plugins() -> None:
-    import opmarket
-
-    missing = [
-        n
-        for n in ("zero_out", "atan", "bitcast", "time_two", "median_pool", "do_custom_call")
-        if n not in dir(opmarket.ops)
-    ]
-    if missing:
-        pytest.fail(f"first-party plugins are not installed ({missing}): run scripts/setup")

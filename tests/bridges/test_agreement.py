@@ -38,6 +38,9 @@ import opmarket.sdk  # noqa: E402
 import opmarket.tensorflow as otf  # noqa: E402
 import opmarket.torch as ot  # noqa: E402
 from opmarket.registry import get_registry  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 _Array = np.ndarray[Any, Any]
 FRAMEWORKS = ["opmarket", "tensorflow", "tf.function", "jax", "torch", "litert"]

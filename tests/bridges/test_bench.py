@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.first_party import needs_first_party
+
+pytestmark = needs_first_party
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 

@@ -169,3 +169,12 @@ def test_bridge_parameters_are_named_as_opmarket_ops_names_them() -> None:
         x = np.float32([1.0])
         for _ in range(2):  # the first call prepares, the second takes the wrapper's fast path
             np.testing.assert_array_equal(wrapper(x, x, class_=5), [6.0])
+
+        pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
+        import opmarket.tensorflow as otf
+
+        tf_wrapper = otf.ops["BridgeTest>Names"]
+        assert list(inspect.signature(tf_wrapper).parameters)[:4] == [*inputs, "class_", "lambda__"]
+        for _ in range(2):  # the first call binds, the second takes the kept call
+            np.testing.assert_array_equal(tf_wrapper(x, x, class_=5), [6.0])
+        np.testing.assert_array_equal(tf_wrapper(lambda_=x, in_=x), [2.0])

@@ -25,8 +25,11 @@ from opmarket.sdk import (  # noqa: E402
     shape_fn,
     unchanged,
 )
+from tests.first_party import needs_first_party  # noqa: E402
 
 from .conftest import CASES, Case, expected  # noqa: E402
+
+pytestmark = needs_first_party
 
 
 def _call(case: Case) -> Any:

@@ -26,6 +26,9 @@ from jax.test_util import check_grads  # noqa: E402
 
 import opmarket  # noqa: E402 (after the skip)
 import opmarket.jax as oj  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 RNG = np.random.default_rng(22)
 POOL = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"}

@@ -20,6 +20,9 @@ pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
 import opmarket.litert as olr  # noqa: E402 (after the skips)
 import opmarket.tensorflow as otf  # noqa: E402
 from opmarket.sdk import InvalidArgumentError, NotFoundError  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 
 def _convert(fn: Any) -> bytes:

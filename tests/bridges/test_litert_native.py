@@ -24,6 +24,9 @@ import opmarket  # noqa: E402 (after the skips)
 import opmarket.litert as olr  # noqa: E402
 import opmarket.tensorflow as otf  # noqa: E402
 from opmarket.sdk import InvalidArgumentError  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 POOL = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 1, 1], "padding": "SAME"}
 

@@ -23,8 +23,11 @@ pytest.importorskip("ai_edge_litert", reason="needs the litert extra")
 
 import opmarket.litert as olr  # noqa: E402 (after the skips)
 import opmarket.tensorflow as otf  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
 
 from .conftest import CASES, Case  # noqa: E402
+
+pytestmark = needs_first_party
 
 _Array = np.ndarray[Any, Any]
 RNG = np.random.default_rng(3)

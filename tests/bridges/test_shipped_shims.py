@@ -8,6 +8,7 @@ an empty cache, from opmarket's wheel."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import opmarket._bridge
 from opmarket._bridge import shipped_shim
 from opmarket._bridge._shim_sources import SHIPPED
 from opmarket.registry._elf import read_library
+from tests.first_party import needs_first_party
 
 BRIDGES = Path(opmarket._bridge.__file__).parent.parent
 REPO = Path(__file__).resolve().parents[2]
@@ -200,11 +202,31 @@ XLA_CONSTANTS = (
 )
 
 
+def _xla_ffi_version(header: Path, prefix: str) -> tuple[int, int]:
+    text = header.read_text()
+    major = re.search(rf"#define {prefix}MAJOR (\d+)", text)
+    minor = re.search(rf"#define {prefix}MINOR (\d+)", text)
+    assert major and minor, header
+    return int(major[1]), int(minor[1])
+
+
+def _xla_ffi_versions(include: Path) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The XLA FFI API version the shipped header serves, and the one jaxlib's declares."""
+    served = _xla_ffi_version(BRIDGES / "jax" / "_xla_ffi_c_api.h", "OPM_XLA_FFI_")
+    return served, _xla_ffi_version(include / "xla" / "ffi" / "api" / "c_api.h", "XLA_FFI_API_")
+
+
 def test_the_xla_ffi_declarations_match_jaxlib_s_own_header(tmp_path: Path) -> None:
     """Every field the handler uses at the same offset, every constant the same value, as
     the installed jaxlib's c_api.h (when it declares the API version the header serves)."""
     jax = pytest.importorskip("jax", reason="needs the jax extra")
     include = Path(jax.ffi.include_dir())
+    served, installed = _xla_ffi_versions(include)
+    if served != installed:
+        pytest.skip(
+            f"this jaxlib declares XLA FFI API {installed[0]}.{installed[1]}, the shipped "
+            f"header serves {served[0]}.{served[1]}"
+        )
     lines = [
         "#include <cstddef>",
         '#include "xla/ffi/api/c_api.h"',
@@ -264,6 +286,7 @@ print(buf.value.decode())
     assert int(lacking) == len(names.split()) > 10
 
 
+@needs_first_party
 def test_without_a_shipped_handler_or_a_compiler_jax_runs_c_abi_kernels_through_callbacks(
     tmp_path: Path,
 ) -> None:
@@ -293,6 +316,45 @@ def test_without_a_shipped_handler_or_a_compiler_jax_runs_c_abi_kernels_through_
         "opmarket: building the JAX bridge's FFI handler (OPMARKET_SHIPPED_SHIMS=0; once per "
         "jax version)..."
     ]
+
+
+@needs_first_party
+@pytest.mark.parametrize(("minor", "path"), [(1, "ffi"), (-1, "callback")])
+def test_the_shipped_ffi_handler_serves_a_jaxlib_of_a_newer_xla_ffi_minor(
+    tmp_path: Path, minor: int, path: str
+) -> None:
+    """XLA FFI minor versions only add fields (read past by ``struct_size``): the shipped
+    handler serves a jaxlib whose c_api.h declares a newer minor, and not an older one
+    (there, with no compiler to build one, C-ABI kernels run as callbacks)."""
+    jax = pytest.importorskip("jax", reason="needs the jax extra")
+    include = Path(jax.ffi.include_dir())
+    served, _ = _xla_ffi_versions(include)
+    if served[1] + minor < 0:
+        pytest.skip(f"the shipped header serves XLA FFI API {served[0]}.0: no older minor")
+    header = tmp_path / "include" / "xla" / "ffi" / "api" / "c_api.h"
+    header.parent.mkdir(parents=True)
+    header.write_text(
+        f"#define XLA_FFI_API_MAJOR {served[0]}\n#define XLA_FFI_API_MINOR {served[1] + minor}\n"
+    )
+    code = (
+        "import jax, numpy as np\n"
+        f"jax.ffi.include_dir = lambda: {str(header.parents[3])!r}\n"
+        "import opmarket.jax as oj\n"
+        "print(oj.native_path('Opm>ZeroOut', T=np.int32, _kernel='c_abi'))\n"
+        "f = jax.jit(lambda x: oj.ops.zero_out(x, preserve_index=1, _kernel='c_abi'))\n"
+        "print(f(np.array([5, 4, 3], np.int32)).tolist())\n"
+    )
+    env = {
+        **os.environ,
+        "CC": str(tmp_path / "no-such-cc"),
+        "OPMARKET_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    env.pop("OPMARKET_SHIPPED_SHIMS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [path, "[0, 4, 0]"], done.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -338,6 +400,7 @@ print(oj.native_path("Opm>ZeroOut", T=np.int32, _kernel="c_abi"), f(x.numpy()).t
 
 
 @pytest.mark.slow
+@needs_first_party
 def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     opmarket_wheel: Path, tmp_path: Path
 ) -> None:
@@ -408,6 +471,12 @@ def test_each_bridge_runs_a_first_party_op_in_a_fresh_venv_without_a_compiler(
     assert litert_path.startswith("native"), litert_path
     assert litert_out == "[0, 2, 0, 0]"
     assert torch_path == "native" and torch_out == "[0, 0, 3]"
-    assert jax_out == "ffi [0, 4, 0]"
+    import jax
+
+    served, installed = _xla_ffi_versions(Path(jax.ffi.include_dir()))
+    # The shipped FFI handler serves a jaxlib of its XLA FFI major and the same or a newer
+    # minor; for any other, with no compiler to build one, C-ABI kernels run as callbacks.
+    serves = served[0] == installed[0] and installed[1] >= served[1]
+    assert jax_out == ("ffi" if serves else "callback") + " [0, 4, 0]"
     assert "opmarket: building" not in done.stderr
     assert not list((tmp_path / "cache").glob("bridges/*.so"))  # nothing was compiled

@@ -19,6 +19,9 @@ tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
 import opmarket  # noqa: E402 (after the skip)
 import opmarket.tensorflow as otf  # noqa: E402
 from opmarket.tensorflow import _register  # noqa: E402 (its kernel instances are observable)
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 RNG = np.random.default_rng(0)
 POOL = {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME"}

@@ -15,6 +15,9 @@ import opmarket  # noqa: E402 (after the skip)
 import opmarket.tensorflow as otf  # noqa: E402
 from opmarket.tensorflow import _ops  # noqa: E402 (its binding is counted)
 from opmarket.tensorflow._labels import labelled_name  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 
 @pytest.fixture

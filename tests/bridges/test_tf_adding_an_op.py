@@ -28,6 +28,9 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
 
 import opmarket.tensorflow as otf  # noqa: E402 (after the skip)
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 # --- zero_out_1_test.py ------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import opmarket  # noqa: E402 (after the skip)
 import opmarket.tensorflow as otf  # noqa: E402
 from opmarket.registry import isolated_registry  # noqa: E402
 from opmarket.sdk import kernel, op, shape_fn, unchanged  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
 
 from .conftest import Case, expected  # noqa: E402
 
@@ -110,6 +111,7 @@ def test_a_label_no_kernel_has_is_an_error_naming_it(labelled: Any) -> None:
             sess.run(y)
 
 
+@needs_first_party
 def test_zero_out_c_abi_kernel_by_label_map() -> None:
     """The first-party C-ABI kernel (plugins/zero_out_c, label ``c_abi``) chosen by a label
     map in a v1 graph: the node carries the label and the result is opmarket's."""

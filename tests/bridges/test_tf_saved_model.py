@@ -26,6 +26,9 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
 
 import opmarket.tensorflow as otf  # noqa: E402 (after the skip)
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 X = [0.5, -1.0, 2.0, 3.5]
 POOL = {"ksize": [1, 2, 2, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}

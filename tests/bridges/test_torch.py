@@ -16,8 +16,11 @@ import opmarket  # noqa: E402
 import opmarket.torch as ot  # noqa: E402
 from opmarket.registry import get_registry, isolated_registry  # noqa: E402
 from opmarket.sdk import NotFoundError, kernel, op, shape_fn, unchanged  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
 
 from .conftest import CASES, Case, expected  # noqa: E402
+
+pytestmark = needs_first_party
 
 _TORCH_DTYPES = {
     np.dtype(np.int32): torch.int32,

@@ -20,6 +20,9 @@ import opmarket  # noqa: E402
 import opmarket.torch as ot  # noqa: E402
 from opmarket.registry import get_registry, isolated_registry  # noqa: E402
 from opmarket.sdk import kernel, op, shape_fn, unchanged  # noqa: E402
+from tests.first_party import needs_first_party  # noqa: E402
+
+pytestmark = needs_first_party
 
 # (op, overload, input, attrs): the first-party kernels with C-ABI entries
 NATIVE = [

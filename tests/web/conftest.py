@@ -209,10 +209,14 @@ class Served:
         self.copier.join(timeout)  # bounded: a child it left may hold the pipe open
 
 
-def start_serve(args: list[str], env: dict[str, str], log: Path | None = None) -> Served:
+def start_serve(
+    args: list[str], env: dict[str, str], log: Path | None = None, timeout: float = 60
+) -> Served:
     """``opmarket serve --host 127.0.0.1 --port 0 ARGS``: the URL comes from the line in
     which it says the port it bound, so no port is chosen here (a free port picked here
-    could be taken before the server binds it). Its output goes into ``log`` (or nowhere)."""
+    could be taken before the server binds it). Its output goes into ``log`` (or nowhere).
+    A server that exits, or says nothing of where it serves within ``timeout`` seconds
+    (then killed), fails with the tail of its output."""
     proc = subprocess.Popen(
         [OPMARKET, "serve", "--host", "127.0.0.1", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -220,28 +224,39 @@ def start_serve(args: list[str], env: dict[str, str], log: Path | None = None) -
         env=env,
     )
     assert proc.stdout is not None
-    said: list[bytes] = []
-    for line in proc.stdout:  # until it says where it listens
-        said.append(line)
-        found = SERVING.match(line.decode(errors="replace").rstrip("\n"))
-        if found:
-            break
-    else:
-        output = b"".join(said).decode(errors="replace")
-        raise AssertionError(f"opmarket serve exited with {proc.wait()}: {output}")
     output = proc.stdout
+    said: list[bytes] = []  # its output until it says where it serves
+    url: list[str] = []
+    settled = threading.Event()
     sink = open(log or os.devnull, "wb")  # noqa: SIM115  # closed by the copier at the end
 
     def copy() -> None:
         with sink, output:  # until the process and whatever it started close the pipe
-            sink.writelines(said)
-            for more in output:
-                sink.write(more)
+            for line in output:
+                sink.write(line)
                 sink.flush()  # a failing test shows the log as far as it got
+                if not settled.is_set():
+                    said.append(line)
+                    found = SERVING.match(line.decode(errors="replace").rstrip("\n"))
+                    if found:
+                        url.append(found.group(1))
+                        settled.set()
+        settled.set()  # its output ended without the line
 
     copier = threading.Thread(target=copy, daemon=True)
     copier.start()
-    return Served(proc, found.group(1), copier)
+    if settled.wait(timeout) and url:
+        return Served(proc, url[0], copier)
+    exited = settled.is_set()
+    try:
+        code = proc.wait(5 if exited else 0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    copier.join(5)
+    tail = b"".join(said).decode(errors="replace")[-3000:]
+    why = f"exited with {code}" if exited else f"said nothing of where it serves in {timeout:g} s"
+    raise AssertionError(f"opmarket serve {why}: {tail}")
 
 
 def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:

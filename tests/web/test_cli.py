@@ -175,6 +175,31 @@ def test_serve_on_port_0_says_the_port_it_bound_and_answers_there(tmp_path: Path
     assert said[0] == f"opmarket: serving {tmp_path} on http://127.0.0.1:{port}/", said
 
 
+def _no_ipv6_loopback() -> str:
+    """Why this machine cannot listen on ::1 ("" when it can)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError as exc:
+        return f"no IPv6 loopback here: {exc}"
+    return ""
+
+
+@pytest.mark.skipif(bool(_no_ipv6_loopback()), reason=_no_ipv6_loopback() or "-")
+def test_serve_on_an_ipv6_host_says_a_url_with_the_host_in_brackets(tmp_path: Path) -> None:
+    served = start_serve(
+        ["--host", "::1", "--data", str(tmp_path)], clean_env(), tmp_path / "serve.log"
+    )
+    try:
+        port = int(served.url.rpartition(":")[2])
+        assert served.url == f"http://[::1]:{port}", served.url
+        _wait_up(served.url, served.proc)
+        with urllib.request.urlopen(f"{served.url}/simple/", timeout=30) as r:
+            assert r.status == 200
+    finally:
+        served.stop()
+
+
 def test_ctrl_c_stops_the_server_without_abort_noise(tmp_path: Path) -> None:
     served = start_serve(["--data", str(tmp_path)], clean_env(), tmp_path / "serve.log")
     try:

@@ -21,7 +21,7 @@ import pytest
 
 from opmarket.web.gpu._tools import ToolSandbox
 from opmarket.web.sandbox._run import Limits
-from opmarket.web.validation._loads import known_environments, loads_with
+from opmarket.web.validation._loads import MAX_PROBLEMS, known_environments, loads_with
 
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .plugins import build_plugin, record_line
@@ -223,9 +223,67 @@ def test_a_check_that_cannot_finish_gives_every_row_the_reason(zero_out_c: Path)
     known = known_environments((sys.executable,))
     starved = ToolSandbox(Limits(memory_mb=8))
     rows = loads_with(zero_out_c, zero_out_c.name, known, starved)
-    assert len(rows) == len(known)
+    assert rows is not None and len(rows) == len(known)
     for row in rows:
         assert row["works"] is False
         (problem,) = row["problems"]
         assert problem["kind"] == "check"
         assert problem["detail"].startswith(("the check could not finish", "the check exited"))
+
+
+def test_an_environment_that_cannot_be_read_is_no_table_and_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    # An operator-listed Python that fails to run until its folder has a file "ready": no
+    # environment known gives no table at all (not "no native code"), and the failed read
+    # is not kept, so the next file reads it.
+    python = tmp_path / "python"
+    script = f'#!/bin/sh\n[ -e "{tmp_path}/ready" ] || exit 3\nexec "{sys.executable}" "$@"\n'
+    python.write_text(script)
+    python.chmod(0o755)
+    assert known_environments((str(python),)) == ()
+    wheel = tmp_path / "opm_native-1.0-cp311-abi3-manylinux_2_28_x86_64.whl"
+    assert loads_with(wheel, wheel.name, (), ToolSandbox(Limits())) is None
+    (tmp_path / "ready").touch()
+    known = known_environments((str(python),))
+    assert known and {k.program for k in known} == {str(python)}
+
+
+def test_a_wheel_with_very_many_problems_keeps_its_table_capped(tmp_path: Path) -> None:
+    # Libraries that each need thousands of libraries nothing has (a "needed" problem each,
+    # within what env-check reads of one library): uncapped, the check's answer would run
+    # past what the sandbox lets a tool print (1 MiB); capped in the sandbox, each row keeps
+    # its first problems and a row saying how many more.
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc)")
+    count = 4000
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (tmp_path / "stub.c").write_text("int stub;\n")
+    subprocess.run(
+        ["cc", "-shared", "-o", str(stubs / "stub.so"), str(tmp_path / "stub.c")], check=True
+    )
+    names = [f"opm_nowhere_{i:05d}_{'x' * 36}" for i in range(count)]
+    for name in names:
+        (stubs / f"lib{name}.so").symlink_to("stub.so")
+    (tmp_path / "needs.c").write_text("int f(void) { return 0; }\n")
+    flags = ["-shared", "-fPIC", "-o", str(tmp_path / "needs.so"), str(tmp_path / "needs.c")]
+    flags += [f"-L{stubs}", "-Wl,--no-as-needed", *(f"-l{n}" for n in names)]
+    (tmp_path / "flags").write_text("\n".join(flags))
+    subprocess.run(["cc", f"@{tmp_path / 'flags'}"], check=True)
+    wheel = build_plugin(tmp_path, "opm-many", "1.0.0", op_name="Test>Many")
+    library = (tmp_path / "needs.so").read_bytes()
+    _with_libraries(wheel, {f"opm_many/_needs{i}.so": library for i in range(3)})
+    known = known_environments((sys.executable,))
+    rows = loads_with(wheel, wheel.name, known, ToolSandbox(Limits()))
+    assert rows is not None and len(rows) == len(known)
+    for row in rows:
+        assert row["works"] is False
+        problems = row["problems"]
+        assert len(problems) == MAX_PROBLEMS + 1, problems[:2]
+        assert {p["kind"] for p in problems[:MAX_PROBLEMS]} == {"needed"}
+        assert problems[-1] == {
+            "kind": "more",
+            "library": "",
+            "detail": f"{3 * count - MAX_PROBLEMS} more problems",
+        }

@@ -3,9 +3,10 @@ libraries load with, answered by ``opmarket env-check``'s engine (``registry._en
 
 The environments are those the index knows: the validation environment's interpreter, plus
 each one the operator lists (``opmarket serve --loads-with PYTHON``). Each is read once per
-server process, here, with trusted code (the interpreter asked in a subprocess, its
-distributions and frameworks); one with several frameworks gives a row per framework (the
-wheel checked as if only that one were installed), one without gives a row with none.
+server process (one that could not be read is tried again for the next file), here, with
+trusted code (the interpreter asked in a subprocess, its distributions and frameworks); one
+with several frameworks gives a row per framework (the wheel checked as if only that one
+were installed), one without gives a row with none.
 
 The uploaded wheel itself is read only in the validation sandbox (:mod:`._loads_child`,
 run through the GPU checks' :class:`~opmarket.web.gpu._tools.ToolSandbox`, with those
@@ -14,13 +15,13 @@ the server, and comes back as a problem row. What comes back is checked and capp
 
 A row: ``{"python", "implementation", "framework", "version", "works", "problems"}``, each
 problem ``{"kind", "library", "detail"}`` as env-check writes it. A wheel without native
-code gets no rows (``[]``); a file checked before this existed has none (``None``).
+code gets no rows (``[]``); a file checked before this existed, or while no environment
+could be read, has no table (``None``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import tempfile
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from opmarket.web.gpu._tools import ToolError, ToolSandbox
+from opmarket.web.validation._loads_child import MAX_DETAIL, MAX_PROBLEMS, capped
 from opmarket.web.wheels._variants import split_variant
 
 __all__ = ["MAX_DETAIL", "MAX_PROBLEMS", "Known", "known_environments", "loads_with"]
@@ -37,9 +39,6 @@ __all__ = ["MAX_DETAIL", "MAX_PROBLEMS", "Known", "known_environments", "loads_w
 log = logging.getLogger("opmarket.web")
 
 _CHILD = Path(__file__).with_name("_loads_child.py")
-#: The most problems a row keeps (then one saying how many more), and the longest detail.
-MAX_PROBLEMS = 20
-MAX_DETAIL = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,53 +65,69 @@ class Known:
         }
 
 
-@functools.cache
-def known_environments(programs: tuple[str, ...]) -> tuple[Known, ...]:
-    """The environments of ``programs`` (Python interpreters), read once per process; the
-    same environment named twice counts once, and one that cannot be read is logged and
-    left out."""
-    from opmarket.registry._environment import environment_facts, read_environment
-    from opmarket.registry._machine import Machine
+#: Each program's environment once read (by its name as given): a read that failed is tried
+#: again for the next file, one that succeeded is not.
+_READ: dict[str, tuple[tuple[str, tuple[str, ...]], tuple[Known, ...]]] = {}
 
+
+def known_environments(programs: tuple[str, ...]) -> tuple[Known, ...]:
+    """The environments of ``programs`` (Python interpreters), each read once per process;
+    the same environment named twice counts once, and one that cannot be read is logged,
+    left out, and tried again the next time."""
     found: list[Known] = []
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for program in programs:
-        try:
-            env = read_environment(program, machine=Machine())  # GPUs: the GPU checks' part
-        except Exception as exc:  # a table's environment never rejects uploads
-            log.warning("loads with: %s: cannot read its environment: %s", program, exc)
+        read = _READ.get(program) or _read_environment(program)
+        if read is None:
             continue
-        key = (env.interpreter.executable, env.interpreter.path)
-        if key in seen:
-            continue
-        seen.add(key)
-        facts = environment_facts(env)
-        python, implementation = env.interpreter.version, env.interpreter.implementation
-        if not facts["frameworks"]:
-            found.append(Known(program, python, implementation, None, None, facts))
-        for framework in facts["frameworks"]:
-            one = {**facts, "frameworks": [framework]}
-            found.append(
-                Known(
-                    program,
-                    python,
-                    implementation,
-                    framework["distribution"],
-                    framework["version"],
-                    one,
-                )
-            )
+        _READ[program] = read
+        key, rows = read
+        if key not in seen:
+            seen.add(key)
+            found.extend(rows)
     return tuple(found)
+
+
+def _read_environment(
+    program: str,
+) -> tuple[tuple[str, tuple[str, ...]], tuple[Known, ...]] | None:
+    """``program``'s environment (its identity and its rows), or None, logged, when it
+    cannot be read."""
+    from opmarket.registry._environment import environment_facts, read_environment
+    from opmarket.registry._machine import Machine
+
+    try:
+        env = read_environment(program, machine=Machine())  # GPUs: the GPU checks' part
+    except Exception as exc:  # a table's environment never rejects uploads
+        log.warning("loads with: %s: cannot read its environment: %s", program, exc)
+        return None
+    facts = environment_facts(env)
+    python, implementation = env.interpreter.version, env.interpreter.implementation
+    rows = [Known(program, python, implementation, None, None, facts)]
+    if facts["frameworks"]:
+        rows = [
+            Known(
+                program,
+                python,
+                implementation,
+                framework["distribution"],
+                framework["version"],
+                {**facts, "frameworks": [framework]},
+            )
+            for framework in facts["frameworks"]
+        ]
+    return (env.interpreter.executable, tuple(env.interpreter.path)), tuple(rows)
 
 
 def loads_with(
     wheel: Path, filename: str, known: Sequence[Known], sandbox: ToolSandbox
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
     """The table for the wheel at ``wheel`` (named ``filename``): a row per environment of
-    ``known``, or none when it has no native code. Raises nothing: a check that could not
-    run or answer gives every row that reason as its problem."""
+    ``known``, or none when it has no native code; no table (None) when no environment is
+    known. Raises nothing: a check that could not run or answer gives every row that reason
+    as its problem."""
     if not known:
-        return []
+        return None
     plain, _ = split_variant(filename)  # env-check reads the tags from the name
     inside = "/input/" + Path(plain).name
     programs = tuple(dict.fromkeys(k.program for k in known))
@@ -155,19 +170,8 @@ def _read(
             return None
         out = []
         for row in rows:
-            problems = [
-                {k: _capped(str(p[k])) for k in ("kind", "library", "detail")}
-                for p in row["problems"]
-            ]
-            if len(problems) > MAX_PROBLEMS:
-                more = len(problems) - MAX_PROBLEMS
-                problems = problems[:MAX_PROBLEMS]
-                problems.append({"kind": "more", "library": "", "detail": f"{more} more problems"})
+            problems = capped(row["problems"])
             out.append((row["works"] is True and not problems, problems))
         return native, out
     except (ValueError, IndexError, KeyError, TypeError):
         return None
-
-
-def _capped(text: str) -> str:
-    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"

@@ -6,6 +6,8 @@ It prints one JSON line: ``{"native": bool | null, "rows": [{"works", "problems"
 a row per environment in order; ``native`` is false when the wheel has no native library
 (null when no check could say). Whatever a check raises on a damaged wheel becomes that
 row's problem: the process that reads the untrusted bytes is this one, never the server.
+Each row's problems are capped here (:func:`capped`), before printing, so that a wheel with
+very many stays within what the sandbox lets a tool print; the server caps them again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,28 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+#: The most problems a row keeps (then one saying how many more), and the longest detail.
+MAX_PROBLEMS = 20
+MAX_DETAIL = 2000
+
+
+def capped(problems: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """``problems`` as strings, each detail at most MAX_DETAIL characters, and at most
+    MAX_PROBLEMS of them and then a row saying how many more (kept as it is when already
+    capped so)."""
+    out = [{k: _cut(str(p[k])) for k in ("kind", "library", "detail")} for p in problems]
+    if len(out) == MAX_PROBLEMS + 1 and out[-1]["kind"] == "more":
+        return out
+    if len(out) > MAX_PROBLEMS:
+        more = len(out) - MAX_PROBLEMS
+        out = out[:MAX_PROBLEMS]
+        out.append({"kind": "more", "library": "", "detail": f"{more} more problems"})
+    return out
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
 
 
 def check(environments: list[dict[str, Any]], wheel: Path) -> dict[str, Any]:
@@ -35,7 +59,7 @@ def check(environments: list[dict[str, Any]], wheel: Path) -> dict[str, Any]:
         except Exception as exc:  # a reader's bug on these bytes: this row says so
             detail = f"the check failed: {type(exc).__name__}: {exc}"
             problems = [{"kind": "check", "library": "", "detail": detail}]
-        rows.append({"works": not problems, "problems": problems})
+        rows.append({"works": not problems, "problems": capped(problems)})
     return {"native": native, "rows": rows}
 
 

@@ -169,18 +169,22 @@ def serve(data: Path | None, demo: bool, **flags: Any) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """A socket listening on ``host:port``, bound as uvicorn binds (SO_REUSEADDR; IPv6 when
-    the host has a colon); port 0 takes a free port the system picks. A UsageError when it
-    cannot be bound (in use, or not this machine's). Bound here, not by uvicorn, so that the
-    port said in the "serving" line is the one bound, port 0 included."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    """A socket listening on ``host:port``, bound as uvicorn binds (SO_REUSEADDR), of the
+    address family ``socket.getaddrinfo`` gives the host (a name, an IPv4 or an IPv6
+    address); port 0 takes a free port the system picks. A UsageError when it cannot be
+    bound (in use, or not this machine's). Bound here, not by uvicorn, so that the port said
+    in the "serving" line is the one bound, port 0 included."""
+    sock: socket.socket | None = None
     try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock.bind(address)
         sock.listen(_BACKLOG)  # from here on a client's connection waits to be answered
-    except OSError as exc:
-        sock.close()
+    except OSError as exc:  # socket.gaierror too: a name that does not resolve
+        if sock is not None:
+            sock.close()
         raise UsageError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
             "choose another port with --port N"
@@ -198,7 +202,8 @@ def _serve(settings: Any, demo: bool, sock: socket.socket) -> None:
 
     from opmarket.web._limits import LimitedHttpToolsProtocol
 
-    url = f"http://{settings.host}:{sock.getsockname()[1]}"  # the port bound, 0 or not
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host  # IPv6: [::1]
+    url = f"http://{host}:{sock.getsockname()[1]}"  # the port bound, 0 or not
     if demo:
         from opmarket.cli._demo import run_demo
 
