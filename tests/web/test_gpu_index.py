@@ -9,11 +9,13 @@ import re
 import struct
 import subprocess
 import sys
+import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -374,6 +376,22 @@ def test_gpu_files_on_the_index(gpu_market: Market, gpu_wheels: GpuWheels, tmp_p
     assert not (installed / "variant.json").exists(), done.stderr
 
 
+def _gpu_statuses(detail: Any) -> set[str]:
+    return {k["status"] for k in detail["kernels"] if k["device"] == "GPU"}
+
+
+def _shown(market: Market, what: Callable[[Any], Any], expected: Any) -> Any:
+    """The package's JSON once ``what`` of it is ``expected`` (the server sees another
+    process's change at its next look at the change log, once a second), else after 30 s
+    the last read."""
+    deadline = time.monotonic() + 30
+    while True:
+        detail = market.json("/api/packages/opm-gpu")
+        if what(detail) == expected or time.monotonic() > deadline:
+            return detail
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 @needs_cuobjdump
 def test_gpu_worker_takes_and_records_gpu_kernels(
@@ -401,7 +419,9 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     while (claim := claim_gpu_file(state)) is not None:
         first.append(claim)
     assert first  # the plain wheel and its variant, each once
-    kernels = market.json("/api/packages/opm-gpu")["kernels"]
+    # The server keeps the package's JSON until its next look at the change log (once a
+    # second): the claim, made in this process, must reach it through the log.
+    kernels = _shown(market, _gpu_statuses, {"gpu: running"})["kernels"]
     assert {k["status"] for k in kernels if k["device"] == "GPU"} == {"gpu: running"}
     assert all(k["message"].startswith("taken at ") for k in kernels if k["device"] == "GPU")
     # A renewed lease holds; one left to run out (a worker killed mid-file) is taken again.
@@ -419,7 +439,7 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
         assert not record_gpu_kernels(state, claim, verdict, "stale worker")
     for claim in again:
         assert record_gpu_kernels(state, claim, verdict, "GPU conformance on test")
-    detail = market.json("/api/packages/opm-gpu")
+    detail = _shown(market, _gpu_statuses, {"passed"})
     gpu_rows = [k for k in detail["kernels"] if k["device"] == "GPU"]
     assert [(k["op"], k["status"]) for k in gpu_rows] == [("Test>OpmGpu", "passed")]
     assert claim_gpu_file(state) is None

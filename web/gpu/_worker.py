@@ -122,8 +122,15 @@ def claim_gpu_file(state: AppState, *, now: datetime | None = None) -> GpuClaim 
                 .values(status=_RUNNING, message=claim.mark(now))
             )
             if getattr(taken, "rowcount", 0):
-                return claim
-    return None
+                # Its kernels now show "gpu: running": every process's pages must say so.
+                project = session.get(File, file_id).release.project  # type: ignore[union-attr]
+                project.serial += 1
+                normalized = project.normalized
+                break
+        else:
+            return None
+    state.pages.forget(normalized)
+    return claim
 
 
 def renew_gpu_claim(state: AppState, claim: GpuClaim, *, now: datetime | None = None) -> bool:
