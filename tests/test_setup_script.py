@@ -50,7 +50,8 @@ def test_a_second_set_up_of_an_unchanged_tree_installs_nothing() -> None:
 @pytest.fixture
 def twin(tmp_path: Path) -> Path:
     """A copy of what set-up reads, in a git checkout of its own, sharing this tree's venv,
-    link tree and C-ABI host: ``--check`` there compares it with the last set-up here."""
+    link tree, C-ABI host and bridges' shims: ``--check`` there compares it with the last
+    set-up here."""
     assert _setup(REPO).returncode == 0  # the stamp is this tree's
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "--", *_READ],
@@ -64,9 +65,11 @@ def twin(tmp_path: Path) -> Path:
         if (REPO / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
-    for shared in [".venv", "build", *[p.name for p in (REPO / "registry").glob("*.so")]]:
-        link = root / ("registry/" + shared if shared.endswith(".so") else shared)
-        link.symlink_to(REPO / link.relative_to(root))
+    built = [
+        p.relative_to(REPO) for p in [*REPO.glob("registry/*.so"), *REPO.glob("bridges/*/*.so")]
+    ]
+    for shared in [Path(".venv"), Path("build"), *built]:
+        (root / shared).symlink_to(REPO / shared)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     return root
