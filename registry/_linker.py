@@ -216,8 +216,10 @@ class Process:
             for name, who in missing
         ]
         imports = read_imports(library)
-        if imports.problem:
-            return [*problems, Problem("elf", label, f"unreadable ELF file: {imports.problem}")]
+        # A file either reader refuses (past its limits) is not known to load: never "works".
+        refused = imports.problem or read_library(library).problem
+        if refused:
+            return [*problems, Problem("elf", label, f"unreadable ELF file: {refused}")]
         if missing:  # the loader stops there; symbols from the missing library are noise
             return problems
         provider = {**self.loaded, **names}

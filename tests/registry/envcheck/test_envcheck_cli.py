@@ -174,3 +174,33 @@ def test_a_python_that_does_not_answer_is_one_line_and_exit_2(python: str, tmp_p
     assert done.stderr.strip().splitlines() == [
         f"opmarket: error: --python {python}: not a Python that answers: no output"
     ]
+
+
+def test_a_library_whose_names_break_the_readers_limit_does_not_work(tmp_path: Path) -> None:
+    # An RPATH longer than the ELF reader reads of a name: the reader refuses the file, and
+    # env-check must say so instead of taking it as a library that needs nothing.
+    from opmarket.registry._envcheck import check_wheel
+    from opmarket.registry._environment import read_environment
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    (tmp_path / "lib.c").write_text("int opm_f(void) { return 1; }\n")
+    (tmp_path / "rpath.txt").write_text("-rpath /" + "a" * 300_000 + "\n")
+    library = tmp_path / "lib.so"
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(library),
+            str(tmp_path / "lib.c"),
+            f"-Wl,@{tmp_path / 'rpath.txt'}",
+        ],
+        check=True,
+    )
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", library.read_bytes())
+    report = check_wheel(wheel, read_environment())
+    assert not report.works
+    assert [(p.kind, p.library) for p in report.problems] == [("elf", "x/_lib.so")], report
