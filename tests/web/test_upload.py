@@ -225,3 +225,35 @@ def test_uploads_of_unknown_length_are_refused(market: Market) -> None:
     response = conn.getresponse()
     assert response.status == 411
     conn.close()
+
+
+def _last_used(market: Market, token: str) -> object:
+    from sqlalchemy import select
+
+    from opmarket.web._app import open_state
+    from opmarket.web._auth import token_digest
+    from opmarket.web._settings import Settings
+    from opmarket.web.catalog._models import Token
+
+    url = market.env.get("OPMARKET_DATABASE_URL", "")
+    state = open_state(Settings(data_dir=market.data, database_url=url, validation_workers=0))
+    try:
+        with state.db.session() as session:
+            return session.scalar(
+                select(Token.last_used).where(Token.digest == token_digest(token))
+            )
+    finally:
+        state.db.dispose()
+
+
+@pytest.mark.slow
+def test_a_token_is_marked_used_at_most_once_a_minute(uploaded: Market, wheels: Wheels) -> None:
+    # Writing last_used on every upload took the database's write lock for each upload.
+    token = uploaded.tokens["alice"]
+    status, body = upload_wheel(uploaded.url, token, wheels.double_1_0)  # identical: 200
+    assert status == 200, body
+    first = _last_used(uploaded, token)
+    assert first is not None
+    status, body = upload_wheel(uploaded.url, token, wheels.double_1_0)
+    assert status == 200, body
+    assert _last_used(uploaded, token) == first
