@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from opmarket.registry._elf import needed_libraries, read_library
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
@@ -402,6 +403,7 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
     verdicts only while the lease is held."""
     from opmarket.web._app import open_state
     from opmarket.web._settings import Settings
+    from opmarket.web.catalog._models import Project
     from opmarket.web.gpu._worker import (
         LEASE_S,
         claim_gpu_file,
@@ -415,9 +417,22 @@ def test_gpu_worker_takes_and_records_gpu_kernels(
         assert twine(market, market.tokens["alice"], gpu_wheels.plain).returncode == 0
     assert market.wait_for("opm-gpu", gpu_wheels.plain.name)["status"] == "validated"
     state = open_state(Settings(data_dir=market.data, validation_workers=0))
+
+    def serial() -> int:
+        with state.db.transaction() as session:
+            return int(
+                session.scalars(select(Project.serial).where(Project.normalized == "opm-gpu")).one()
+            )
+
     first = []
-    while (claim := claim_gpu_file(state)) is not None:
+    while True:
+        before = serial()
+        if (claim := claim_gpu_file(state)) is None:
+            break
         first.append(claim)
+        # Each claim is a change the index shows ("gpu: running"): it bumps the project's
+        # serial, the key every process's kept pages and details are dropped by.
+        assert serial() == before + 1
     assert first  # the plain wheel and its variant, each once
     # The server keeps the package's JSON until its next look at the change log (once a
     # second): the claim, made in this process, must reach it through the log.
