@@ -55,6 +55,7 @@ class OpsNamespace:
     _prefix: str
     _seen: dict[int, int]
     _loader: Loader | None
+    _followers: list[Callable[[], None]]
 
     def __init__(
         self, registry: Callable[[], Registry], prefix: str = "", *, loader: Loader | None = None
@@ -63,6 +64,7 @@ class OpsNamespace:
         object.__setattr__(self, "_prefix", prefix)  # "" at the top, else "Opm" or "A>B"
         object.__setattr__(self, "_seen", {})  # id(registry) -> version indexed
         object.__setattr__(self, "_loader", loader)  # loads plugins as names need them
+        object.__setattr__(self, "_followers", [])  # told on every reset
 
     def _need(self, name: str | None, *, full: bool = False) -> None:
         if self._loader is not None:
@@ -77,12 +79,20 @@ class OpsNamespace:
         return reg
 
     def reset(self) -> None:
-        """Forget cached wrappers (the registry changed), here and in sub-namespaces."""
+        """Forget cached wrappers (the registry changed), here and in sub-namespaces, and
+        tell each follower (see :meth:`on_reset`)."""
         for key in [k for k in self.__dict__ if not k.startswith("_")]:
             value = self.__dict__.pop(key)
             if isinstance(value, OpsNamespace):
                 value.reset()
         self._seen.clear()
+        for follower in self._followers:
+            follower()
+
+    def on_reset(self, follower: Callable[[], None]) -> None:
+        """Call ``follower`` on every :meth:`reset`: what keeps values made from this
+        namespace's (a framework's ops namespace) forgets them when it does."""
+        self._followers.append(follower)
 
     def _members(self, reg: Registry) -> tuple[dict[str, list[OpDef]], dict[str, str]]:
         """Python names -> ops, and attribute names -> sub-namespaces, at this level."""

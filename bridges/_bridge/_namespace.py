@@ -3,7 +3,10 @@ resolved to the framework's version of the op.
 
 Name resolution is ``opmarket.ops``'s own (short names while unique, namespaces, full names
 by item, plugins loaded as names need them, AmbiguousOpNameError for shared short names); the
-namespace only maps each op it finds through the bridge's ``make(op_name)``.
+namespace only maps each op it finds through the bridge's ``make(op_name)``. What it made is
+kept as an attribute while ``opmarket.ops`` keeps the value it made it from (until the
+registry changes: ``opmarket.ops`` then forgets its values and tells the namespace to forget
+its own), so a repeated lookup costs what ``opmarket.ops``' does.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ class BridgeNamespace:
     _inner: Any
     _make: Callable[[str], Any]
     _label: str
+    _following: bool
 
     def __init__(self, make: Callable[[str], Any], label: str, inner: Any = None) -> None:
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_make", make)
         object.__setattr__(self, "_label", label)
+        object.__setattr__(self, "_following", False)  # told when opmarket.ops forgets
 
     def _ops(self) -> Any:
         if self._inner is None:
@@ -45,8 +50,20 @@ class BridgeNamespace:
             raise AttributeError(f"{self._label} has no op {name!r}") from None
         full = getattr(value, "__opmarket_op__", None)
         if full is None:  # a sub-namespace of opmarket.ops
-            return BridgeNamespace(self._make, f"{self._label}.{name}", value)
-        return self._make(full)
+            made: Any = BridgeNamespace(self._make, f"{self._label}.{name}", value)
+        else:
+            made = self._make(full)
+        ops = self._ops()
+        if vars(ops).get(name) is value:  # kept there until the registry changes
+            if not self._following:
+                ops.on_reset(self._forget)
+                object.__setattr__(self, "_following", True)
+            self.__dict__[name] = made
+        return made
+
+    def _forget(self) -> None:
+        for key in [k for k in self.__dict__ if not k.startswith("_")]:
+            del self.__dict__[key]
 
     def __getitem__(self, full_name: str) -> Any:
         wrapper = self._ops()[full_name]

@@ -178,3 +178,34 @@ def test_bridge_parameters_are_named_as_opmarket_ops_names_them() -> None:
         for _ in range(2):  # the first call binds, the second takes the kept call
             np.testing.assert_array_equal(tf_wrapper(x, x, class_=5), [6.0])
         np.testing.assert_array_equal(tf_wrapper(lambda_=x, in_=x), [2.0])
+
+
+def test_a_bridge_namespace_keeps_what_it_made_until_the_registry_changes() -> None:
+    """``opmarket.jax.ops.x`` and the others keep what they made as ``opmarket.ops`` keeps
+    its wrappers (a repeated lookup makes nothing), and a change to the registry reaches
+    them as it reaches ``opmarket.ops``: a short name now shared is ambiguous, an op gone
+    is gone."""
+    import opmarket
+    from opmarket._bridge import BridgeNamespace
+    from opmarket.registry import AmbiguousOpNameError, isolated_registry
+
+    made: list[str] = []
+
+    def make(full: str) -> tuple[str, str]:
+        made.append(full)
+        return ("made", full)
+
+    ns = BridgeNamespace(make, "test.ops")
+    with isolated_registry():
+        opmarket.register(op("BridgeTest>Kept").output("y: float").build())
+        assert ns.kept == ("made", "BridgeTest>Kept")
+        assert ns.kept is ns.kept and ns.bridge_test.kept is ns.bridge_test.kept
+        assert made == ["BridgeTest>Kept", "BridgeTest>Kept"]  # once by each name
+        opmarket.register(op("Other>Kept").output("y: int32").build())
+        for namespace in (opmarket.ops, ns):
+            with pytest.raises(AmbiguousOpNameError):
+                _ = namespace.kept
+        assert ns.bridge_test.kept == ("made", "BridgeTest>Kept")
+        assert ns.other.kept == ("made", "Other>Kept")
+    with pytest.raises(AttributeError, match=r"test\.ops has no op 'kept'"):
+        _ = ns.kept
