@@ -1,75 +1,72 @@
 """What a shared library says about itself, read from its ELF file without loading it: the
-symbols it exports (``.dynsym``, what ``dlsym`` can find), the libraries it needs and its
-run paths (``DT_NEEDED``, ``DT_RPATH``/``DT_RUNPATH``: what ``readelf -d`` lists), and the
-bytes of a section by name (``.nv_fatbin``, for :mod:`~opmarket.registry._gpubinary`).
+symbols it exports (its dynamic symbols, what ``dlsym`` can find), the libraries it needs
+and its run paths (``DT_NEEDED``, ``DT_RPATH``/``DT_RUNPATH``: what ``readelf -d`` lists),
+and the bytes of a section by name (``.nv_fatbin``, for :mod:`~opmarket.registry._gpubinary`).
 
-opmarket's one ELF reader (the standard library's ``struct``), not a dependency: it needs
-the section headers and the few sections asked for, read with a few seeks, so a library of
-hundreds of megabytes is not read whole. 32- and 64-bit, either byte order. A file that is
-not ELF, or whose section headers were stripped away (``sstrip``), has nothing here.
+opmarket's one ELF reader (the standard library's ``struct``), not a dependency, on
+:mod:`._elffile`'s layout of the file. The dynamic table and the symbols are read as the
+dynamic linker reads them: through the program headers (PT_DYNAMIC, then the tables its
+entries point at in the PT_LOAD segments), never the section headers, which a loadable
+library may have stripped (``sstrip``) or made lie; only a file without PT_DYNAMIC is read
+through its sections. Sections by name come from the section headers. A few seeks each,
+so a library of hundreds of megabytes is not read whole. 32- and 64-bit, either byte
+order. A file that is not ELF, or has neither a dynamic segment nor sections, has nothing.
 
 The index reads uploaded libraries with it, in its own process, so it trusts no number in
-the file and holds only what it returns: every read lies inside the file; the section
-headers are read a block at a time and never kept (at most :data:`MAX_SECTIONS` of them,
-extended numbering included); only the first section of each kind (or name) is read (a
-linker writes one); the dynamic section is read up to its ``DT_NULL`` within
-:data:`MAX_DYNAMIC` entries; and the names of ``DT_NEEDED``, ``DT_RPATH`` and
-``DT_RUNPATH`` are read one by one from the string table, each at most 64 KiB and
-:data:`MAX_NAMES` bytes in all, never the whole table. Reading ``needed``/``runpath`` thus
-costs a bounded number of reads and a small constant times the names it returns, whatever
-the file's size. Linked libraries have tens of sections and tens of dynamic entries: a file
-past a limit is refused (:attr:`Library.problem` says which).
+the file and holds only what it returns: every read lies inside the file (and inside its
+segment); the section headers are read a block at a time and never kept (at most
+:data:`MAX_SECTIONS` of them, extended numbering included), the program headers at most
+:data:`MAX_SEGMENTS`; only the first section of each kind (or name) is read (a linker
+writes one); the dynamic table is read up to its ``DT_NULL`` within :data:`MAX_DYNAMIC`
+entries; and the names of ``DT_NEEDED``, ``DT_RPATH`` and ``DT_RUNPATH`` are read one by
+one from the string table, each at most 64 KiB and :data:`MAX_NAMES` bytes in all, never
+the whole table. Reading ``needed``/``runpath`` thus costs a bounded number of reads and a
+small constant times the names it returns, whatever the file's size. Linked libraries have
+tens of sections and tens of dynamic entries: a file past a limit is refused
+(:attr:`Library.problem` says which).
 """
 
 from __future__ import annotations
 
-import os
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
+
+from opmarket.registry._elffile import (
+    _BAD,
+    _MAX_NAME,
+    _SH_NAME,
+    _SH_OFFSET,
+    _SH_SIZE,
+    _SHT_DYNSYM,
+    _SYMBOL,
+    MAX_DYNAMIC,
+    MAX_SECTIONS,
+    MAX_SEGMENTS,
+    _Elf,
+    _exact,
+    _Refused,
+)
 
 __all__ = [
     "MAX_DYNAMIC",
     "MAX_NAMES",
     "MAX_SECTIONS",
+    "MAX_SEGMENTS",
     "Library",
     "dynamic_symbols",
     "needed_libraries",
     "read_library",
 ]
 
-#: The most section headers read (extended numbering included); a linked library has tens.
-MAX_SECTIONS = 65_535
-#: The most dynamic entries read before ``DT_NULL``; a linked library has tens.
-MAX_DYNAMIC = 4_096
 #: The most bytes of ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` names read from one library.
 MAX_NAMES = 256 * 1024
 
-_MAGIC = b"\x7fELF"
-_SHT_DYNSYM = 11
-_SHT_DYNAMIC = 6
 _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 1, 14, 15, 29
-_DYN = {1: "iI", 2: "qQ"}  # d_tag, d_val
-_SHN_UNDEF = 0
-_SHN_XINDEX = 0xFFFF  # e_shstrndx: the index is in section 0's sh_link
 _BINDINGS = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
 _VISIBLE = (0, 3)  # STV_DEFAULT, STV_PROTECTED
-# Per ELF class (1: 32-bit, 2: 64-bit): the header after e_ident, a section header, a symbol,
-# and where in a symbol's tuple its name, info, other and section index are.
-_HEADER = {1: "HHIIIIIHHHHHH", 2: "HHIQQQIHHHHHH"}
-_SECTION = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
-_SYMBOL = {1: ("IIIBBH", (0, 3, 4, 5)), 2: ("IBBHQQ", (0, 1, 2, 3))}
-# Where in a section header's tuple its type, offset, size and link are.
-_SH_NAME, _SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK = 0, 1, 4, 5, 6
-_MAX_NAME = 64 * 1024
-_BLOCK = 64 * 1024  # bytes of section headers (or names) read at once
-_BAD = (OSError, struct.error, ValueError, IndexError, OverflowError)
-
-
-class _Refused(ValueError):
-    """The file is ELF but breaks the format or one of this module's limits."""
+_SHN_UNDEF = 0
 
 
 def dynamic_symbols(path: Path) -> frozenset[str]:
@@ -131,74 +128,6 @@ def needed_libraries(path: Path) -> tuple[str, ...]:
     return read_library(path).needed
 
 
-@dataclass(frozen=True, slots=True)
-class _Elf:
-    """An open ELF file's class, byte order and section header table (where, how many)."""
-
-    f: BinaryIO
-    size: int
-    klass: int
-    order: str
-    section: struct.Struct
-    shoff: int
-    shnum: int
-    shstrndx: int
-
-    @classmethod
-    def parse(cls, f: BinaryIO) -> _Elf | None:
-        """The file's ELF facts; None when it is not ELF or has no section headers."""
-        size = os.fstat(f.fileno()).st_size
-        ident = f.read(16)
-        if len(ident) < 16 or ident[:4] != _MAGIC:
-            return None
-        if ident[4] not in (1, 2) or ident[5] not in (1, 2):
-            return None
-        klass = ident[4]
-        order = "<" if ident[5] == 1 else ">"
-        header = struct.Struct(order + _HEADER[klass])
-        fields = header.unpack(_exact(f, size, header.size, 16))
-        shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
-        section = struct.Struct(order + _SECTION[klass])
-        if shoff == 0:
-            return None
-        if shentsize != section.size:  # the gABI's size; anything else is not a linker's
-            raise _Refused(f"section headers of {shentsize} bytes, not {section.size}")
-        elf = cls(f, size, klass, order, section, shoff, 1, shstrndx)
-        if shnum == 0 or shstrndx == _SHN_XINDEX:  # extended numbering: in section 0
-            first = elf.header(0)
-            shnum = shnum or first[_SH_SIZE]
-            shstrndx = first[_SH_LINK] if shstrndx == _SHN_XINDEX else shstrndx
-        if shnum > MAX_SECTIONS:
-            raise _Refused(f"{shnum} sections; the index reads at most {MAX_SECTIONS}")
-        _exact(f, size, 0, shoff + shnum * section.size)  # the whole table lies in the file
-        return cls(f, size, klass, order, section, shoff, shnum, shstrndx)
-
-    def header(self, index: int) -> tuple[int, ...]:
-        """Section header ``index``."""
-        if not 0 <= index < self.shnum:
-            raise _Refused(f"section {index} of {self.shnum}")
-        at = self.shoff + index * self.section.size
-        return self.section.unpack(_exact(self.f, self.size, self.section.size, at))
-
-    def headers(self) -> Iterator[tuple[int, ...]]:
-        """Every section header in order, read a block at a time and not kept."""
-        per_block = max(1, _BLOCK // self.section.size)
-        for first in range(0, self.shnum, per_block):
-            count = min(per_block, self.shnum - first)
-            at = self.shoff + first * self.section.size
-            yield from self.section.iter_unpack(
-                _exact(self.f, self.size, count * self.section.size, at)
-            )
-
-    def first(self, kind: int) -> tuple[int, ...] | None:
-        """The first section header of type ``kind``, None when there is none."""
-        return next((sh for sh in self.headers() if sh[_SH_TYPE] == kind), None)
-
-    def read(self, sh: tuple[int, ...]) -> bytes:
-        """The bytes of the section with header ``sh``."""
-        return _exact(self.f, self.size, sh[_SH_SIZE], sh[_SH_OFFSET])
-
-
 class _Names:
     """Names read one by one from the string table with header ``sh`` (never the whole
     table), each once; :class:`_Refused` past :data:`_MAX_NAME` bytes for one name or
@@ -240,23 +169,21 @@ class _Dynamic(NamedTuple):
 
 
 def _dynamic(elf: _Elf) -> _Dynamic:
-    """DT_NEEDED, DT_RPATH/DT_RUNPATH and DT_SONAME of the first dynamic section."""
-    sh = elf.first(_SHT_DYNAMIC)
-    if sh is None:
+    """DT_NEEDED, DT_RPATH/DT_RUNPATH and DT_SONAME of the dynamic table."""
+    entries, strings = elf.entries()
+    if not entries:
         return _Dynamic((), (), "", False)
-    entry = struct.Struct(elf.order + _DYN[elf.klass])
-    _exact(elf.f, elf.size, 0, sh[_SH_OFFSET] + sh[_SH_SIZE])  # the section lies in the file
-    count = sh[_SH_SIZE] // entry.size
-    table = _exact(elf.f, elf.size, min(count, MAX_DYNAMIC) * entry.size, sh[_SH_OFFSET])
-    name_at = _Names(elf, elf.header(sh[_SH_LINK]), MAX_NAMES)
+    if strings is None:
+        if any(tag in (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH) for tag, _ in entries):
+            raise _Refused("DT_NEEDED (or a run path) without a string table")
+        return _Dynamic((), (), "", False)
+    name_at = _Names(elf, strings, MAX_NAMES)
     needed: list[str] = []
     runpath: list[str] = []
     soname, tags = "", set[int]()
     done: set[tuple[int, int]] = set()  # an entry repeated adds nothing
     wanted = (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH)
-    for tag, value in entry.iter_unpack(table):
-        if tag == 0:  # DT_NULL ends the table
-            break
+    for tag, value in entries:
         if (tag, value) in done or tag not in wanted:
             continue
         done.add((tag, value))
@@ -267,9 +194,6 @@ def _dynamic(elf: _Elf) -> _Dynamic:
             soname = soname or name_at(value)
         else:
             runpath.extend(p for p in name_at(value).split(":") if p)
-    else:
-        if count > MAX_DYNAMIC:
-            raise _Refused(f"no DT_NULL in {MAX_DYNAMIC} dynamic entries, the most the index reads")
     rpath_only = _DT_RPATH in tags and _DT_RUNPATH not in tags
     return _Dynamic(tuple(needed), tuple(runpath), soname, rpath_only)
 
@@ -303,7 +227,7 @@ def _exports(elf: _Elf) -> frozenset[str]:
     sh = elf.first(_SHT_DYNSYM)
     if sh is None:
         return frozenset()
-    strings = elf.read(elf.header(sh[_SH_LINK]))
+    strings = elf.read(elf.linked(sh))
     symbols = elf.read(sh)
     # Names decoded add up to at most four times their table: a linker's names overlap
     # little, a hostile file points thousands of symbols into one long name.
@@ -328,13 +252,3 @@ def _exports(elf: _Elf) -> frozenset[str]:
             name = seen[start] = strings[start:end].decode("utf-8", "replace")
         names.add(name)
     return frozenset(names)
-
-
-def _exact(f: BinaryIO, file_size: int, size: int, at: int) -> bytes:
-    """``size`` bytes from ``at``; :class:`_Refused` unless all of them lie inside the
-    file (of ``file_size`` bytes), so no number in a hostile file makes it read more than
-    it has."""
-    if at < 0 or size < 0 or at + size > file_size:
-        raise _Refused("truncated ELF file: a section or table runs past its end")
-    f.seek(at)
-    return f.read(size)

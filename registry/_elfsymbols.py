@@ -18,14 +18,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opmarket.registry._elf import _BAD, _MAX_NAME, _Elf, _exact, _Refused
+from opmarket.registry._elffile import (
+    _BAD,
+    _MAX_NAME,
+    _SH_OFFSET,
+    _SH_SIZE,
+    _SHT_DYNSYM,
+    _SHT_GNU_HASH,
+    _SHT_VERDEF,
+    _SHT_VERNEED,
+    _SHT_VERSYM,
+    _SYMBOL,
+    _Elf,
+    _exact,
+    _Refused,
+)
 
 __all__ = ["Exports", "Imports", "Reference", "elf_kind", "read_imports"]
 
-_SHT_DYNSYM, _SHT_GNU_HASH = 11, 0x6FFFFFF6
-_SHT_VERDEF, _SHT_VERNEED, _SHT_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
-_SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK = 1, 4, 5, 6
-_SYMBOL = {1: ("IIIBBH", (0, 3, 4, 5)), 2: ("IBBHQQ", (0, 1, 2, 3))}
 _STB_GLOBAL = 1
 _EXPORTED_BINDINGS = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
 _VISIBLE = (0, 3)  # STV_DEFAULT, STV_PROTECTED
@@ -101,9 +111,7 @@ class Exports:
             self._all = {}
 
     def _index(self, elf: _Elf) -> None:
-        found = self._sections = _sections(
-            elf, (_SHT_DYNSYM, _SHT_GNU_HASH, _SHT_VERDEF, _SHT_VERSYM)
-        )
+        found = self._sections = elf.find((_SHT_DYNSYM, _SHT_GNU_HASH, _SHT_VERDEF, _SHT_VERSYM))
         if _SHT_VERDEF in found:
             self._names = _verdef(elf, found[_SHT_VERDEF])
             self.versions = frozenset(self._names.values())
@@ -183,7 +191,7 @@ class Exports:
         dynsym = self._sections[_SHT_DYNSYM]
         symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[elf.klass]
         symbol = struct.Struct(elf.order + symbol_format)
-        strings = elf.header(dynsym[_SH_LINK])
+        strings = elf.linked(dynsym)
         while 4 * (index - symoffset) + 4 <= len(chains):
             (chained,) = struct.unpack_from(elf.order + "I", chains, 4 * (index - symoffset))
             if chained | 1 == h | 1:
@@ -214,7 +222,7 @@ def _symbols(elf: _Elf, sh: tuple[int, ...], *, defined: bool) -> Iterable[tuple
     (``defined``) or undefined, of global or weak binding."""
     symbol_format, (name_at, info_at, other_at, shndx_at) = _SYMBOL[elf.klass]
     symbol = struct.Struct(elf.order + symbol_format)
-    strings = elf.read(elf.header(sh[_SH_LINK]))
+    strings = elf.read(elf.linked(sh))
     table = elf.read(sh)
     budget = 4 * len(strings) + _MAX_NAME  # names overlapping past any linker's are refused
     seen: dict[int, str] = {}
@@ -237,15 +245,6 @@ def _symbols(elf: _Elf, sh: tuple[int, ...], *, defined: bool) -> Iterable[tuple
             yield index, name, binding
 
 
-def _sections(elf: _Elf, kinds: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
-    """The first section header of each type in ``kinds``."""
-    found: dict[int, tuple[int, ...]] = {}
-    for sh in elf.headers():
-        if sh[_SH_TYPE] in kinds and sh[_SH_TYPE] not in found:
-            found[sh[_SH_TYPE]] = sh
-    return found
-
-
 def _string(strings: bytes, offset: int) -> str:
     end = strings.index(b"\0", offset, offset + _MAX_NAME)
     return strings[offset:end].decode("utf-8", "replace")
@@ -255,7 +254,7 @@ def _verdef(elf: _Elf, sh: tuple[int, ...]) -> dict[int, str]:
     """Version index -> name of each version the library defines, the base (its soname)
     left out."""
     data = elf.read(sh)
-    strings = elf.read(elf.header(sh[_SH_LINK]))
+    strings = elf.read(elf.linked(sh))
     names: dict[int, str] = {}
     at = 0
     for _ in range(len(data) // 20):
@@ -272,7 +271,7 @@ def _verdef(elf: _Elf, sh: tuple[int, ...]) -> dict[int, str]:
 
 
 def _imports(elf: _Elf) -> Imports:
-    found = _sections(elf, (_SHT_DYNSYM, _SHT_VERNEED, _SHT_VERSYM))
+    found = elf.find((_SHT_DYNSYM, _SHT_VERNEED, _SHT_VERSYM))
     versions: dict[int, tuple[str, str]] = {}  # version index -> (file, version)
     needs: dict[str, tuple[str, ...]] = {}
     if _SHT_VERNEED in found:
@@ -298,7 +297,7 @@ def _verneed(
     """Version index -> (file, version) of every version the library needs, and file ->
     the versions it must have (weak ones left out)."""
     data = elf.read(sh)
-    strings = elf.read(elf.header(sh[_SH_LINK]))
+    strings = elf.read(elf.linked(sh))
     versions: dict[int, tuple[str, str]] = {}
     needs: dict[str, list[str]] = {}
     at, steps = 0, len(data) // 16
