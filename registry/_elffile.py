@@ -29,13 +29,15 @@ from typing import BinaryIO
 
 import numpy
 
+__all__ = ["MAX_DYNAMIC", "MAX_SECTIONS", "MAX_SEGMENTS", "MAX_SYMBOLS"]
+
 #: The most section headers read (extended numbering included); a linked library has tens.
 MAX_SECTIONS = 65_535
 #: The most program headers read; a linked library has about ten.
 MAX_SEGMENTS = 1_024
 #: The most dynamic entries read before ``DT_NULL``; a linked library has tens.
 MAX_DYNAMIC = 4_096
-#: The most dynamic symbols read; libtorch_cpu.so has about 200,000.
+#: The most dynamic symbols read; libtensorflow_cc.so.2 has about 450,000.
 MAX_SYMBOLS = 1 << 22
 
 _MAGIC = b"\x7fELF"
@@ -197,7 +199,7 @@ class _Elf:
         ``ld.so`` reads them (its section headers may be stripped or lie), else the first
         section of the type."""
         found: dict[int, tuple[int, ...]] = {}
-        if self.dynamic is not None:
+        if self.dynamic is not None and _DYNAMIC_KINDS.intersection(kinds):
             view = self.view()
             found = {k: sh for k in kinds if k in _DYNAMIC_KINDS and (sh := view.get(k))}
             kinds = tuple(k for k in kinds if k not in _DYNAMIC_KINDS)

@@ -388,3 +388,17 @@ def test_hostile_segments_are_refused_with_a_reason_in_bounded_work(
     assert Exports(path).find(["opm_export"]) == {}
     for read in (read_library, read_imports, dynamic_symbols, Exports):
         assert _peak(lambda: read(path)) < 2 * MiB  # noqa: B023 (called at once)
+
+
+def test_env_check_says_a_hostile_library_is_unreadable_not_that_it_works(
+    tmp_path: Path,
+) -> None:
+    data, reason, _ = HOSTILE["a DT_GNU_HASH chain that never ends"]
+    library = tmp_path / "libhostile.so"
+    library.write_bytes(data)
+    code, document = predict([_wheel(tmp_path / "wheel", library)])
+    (report,) = document["files"]
+    assert code == 1 and not report["works"]
+    assert [p["detail"] for p in report["problems"] if p["kind"] == "elf"] == [
+        f"unreadable ELF file: {reason}"
+    ]
