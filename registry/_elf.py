@@ -83,7 +83,7 @@ def dynamic_symbols(path: Path) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Library:
-    """A shared library's dynamic section and the sections asked for by name: ``needed``
+    """A shared library's dynamic table and the sections asked for by name: ``needed``
     (DT_NEEDED sonames, in the dynamic linker's order), ``runpath`` (DT_RPATH and
     DT_RUNPATH entries, split at ``:``), ``sections`` (name -> bytes, for those present),
     and ``problem``: why an ELF file was not read (truncated, or past a limit such as

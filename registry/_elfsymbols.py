@@ -6,9 +6,12 @@ looked up by name through its ``.gnu.hash`` table as the dynamic linker does (so
 of 800 MB with half a million symbols costs a few reads per name, not a read of its names),
 and the versions it defines (``.gnu.version_d``).
 
-Built on :mod:`._elf` and its rules for files that may be hostile: every read lies inside the
-file, chains of version entries are followed at most as many steps as their section has
-room for, and no name is read past 64 KiB.
+The tables (``DT_SYMTAB``, ``DT_GNU_HASH``, ``DT_VERSYM``, ``DT_VERNEED``, ``DT_VERDEF``) are
+found as the dynamic linker finds them, through the program headers (:mod:`._elffile`), so
+stripped or lying section headers change nothing; a file without PT_DYNAMIC is read through
+its sections. Built on :mod:`._elffile`'s rules for files that may be hostile: every read
+lies inside the file, chains of version entries are followed at most as many steps as their
+table has room for, and no name is read past 64 KiB.
 """
 
 from __future__ import annotations

@@ -52,21 +52,14 @@ def _cc(folder: Path, name: str, source: str, *args: str) -> Path:
     return library
 
 
-def _header(data: bytes) -> tuple[str, str, dict[str, int]]:
-    """Byte order, header format and where e_phoff, e_shoff, e_phnum, e_shnum are."""
-    order = "<" if data[5] == 1 else ">"
-    if data[4] == 1:
-        return order, "I", {"phoff": 0x1C, "shoff": 0x20, "phnum": 0x2C, "shnum": 0x30}
-    return order, "Q", {"phoff": 0x20, "shoff": 0x28, "phnum": 0x38, "shnum": 0x3C}
-
-
 def stripped(data: bytes) -> bytes:
     """``data`` with no section headers, as sstrip leaves a library: e_shoff, e_shnum and
-    e_shstrndx zero."""
-    order, word, at = _header(data)
+    e_shstrndx zero (32- or 64-bit, either byte order)."""
+    order = "<" if data[5] == 1 else ">"
+    shoff, word, shnum = (0x20, "I", 0x30) if data[4] == 1 else (0x28, "Q", 0x3C)
     out = bytearray(data)
-    struct.pack_into(order + word, out, at["shoff"], 0)
-    struct.pack_into(order + "HH", out, at["shnum"], 0, 0)
+    struct.pack_into(order + word, out, shoff, 0)
+    struct.pack_into(order + "HH", out, shnum, 0, 0)
     return bytes(out)
 
 
@@ -74,11 +67,11 @@ def lying(data: bytes) -> bytes:
     """``data`` whose section headers lie: .dynamic points at the program headers and
     .dynsym is empty (the segments still say where both are)."""
     assert data[4] == 2 and data[5] == 1  # this machine's libraries
-    shoff, shentsize, shnum = struct.unpack_from("<Q", data, 0x28)[0], 64, data[0x3C]
-    phoff = struct.unpack_from("<Q", data, 0x20)[0]
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    (shnum,) = struct.unpack_from("<H", data, 0x3C)
     out = bytearray(data)
     for index in range(shnum):
-        at = shoff + index * shentsize
+        at = shoff + index * 64
         kind = struct.unpack_from("<I", out, at + 4)[0]
         if kind == 6:  # SHT_DYNAMIC
             struct.pack_into("<Q", out, at + 24, phoff)
@@ -191,9 +184,10 @@ _SYSTEM = [
 
 def _readelf(path: Path) -> tuple[tuple[str, ...], set[str], set[str]]:
     """DT_NEEDED, and the names of the defined and undefined dynamic symbols, as
-    ``readelf -d --dyn-syms -D`` lists them (from the dynamic segment)."""
+    ``readelf -d -s -D`` lists them: from the dynamic segment, stripped or not (binutils
+    2.40's ``--dyn-syms -D`` lists no symbol of a file without section headers)."""
     out = subprocess.run(
-        ["readelf", "-W", "-d", "--dyn-syms", "-D", str(path)],
+        ["readelf", "-W", "-d", "-s", "-D", str(path)],
         capture_output=True,
         text=True,
         check=True,
@@ -226,6 +220,7 @@ def test_needed_and_symbols_are_what_readelf_reads_from_the_dynamic_segment(
     needed, defined, undefined = _readelf(library)
     bare = tmp_path / library.name
     bare.write_bytes(stripped(library.read_bytes()))
+    assert _readelf(bare) == (needed, defined, undefined)
     for path in (library, bare):
         assert read_library(path).needed == needed
         assert dynamic_symbols(path) == defined
