@@ -115,13 +115,18 @@ def test_the_torch_declarations_match_torch_s_own_headers(tmp_path: Path) -> Non
 #define SAME(ret, name, params) \\
   static_assert(std::is_same<decltype(&::name), ret(*) params>::value, #name);
 OPM_TORCH_FUNCTIONS(SAME)
+#define SAME_CUDA(ret, name, params, library) SAME(ret, name, params)
+OPM_TORCH_CUDA_FUNCTIONS(SAME_CUDA)
 static_assert(OPM_TORCH_ABI_VERSION == TORCH_VERSION_2_10_0, "the ABI version");
 static_assert(AOTI_TORCH_SUCCESS == 0, "AOTI_TORCH_SUCCESS");
 static_assert(std::is_same<AOTITorchError, int32_t>::value, "AOTITorchError");
 static_assert(std::is_same<StableIValue, uint64_t>::value, "StableIValue");
 """
     include = [f"-I{i}" for i in cpp_extension.include_paths()]
-    _compile(tmp_path, "check", source, "-fsyntax-only", *include, f"-I{BRIDGES / 'torch'}")
+    # USE_CUDA: torch's header declares its CUDA functions too (the shim binds them optionally)
+    _compile(
+        tmp_path, "check", source, "-fsyntax-only", "-DUSE_CUDA", *include, f"-I{BRIDGES / 'torch'}"
+    )
 
 
 class Lacking(NamedTuple):
