@@ -209,7 +209,10 @@ def _jax_cuda() -> str:
 def _tensorflow_gpu() -> str:
     import tensorflow as tf
 
-    return "" if tf.config.list_physical_devices("GPU") else "TensorFlow lists no GPU device"
+    from opmarket.tensorflow._native import GPU_REASON
+
+    found = "" if tf.config.list_physical_devices("GPU") else "TensorFlow lists no GPU device; "
+    return f"{found}opmarket.tensorflow registers no native GPU kernel: {GPU_REASON}"
 
 
 #: Each bridge: its framework module, whether the framework sees a GPU (why not), and the

@@ -10,10 +10,23 @@ from typing import Any
 from opmarket._bridge import BridgeError, KernelPlan, bridge_table, kernel_plan, native_handle
 from opmarket.tensorflow._build import shim
 
-__all__ = ["BRIDGE_VERSION", "available", "bridge_pointer", "plans", "register_kernel"]
+__all__ = [
+    "BRIDGE_VERSION",
+    "GPU_REASON",
+    "available",
+    "bridge_pointer",
+    "plans",
+    "register_kernel",
+]
 
 #: The shim's OPMB_BRIDGE_API_VERSION: its construction reads list(int) and list(float).
 BRIDGE_VERSION = 2
+#: Why no GPU kernel is native in TensorFlow (a GPU companion's device entry needs the
+#: stream TensorFlow runs the op on): they run through Python, with host arrays.
+GPU_REASON = (
+    "TensorFlow's C kernel API gives a kernel its CUDA stream (TF_GetStream) only on "
+    "pluggable devices, not on TensorFlow's own GPU device"
+)
 
 
 @functools.cache
