@@ -69,7 +69,7 @@ static const OPMB_KernelConstructionOps attr_ops = {
  * out_dims (rank -1: none allocated), the status's code is returned, its message in msg. */
 int run(OPM_CudaKernelFn entry, const OPMB_BridgeApi* bridge, const int64_t* dims, int ndim,
         const int64_t* ksize, int nk, const char* padding, int64_t* out_dims, char* msg,
-        size_t cap) {
+        size_t cap, uint32_t flags, size_t struct_size) {
   static Ctx c;
   memset(&c, 0, sizeof c);
   c.base.ops = &ctx_ops;
@@ -79,8 +79,8 @@ int run(OPM_CudaKernelFn entry, const OPMB_BridgeApi* bridge, const int64_t* dim
   c.out.ndim = -1;
   Attrs a = {{&attr_ops}, ksize, nk, padding};
   OPM_Status* status = bridge->api->NewStatus();
-  OPM_CudaKernelCall call = {sizeof call, OPM_CUDA_KERNEL_VERSION, 0, NULL, bridge->api,
-                             status, &a.base, &c.base};
+  OPM_CudaKernelCall call = {struct_size, OPM_CUDA_KERNEL_VERSION, 0, NULL, bridge->api,
+                             status, &a.base, &c.base, flags};
   entry(&call);
   out_dims[0] = c.out.ndim;
   for (int k = 0; k < c.out.ndim; ++k) out_dims[1 + k] = c.dims[k];
@@ -90,6 +90,10 @@ int run(OPM_CudaKernelFn entry, const OPMB_BridgeApi* bridge, const int64_t* dim
   bridge->api->DeleteStatus(status);
   return code;
 }
+
+/* What a version 2 bridge fills, and what a version 1 bridge filled (the struct before flags). */
+size_t call_size(void) { return sizeof(OPM_CudaKernelCall); }
+size_t call_size_v1(void) { return offsetof(OPM_CudaKernelCall, flags); }
 """
 
 
@@ -139,6 +143,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     )
     lib = ctypes.CDLL(str(target))
     lib.run.restype = ctypes.c_int
+    lib.call_size.restype = lib.call_size_v1.restype = ctypes.c_size_t
     p64 = ctypes.POINTER(ctypes.c_int64)
     lib.run.argtypes = [
         ctypes.c_void_p,  # entry
@@ -151,8 +156,14 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         p64,  # out: rank, dims
         ctypes.c_char_p,  # out: message
         ctypes.c_size_t,
+        ctypes.c_uint32,  # flags
+        ctypes.c_size_t,  # struct_size: what the bridge filled
     ]
     return lib
+
+
+#: OPM_CUDA_SYNCHRONIZE
+SYNCHRONIZE = 1
 
 
 def call_entry(
@@ -161,6 +172,9 @@ def call_entry(
     dims: list[int],
     ksize: list[int] = (),  # type: ignore[assignment]
     padding: str = "",
+    *,
+    flags: int = 0,
+    struct_size: int | None = None,
 ) -> tuple[int, list[int], str]:
     """(status code, output dims or [] when none was allocated, message)."""
     kernel, _ = kernel_and_library(module_name)
@@ -186,6 +200,8 @@ def call_entry(
         out,
         msg,
         len(msg),
+        flags,
+        harness.call_size() if struct_size is None else struct_size,
     )
     return code, list(out[1 : 1 + out[0]]) if out[0] >= 0 else [], msg.value.decode()
 
@@ -239,3 +255,40 @@ def test_median_pool_s_entry_refuses_bad_attrs_before_allocating(
     code, out, msg = call_entry(harness, "opmarket_median_pool_cuda13", dims, ksize, padding)
     assert (code, out) == (OPM_INVALID_ARGUMENT, [])
     assert message in msg
+
+
+@needs_companions
+@pytest.mark.parametrize("module_name", sorted(ENTRIES))
+def test_each_companion_says_it_honours_the_synchronizing_mode(module_name: str) -> None:
+    kernel, library = kernel_and_library(module_name)
+    assert Exports(library).find(["opmarket_cuda_kernel_version"])
+    entry = entry_of(kernel)
+    assert entry is not None and entry.kernel_version() == 2
+
+
+#: An entry's call for each companion: (module, input dims, ksize, padding, what it launches).
+CALLS = [
+    ("opmarket_time_two_cuda13", [2, 3], [], "", "TimeTwo"),
+    ("opmarket_median_pool_cuda13", [1, 7, 8, 2], [1, 3, 3, 1], "SAME", "MedianPool"),
+]
+
+
+@needs_companions
+@pytest.mark.parametrize("case", CALLS, ids=[c[0] for c in CALLS])
+def test_the_synchronizing_flag_reaches_the_entry_which_settles_the_device_first(
+    harness: ctypes.CDLL, case: tuple[str, list[int], list[int], str, str]
+) -> None:
+    module_name, dims, ksize, padding, what = case
+    # Asked to synchronise, the entry selects and synchronises the GPU before it reads or
+    # allocates anything: without a GPU that is where it fails, with CUDA's reason.
+    code, out, msg = call_entry(harness, module_name, dims, ksize, padding, flags=SYNCHRONIZE)
+    assert (code, out) == (OPM_INTERNAL, [])
+    assert msg.startswith("selecting GPU 0 before the launch (the synchronizing mode): "), msg
+    # The same call without the flag allocates and fails only at the launch (above); so does
+    # a version 1 bridge's call, whose struct ends before `flags` (whatever follows it).
+    v1 = harness.call_size_v1()
+    assert v1 < harness.call_size()
+    code, out, msg = call_entry(
+        harness, module_name, dims, ksize, padding, flags=SYNCHRONIZE, struct_size=v1
+    )
+    assert out and code == OPM_INTERNAL and msg.startswith(f"{what} on the GPU: "), msg

@@ -414,7 +414,8 @@ OPM_JAX_EXPORT XLA_FFI_Error* opm_jax_cuda_call(XLA_FFI_CallFrame* frame) {
   context.frame = frame;
   OPM_CudaKernelCall call = {sizeof(OPM_CudaKernelCall), OPM_CUDA_KERNEL_VERSION,
                              ordinal.device_ordinal, stream.stream, bridge->api, status,
-                             &construction.base, &context.base};
+                             &construction.base, &context.base,
+                             0 /* flags: XLA's stream, no synchronisation */};
   entry(&call);
   if (bridge->api->GetCode(status) != OPM_OK) return cuda_status_error(api, status);
   return NULL;

@@ -391,7 +391,8 @@ void run_device_entry(Slot* s, OPM_CudaKernelFn fn, const std::vector<uint64_t>&
   OPM_CudaKernelCall call = {sizeof(OPM_CudaKernelCall), OPM_CUDA_KERNEL_VERSION,
                              c->device_index,            stream,
                              bridge->api,                status,
-                             &attrs.base,                &c->base};
+                             &attrs.base,                &c->base,
+                             0 /* flags: torch's stream, no synchronisation */};
   fn(&call);
   if (bridge->api->GetCode(status) != OPM_OK) {
     *error = bridge->api->Message(status);

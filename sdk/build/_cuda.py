@@ -294,6 +294,20 @@ class DeviceEntry:
             return 0, f"{Path(lib.path).name} exports no {self.symbol}()"
         return int(ctypes.cast(function, ctypes.c_void_p).value or 0), ""
 
+    def kernel_version(self) -> int:
+        """The ``OPM_CudaKernelCall`` version the entry's library reads (its
+        ``opmarket_cuda_kernel_version()``, from ``opmarket/cuda.cuh``): 2 and later honour
+        the synchronizing mode; 1 for a library built before that; 0 where it does not load."""
+        lib = self.library()
+        if lib.handle is None:
+            return 0
+        try:
+            function = lib.handle.opmarket_cuda_kernel_version
+        except AttributeError:
+            return 1
+        function.restype, function.argtypes = ctypes.c_int, []
+        return int(function())
+
 
 def device_entry(symbol: str, library: Callable[[], CudaLibrary]) -> Callable[[_F], _F]:
     """Name the device entry of the decorated GPU kernel: ``symbol``, an

@@ -6,7 +6,8 @@
 // Include it in exactly one .cu file of a library: it defines the exported C function
 // opmarket_cuda_devices(), which opmarket.sdk.load_cuda_library calls once (the number of
 // GPUs the CUDA runtime sees, or minus the cudaError_t it got: -35 without a driver, -100
-// without a device).
+// without a device), and opmarket_cuda_kernel_version(), the OPM_CudaKernelCall version its
+// device entries read (bridges ask for the synchronizing mode only of version 2 and later).
 #ifndef OPMARKET_CUDA_CUH_
 #define OPMARKET_CUDA_CUH_
 
@@ -18,6 +19,12 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+
+// The OPM_CudaKernelCall version this library's device entries read (through DeviceCall):
+// 2 and more honour the synchronizing mode, which a bridge asks for only of such a library.
+extern "C" __attribute__((visibility("default"))) int opmarket_cuda_kernel_version() {
+  return OPM_CUDA_KERNEL_VERSION;
+}
 
 extern "C" __attribute__((visibility("default"))) int opmarket_cuda_devices() {
   int n = 0;
@@ -77,11 +84,24 @@ int round_trip(const void* host_in, size_t in_count, void* host_out, size_t out_
 //     kernel<<<blocks, threads, 0, call.stream()>>>(...);
 //     call.launched("X on the GPU");
 //   }
+//
+// In the synchronizing mode (OPM_CUDA_SYNCHRONIZE in the call's flags: a framework that gives
+// no stream), the constructor makes the call's device current and synchronises it (the call
+// fails there, and every accessor with it, when that fails), stream() is the legacy default
+// stream rather than the call's, and launched() synchronises it: the entry's code is the same
+// in both modes.
 class DeviceCall {
  public:
-  explicit DeviceCall(const OPM_CudaKernelCall* call) : c_(call) {}
+  explicit DeviceCall(const OPM_CudaKernelCall* call) : c_(call) {
+    if (synchronizing()) settle(cudaSetDevice(c_->device), "selecting");
+    if (synchronizing() && ok()) settle(cudaDeviceSynchronize(), "synchronizing");
+  }
 
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(c_->stream); }
+  // Whether the bridge asked for the synchronizing mode.
+  bool synchronizing() const { return (OPM_CUDA_CALL_FLAGS(c_) & OPM_CUDA_SYNCHRONIZE) != 0; }
+  cudaStream_t stream() const {
+    return synchronizing() ? cudaStreamLegacy : static_cast<cudaStream_t>(c_->stream);
+  }
   bool ok() const { return c_->api->GetCode(c_->status) == OPM_OK; }
 
   // Fails the call with `code` and `message`; returns false.
@@ -130,14 +150,24 @@ class DeviceCall {
     return ok();
   }
 
-  // After a launch: false, with "<what>: <CUDA's message>", when it failed.
+  // After a launch: false, with "<what>: <CUDA's message>", when it failed; in the
+  // synchronizing mode, once the launch has finished.
   bool launched(const char* what) const {
-    const cudaError_t status = cudaGetLastError();
+    cudaError_t status = cudaGetLastError();
+    if (status == cudaSuccess && synchronizing()) status = cudaStreamSynchronize(stream());
     if (status == cudaSuccess) return true;
     return fail(OPM_INTERNAL, std::string(what) + ": " + cudaGetErrorString(status));
   }
 
  private:
+  // Fails the call when a step of the synchronizing mode failed.
+  void settle(cudaError_t status, const char* step) const {
+    if (status == cudaSuccess) return;
+    fail(OPM_INTERNAL, std::string(step) + " GPU " + std::to_string(c_->device) +
+                           " before the launch (the synchronizing mode): " +
+                           cudaGetErrorString(status));
+  }
+
   const OPM_CudaKernelCall* c_;
 };
 

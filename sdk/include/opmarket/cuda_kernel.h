@@ -24,6 +24,17 @@
  * Rules:
  *   - The bridge has made call->device the current CUDA device; launch on call->stream (a
  *     cudaStream_t; NULL is the legacy default stream) and never synchronise it.
+ *   - Except in the synchronizing mode (version 2: OPM_CUDA_SYNCHRONIZE in call->flags), for
+ *     a bridge whose framework gives a kernel no stream (TensorFlow's own GPU device): then
+ *     call->stream is NULL and means nothing, and the entry itself makes call->device
+ *     current, synchronises the whole device before it launches (every producer of the
+ *     inputs, on any stream, is done; the framework may reuse memory only its stream had
+ *     finished with), launches on a stream of its own (or the legacy default stream) and
+ *     synchronises that stream before it returns (the framework's consumers, on any stream,
+ *     see finished outputs). opmarket::cuda::DeviceCall (opmarket/cuda.cuh) does all of it,
+ *     and a library built with it says so: it exports opmarket_cuda_kernel_version(), which
+ *     returns OPM_CUDA_KERNEL_VERSION; a bridge asks for the mode only of a library whose
+ *     version is 2 or more. An entry that reads the call by hand must honour the flag.
  *   - Report a failure with call->api->SetStatus(call->status, code, message) and return;
  *     check cudaGetLastError() after a launch. Leave no output unallocated on success.
  *   - No Python, no GIL; the entry may run on any thread, several at once.
@@ -42,8 +53,11 @@
 extern "C" {
 #endif
 
-/* The version of OPM_CudaKernelCall. */
-#define OPM_CUDA_KERNEL_VERSION 1
+/* The version of OPM_CudaKernelCall: 2 added `flags` (the synchronizing mode). */
+#define OPM_CUDA_KERNEL_VERSION 2
+
+/* call->flags: synchronise around the launch, on a stream of the entry's (see Rules). */
+#define OPM_CUDA_SYNCHRONIZE 1u
 
 /* One call of a device entry, filled by the bridge. */
 typedef struct OPM_CudaKernelCall {
@@ -55,7 +69,14 @@ typedef struct OPM_CudaKernelCall {
   OPM_Status* status;               /* OK on entry; set it to fail the call */
   OPMB_KernelConstruction* attrs;   /* the node's attrs */
   OPMB_KernelContext* context;      /* inputs and outputs, on the device */
+  uint32_t flags;                   /* version 2: OPM_CUDA_SYNCHRONIZE or 0 */
 } OPM_CudaKernelCall;
+
+/* call->flags where the bridge filled it (struct_size), else 0: a version 1 bridge. */
+#define OPM_CUDA_CALL_FLAGS(call)                                                   \
+  ((call)->struct_size >= offsetof(OPM_CudaKernelCall, flags) + sizeof(uint32_t) \
+       ? (call)->flags                                                              \
+       : 0u)
 
 /* A device entry: launches the kernel for the call's inputs on its stream. */
 typedef void (*OPM_CudaKernelFn)(const OPM_CudaKernelCall* call);
