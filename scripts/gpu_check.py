@@ -207,20 +207,46 @@ def _jax_cuda() -> str:
 
 
 def _tensorflow_gpu() -> str:
+    from opmarket.tensorflow._gpu import gpu_unavailable
+
+    why = gpu_unavailable()
+    return f"opmarket.tensorflow registers no GPU kernel: {why}" if why else ""
+
+
+def _tensorflow_cuda() -> str:
+    """Each companion op through opmarket.tensorflow on a GPU tensor (the shim's
+    synchronizing GPU kernel) against the CPU kernel of opmarket.ops, bit for bit."""
     import tensorflow as tf
 
-    from opmarket.tensorflow._native import GPU_REASON
+    import opmarket.tensorflow as otf
 
-    found = "" if tf.config.list_physical_devices("GPU") else "TensorFlow lists no GPU device; "
-    return f"{found}opmarket.tensorflow registers no native GPU kernel: {GPU_REASON}"
+    done = []
+    for op, dtypes in BRIDGED.items():
+        path = otf.native_path(op, device="GPU")
+        if path != "native, synchronizing":
+            why = otf.native_reason(op, device="GPU")
+            raise AssertionError(f"{op} is {path} on the GPU: {why}")
+        for dtype in dtypes:
+            inputs, attrs = SAMPLES[op](np.dtype(dtype))
+            with tf.device("GPU:0"):
+                tensors = [tf.identity(tf.constant(x)) for x in inputs]
+                got = otf.ops[op](*tensors, **attrs)
+            if "GPU" not in got.device:
+                raise AssertionError(f"{op} {np.dtype(dtype).name} ran on {got.device}")
+            np.testing.assert_array_equal(got.numpy(), _cpu_reference(op, inputs, attrs))
+            done.append(f"{op} {np.dtype(dtype).name}")
+    return (
+        f"native, synchronizing ({otf.native_reason('Opm>TimeTwo', device='GPU')}): GPU "
+        f"kernels equal to the CPU kernels: {', '.join(done)}"
+    )
 
 
 #: Each bridge: its framework module, whether the framework sees a GPU (why not), and the
-#: bridge's CUDA check (None: the bridge has no CUDA path yet, issue 24 item 6).
+#: bridge's CUDA check (None: the bridge has no CUDA path).
 BRIDGES: dict[str, tuple[str, Callable[[], str], Callable[[], str] | None]] = {
     "torch": ("torch", _torch_gpu, _torch_cuda),
     "jax": ("jax", _jax_gpu, _jax_cuda),
-    "tensorflow": ("tensorflow", _tensorflow_gpu, None),
+    "tensorflow": ("tensorflow", _tensorflow_gpu, _tensorflow_cuda),
 }
 
 

@@ -41,5 +41,8 @@ def test_without_a_gpu_every_check_is_a_skip_line_with_its_reason() -> None:
     assert details["bridge jax cuda"].startswith(
         "opmarket.jax registers no CUDA target: JAX has no CUDA platform here"
     ), details
+    assert details["bridge tensorflow cuda"].startswith(
+        "opmarket.tensorflow registers no GPU kernel: TensorFlow lists no GPU device (TensorFlow "
+    ), details
     assert names[-1] == "worker --gpu"
     assert last == f"gpu-check: 0 ok, 0 failed, {len(lines)} skipped"
