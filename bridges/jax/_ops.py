@@ -118,19 +118,24 @@ def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: A
     ``T=np.float32``): ``"ffi"`` (an XLA FFI custom call to a C-ABI kernel) or
     ``"callback"`` (``jax.pure_callback``). ``device`` is ``CPU``, or ``GPU``/``CUDA``: a
     GPU companion's kernel with a device entry, on JAX's CUDA platform."""
-    op, bound = _bound(name, attrs)
     from opmarket.jax import _ffi
 
+    if _DEVICES.get(device.upper()) == "GPU" and _ffi.cuda_unavailable():
+        return "callback"  # whatever the attrs: asked before they are bound
+    op, bound = _bound(name, attrs)
     native = _ffi.native_kernel(op, bound, _kernel, _DEVICES.get(device.upper(), device))
     return "ffi" if native is not None else "callback"
 
 
 def native_reason(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
     """Why the op (attrs as for :func:`native_path`) runs through a host callback on
-    ``device`` (e.g. ``JAX has no CUDA platform here (...)``); "" when it is an FFI call."""
-    op, bound = _bound(name, attrs)
+    ``device`` (e.g. ``JAX has no CUDA platform here (...)``); "" when it is an FFI call.
+    Without a CUDA platform that is the GPU's reason whatever the attrs (none are needed)."""
     from opmarket.jax import _ffi
 
+    if _DEVICES.get(device.upper()) == "GPU" and _ffi.cuda_unavailable():
+        return _ffi.cuda_unavailable()
+    op, bound = _bound(name, attrs)
     return _ffi.native_reason(op, bound, _kernel, _DEVICES.get(device.upper(), device))
 
 
