@@ -304,7 +304,20 @@ def check_doctor() -> None:
     elif refused:
         line("doctor", "FAIL", f"GPUs {names}; not chosen: {'; '.join(refused)}")
     else:
-        line("doctor", "ok", f"GPUs {names}; {len(kernels)} GPU kernel(s) chosen")
+        # the framework paths doctor gives them (each bridge's own answer on a GPU machine)
+        paths = sorted(
+            {
+                f"{framework} {found.get('path')}"
+                for _, k in kernels
+                for framework, found in (k.get("frameworks") or {}).items()
+            }
+        )
+        line(
+            "doctor",
+            "ok",
+            f"GPUs {names}; {len(kernels)} GPU kernel(s) chosen; frameworks: "
+            + (", ".join(paths) or "none reported"),
+        )
 
 
 # --- opmarket worker --gpu --------------------------------------------------------------------

@@ -51,6 +51,15 @@ def test_without_a_cuda_platform_the_gpu_path_is_a_callback_and_says_why(device:
     assert lib is not None and hasattr(lib, "opm_jax_cuda_call")
 
 
+def test_without_a_cuda_platform_the_gpu_reason_needs_no_attrs() -> None:
+    # MedianPool's ksize has no default: the attrs cannot be bound, and need not be, to say
+    # that JAX has no CUDA platform (opmarket doctor asks with the type attrs only).
+    for attrs in ({}, {"T": np.float32}):
+        why = oj.native_reason("Opm>MedianPool", device="GPU", **attrs)
+        assert why.startswith("JAX has no CUDA platform here (Unknown backend cuda"), why
+        assert oj.native_path("Opm>MedianPool", device="GPU", **attrs) == "callback"
+
+
 def test_a_device_the_bridge_has_no_native_path_for_says_so() -> None:
     assert oj.native_reason("Opm>TimeTwo", device="TPU", T=np.float32) == (
         "no native kernels on device 'TPU' (native: CPU, GPU)"
