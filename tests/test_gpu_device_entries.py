@@ -275,17 +275,18 @@ CALLS = [
 
 @needs_companions
 @pytest.mark.parametrize("case", CALLS, ids=[c[0] for c in CALLS])
-def test_the_synchronizing_flag_reaches_the_entry_which_settles_the_device_first(
+def test_the_synchronizing_flag_reaches_the_entry_which_settles_the_device_before_launching(
     harness: ctypes.CDLL, case: tuple[str, list[int], list[int], str, str]
 ) -> None:
     module_name, dims, ksize, padding, what = case
-    # Asked to synchronise, the entry selects and synchronises the GPU before it reads or
-    # allocates anything: without a GPU that is where it fails, with CUDA's reason.
+    # Asked to synchronise, the entry allocates its output, then selects and synchronises
+    # the GPU right before the launch: without a GPU that is where it fails, with CUDA's
+    # reason, and the failed launch after it does not replace that message.
     code, out, msg = call_entry(harness, module_name, dims, ksize, padding, flags=SYNCHRONIZE)
-    assert (code, out) == (OPM_INTERNAL, [])
+    assert out and code == OPM_INTERNAL
     assert msg.startswith("selecting GPU 0 before the launch (the synchronizing mode): "), msg
-    # The same call without the flag allocates and fails only at the launch (above); so does
-    # a version 1 bridge's call, whose struct ends before `flags` (whatever follows it).
+    # The same call without the flag fails only at the launch (above); so does a version 1
+    # bridge's call, whose struct ends before `flags` (whatever follows it).
     v1 = harness.call_size_v1()
     assert v1 < harness.call_size()
     code, out, msg = call_entry(

@@ -86,21 +86,27 @@ int round_trip(const void* host_in, size_t in_count, void* host_out, size_t out_
 //   }
 //
 // In the synchronizing mode (OPM_CUDA_SYNCHRONIZE in the call's flags: a framework that gives
-// no stream), the constructor makes the call's device current and synchronises it (the call
-// fails there, and every accessor with it, when that fails), stream() is the legacy default
-// stream rather than the call's, and launched() synchronises it: the entry's code is the same
-// in both modes.
+// no stream), stream() first makes the call's device current and synchronises it, so it is
+// called right before the launch, after the outputs are allocated: the inputs' producers are
+// done, and so is any kernel of the framework's still reading memory its allocator has just
+// handed out as an output. It returns the legacy default stream, and launched() waits for the
+// launch on it. A step that fails fails the call with CUDA's reason (the launch then fails
+// too, and launched() keeps the first message). The entry's code is the same in both modes;
+// call stream() once per launch.
 class DeviceCall {
  public:
-  explicit DeviceCall(const OPM_CudaKernelCall* call) : c_(call) {
-    if (synchronizing()) settle(cudaSetDevice(c_->device), "selecting");
-    if (synchronizing() && ok()) settle(cudaDeviceSynchronize(), "synchronizing");
-  }
+  explicit DeviceCall(const OPM_CudaKernelCall* call) : c_(call) {}
 
   // Whether the bridge asked for the synchronizing mode.
   bool synchronizing() const { return (OPM_CUDA_CALL_FLAGS(c_) & OPM_CUDA_SYNCHRONIZE) != 0; }
+
+  // The stream to launch on: the framework's; in the synchronizing mode, the legacy default
+  // stream, once the device is settled.
   cudaStream_t stream() const {
-    return synchronizing() ? cudaStreamLegacy : static_cast<cudaStream_t>(c_->stream);
+    if (!synchronizing()) return launch_stream();
+    if (ok()) settle(cudaSetDevice(c_->device), "selecting");
+    if (ok()) settle(cudaDeviceSynchronize(), "synchronizing");
+    return launch_stream();
   }
   bool ok() const { return c_->api->GetCode(c_->status) == OPM_OK; }
 
@@ -154,12 +160,17 @@ class DeviceCall {
   // synchronizing mode, once the launch has finished.
   bool launched(const char* what) const {
     cudaError_t status = cudaGetLastError();
-    if (status == cudaSuccess && synchronizing()) status = cudaStreamSynchronize(stream());
+    if (!ok()) return false;  // the synchronizing mode's settling failed: its message stays
+    if (status == cudaSuccess && synchronizing()) status = cudaStreamSynchronize(launch_stream());
     if (status == cudaSuccess) return true;
     return fail(OPM_INTERNAL, std::string(what) + ": " + cudaGetErrorString(status));
   }
 
  private:
+  cudaStream_t launch_stream() const {
+    return synchronizing() ? cudaStreamLegacy : static_cast<cudaStream_t>(c_->stream);
+  }
+
   // Fails the call when a step of the synchronizing mode failed.
   void settle(cudaError_t status, const char* step) const {
     if (status == cudaSuccess) return;

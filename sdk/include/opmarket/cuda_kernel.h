@@ -26,10 +26,11 @@
  *     cudaStream_t; NULL is the legacy default stream) and never synchronise it.
  *   - Except in the synchronizing mode (version 2: OPM_CUDA_SYNCHRONIZE in call->flags), for
  *     a bridge whose framework gives a kernel no stream (TensorFlow's own GPU device): then
- *     call->stream is NULL and means nothing, and the entry itself makes call->device
- *     current, synchronises the whole device before it launches (every producer of the
- *     inputs, on any stream, is done; the framework may reuse memory only its stream had
- *     finished with), launches on a stream of its own (or the legacy default stream) and
+ *     call->stream is NULL and means nothing, and the entry itself, right before its launch
+ *     (its outputs allocated), makes call->device current and synchronises the whole device
+ *     (every producer of the inputs, on any stream, is done, and so is any framework kernel
+ *     still reading memory just handed out as an output), launches on a stream of its own
+ *     (or the legacy default stream) and
  *     synchronises that stream before it returns (the framework's consumers, on any stream,
  *     see finished outputs). opmarket::cuda::DeviceCall (opmarket/cuda.cuh) does all of it,
  *     and a library built with it says so: it exports opmarket_cuda_kernel_version(), which
