@@ -19,18 +19,24 @@ scripts/gpu-check's ``bridge tensorflow cuda`` line.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow", reason="needs the tensorflow extra")
 
+import opmarket  # noqa: E402
 import opmarket.tensorflow as otf  # noqa: E402 (after the skip)
-from opmarket.sdk import get_include  # noqa: E402
-from opmarket.sdk.build import compiler  # noqa: E402
+from opmarket._bridge import registry  # noqa: E402
+from opmarket.registry import isolated_registry  # noqa: E402
+from opmarket.sdk import get_include, kernel  # noqa: E402
+from opmarket.sdk.build import CudaLibrary, compiler, device_entry, entry_of  # noqa: E402
+from opmarket.tensorflow import _gpu  # noqa: E402
 from tests.first_party import needs_first_party  # noqa: E402
 from tests.test_gpu_companions import needs_companions  # noqa: E402
 
@@ -257,3 +263,34 @@ def test_the_shim_calls_a_device_entry_synchronizing_with_the_node_s_attrs(
     )
     # an attr of another kind than the entry asks: the entry's failure is TensorFlow's error
     assert "has no attr 'padding' of the kind asked for" in report["error"], report
+
+
+def test_an_entry_built_before_the_synchronizing_mode_stays_on_python_and_says_rebuild(
+    tmp_path: Path,
+) -> None:
+    # A library as the version 1 header built it: its entry, no opmarket_cuda_kernel_version.
+    (tmp_path / "old.c").write_text("void opm_old_device(const void* call) { (void)call; }\n")
+    library = tmp_path / "libold.so"
+    subprocess.run(
+        [*compiler("c"), "-shared", "-fPIC", "-o", str(library), str(tmp_path / "old.c")],
+        check=True,
+        capture_output=True,
+    )
+    loaded = CudaLibrary(str(library), ctypes.CDLL(str(library)), 0, "no GPU visible")
+
+    @device_entry("opm_old_device", lambda: loaded)
+    @kernel("Opm>TimeTwo", device="GPU", constraints={"T": [np.float32]})
+    def old_gpu(input: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+        return input * 2
+
+    with isolated_registry(plugins=["time_two"]):
+        opmarket.register(old_gpu)
+        (spec,) = [k for k in registry().kernels("Opm>TimeTwo") if k.device == "GPU"]
+        assert entry_of(spec.impl) is not None
+        assert entry_of(spec.impl).kernel_version() == 1  # type: ignore[union-attr]
+        assert _gpu._entry(spec) == (
+            0,
+            f"the device entry of its GPU kernel {spec.name} was built with "
+            "opmarket/cuda_kernel.h version 1, which cannot synchronize (TensorFlow gives it "
+            "no stream): rebuild the companion",
+        )
