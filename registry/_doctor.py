@@ -17,12 +17,13 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from opmarket.registry._capi_bridge import BRIDGE_API_VERSION, NativeDoor, native_door
 from opmarket.registry._cuda_rules import code_runs_on
+from opmarket.registry._doctor_frameworks import FrameworkPath, Query, framework_paths
 from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.registry._machine import Gpu, Machine
 
@@ -33,6 +34,7 @@ __all__ = [
     "decide",
     "door_text",
     "examine",
+    "frameworks_text",
     "gpu_fit",
     "report_json",
 ]
@@ -55,6 +57,8 @@ class Candidate:
     missing: str = ""  # a companion distribution not installed ("" when installed)
     extra: str = ""  # the extra that installs ``missing`` (cuda13)
     door: NativeDoor | None = None  # how framework bridges run it (registered CPU kernels)
+    # the path each framework's bridge gives it (GPU kernels of installed companions)
+    frameworks: tuple[FrameworkPath, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +315,7 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
                     Candidate("GPU", None, entry.name, False, missing=project, extra=extra)
                 )
     ordered = sorted(reports.values(), key=lambda r: r.op)
+    _add_framework_paths(machine, ordered, reg)
     for report in ordered:
         report.decisions = decide(machine, report.candidates)
         if not any(v.chosen for v in report.decisions):
@@ -318,9 +323,28 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
     return ordered, problems
 
 
+def _add_framework_paths(machine: Machine, reports: Sequence[OpReport], reg: Any) -> None:
+    """Each installed GPU kernel's candidate gets the path each framework bridge gives it."""
+    asked: list[tuple[OpReport, int]] = []
+    queries: list[Query] = []
+    for report in reports:
+        op_def = reg.op_def(report.op)
+        type_attrs = {a.type_attr for a in op_def.inputs if a.type_attr} if op_def else set()
+        for i, c in enumerate(report.candidates):
+            if c.device != "GPU" or c.missing:
+                continue
+            first = c.dtypes[0] if c.dtypes else "float"
+            queries.append((report.op, c.label, {attr: first for attr in sorted(type_attrs)}))
+            asked.append((report, i))
+    for (report, i), paths in zip(asked, framework_paths(machine, queries), strict=True):
+        report.candidates[i] = replace(report.candidates[i], frameworks=paths)
+
+
 def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]:
     """``{"machine": {...}, "ops": [{"op": ..., "kernels": [{"device", "dtypes", "chosen",
-    "reason"}]}]}``: what ``opmarket doctor --format json`` prints."""
+    "reason"}]}]}``: what ``opmarket doctor --format json`` prints; a registered CPU kernel
+    adds ``native`` and ``native_reason``, an installed GPU kernel ``frameworks``
+    (``{"tensorflow": {"path", "reason"}, "torch": ..., "jax": ...}``)."""
     return {
         "machine": machine.to_json(),
         "ops": [
@@ -333,6 +357,7 @@ def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]
                         "chosen": v.chosen,
                         "reason": v.reason,
                         **_door_json(v.candidate.door),
+                        **_frameworks_json(v.candidate.frameworks),
                     }
                     for v in r.decisions
                 ],
@@ -344,6 +369,26 @@ def report_json(machine: Machine, reports: Sequence[OpReport]) -> dict[str, Any]
 
 def _door_json(door: NativeDoor | None) -> dict[str, Any]:
     return {} if door is None else {"native": door.native, "native_reason": door.reason}
+
+
+def _frameworks_json(paths: Sequence[FrameworkPath]) -> dict[str, Any]:
+    if not paths:
+        return {}
+    return {"frameworks": {p.framework: {"path": p.path, "reason": p.reason} for p in paths}}
+
+
+def frameworks_text(paths: Sequence[FrameworkPath]) -> str:
+    """The line under a GPU kernel's in the text report: each framework's path, and why."""
+    if not paths:
+        return ""
+    reasons = {p.reason for p in paths}
+    if len(reasons) == 1 and "" not in reasons:  # one reason for all (no GPU visible): once
+        return (
+            f"frameworks: {', '.join(f'{p.framework} {p.path}' for p in paths)} ({reasons.pop()})"
+        )
+    return "frameworks: " + "; ".join(
+        f"{p.framework} {p.path}" + (f" ({p.reason})" if p.reason else "") for p in paths
+    )
 
 
 def door_text(door: NativeDoor | None) -> str:

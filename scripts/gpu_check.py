@@ -136,33 +136,117 @@ def check_companions() -> None:
 
 
 def _torch_gpu() -> str:
+    from opmarket.torch._native import cuda_unavailable
+
+    why = cuda_unavailable()
+    return f"opmarket.torch registers no CUDA kernel: {why}" if why else ""
+
+
+#: The companions' ops and the dtypes each bridge check runs them for.
+BRIDGED = {
+    "Opm>TimeTwo": (np.float32, np.float64, np.int32, np.int64),
+    "Opm>MedianPool": (np.float32, np.float64),
+}
+
+
+def _cpu_reference(op: str, inputs: list[Any], attrs: dict[str, Any]) -> Any:
+    import opmarket
+
+    with opmarket.device("CPU"):
+        return opmarket.ops[op](*inputs, **attrs)
+
+
+def _torch_cuda() -> str:
+    """Each companion op through torch's CUDA dispatch key (the shim's device-entry kernel)
+    against the CPU kernel of opmarket.ops, bit for bit."""
     import torch
 
-    return "" if torch.cuda.is_available() else "torch.cuda.is_available() is False"
+    import opmarket.torch as ot
+
+    done = []
+    for op, dtypes in BRIDGED.items():
+        why = ot.native_reason(op, device="CUDA")
+        if why:
+            raise AssertionError(f"{op} is not native on CUDA: {why}")
+        for dtype in dtypes:
+            inputs, attrs = SAMPLES[op](np.dtype(dtype))
+            got = ot.torch_op(op)(*[torch.from_numpy(x).cuda() for x in inputs], **attrs)
+            torch.cuda.synchronize()
+            np.testing.assert_array_equal(got.cpu().numpy(), _cpu_reference(op, inputs, attrs))
+            done.append(f"{op} {np.dtype(dtype).name}")
+    return f"native CUDA kernels equal to the CPU kernels: {', '.join(done)}"
 
 
 def _jax_gpu() -> str:
+    from opmarket.jax._ffi import cuda_unavailable
+
+    why = cuda_unavailable()
+    return f"opmarket.jax registers no CUDA target: {why}" if why else ""
+
+
+def _jax_cuda() -> str:
+    """Each companion op as a jitted call on a CUDA array (the ``opmarket_cuda`` FFI target)
+    against the CPU kernel of opmarket.ops, bit for bit."""
     import jax
 
-    try:
-        jax.devices("cuda")
-    except RuntimeError as exc:
-        return f"JAX has no CUDA platform here ({str(exc).splitlines()[0]})"
-    return ""
+    import opmarket.jax as oj
+
+    gpu = jax.devices("cuda")[0]
+    done = []
+    for op, dtypes in BRIDGED.items():
+        for dtype in dtypes:
+            inputs, attrs = SAMPLES[op](np.dtype(dtype))
+            why = oj.native_reason(op, device="CUDA", T=np.dtype(dtype), **attrs)
+            if why:
+                raise AssertionError(f"{op} {np.dtype(dtype).name} is not native on CUDA: {why}")
+            fn = jax.jit(lambda *xs, op=op, attrs=attrs: oj.jax_op(op)(*xs, **attrs))
+            got = fn(*[jax.device_put(x, gpu) for x in inputs])
+            np.testing.assert_array_equal(np.asarray(got), _cpu_reference(op, inputs, attrs))
+            done.append(f"{op} {np.dtype(dtype).name}")
+    return f"FFI calls on CUDA equal to the CPU kernels: {', '.join(done)}"
 
 
 def _tensorflow_gpu() -> str:
+    from opmarket.tensorflow._gpu import gpu_unavailable
+
+    why = gpu_unavailable()
+    return f"opmarket.tensorflow registers no GPU kernel: {why}" if why else ""
+
+
+def _tensorflow_cuda() -> str:
+    """Each companion op through opmarket.tensorflow on a GPU tensor (the shim's
+    synchronizing GPU kernel) against the CPU kernel of opmarket.ops, bit for bit."""
     import tensorflow as tf
 
-    return "" if tf.config.list_physical_devices("GPU") else "TensorFlow lists no GPU device"
+    import opmarket.tensorflow as otf
+
+    done = []
+    for op, dtypes in BRIDGED.items():
+        path = otf.native_path(op, device="GPU")
+        if path != "native, synchronizing":
+            why = otf.native_reason(op, device="GPU")
+            raise AssertionError(f"{op} is {path} on the GPU: {why}")
+        for dtype in dtypes:
+            inputs, attrs = SAMPLES[op](np.dtype(dtype))
+            with tf.device("GPU:0"):
+                tensors = [tf.identity(tf.constant(x)) for x in inputs]
+                got = otf.ops[op](*tensors, **attrs)
+            if "GPU" not in got.device:
+                raise AssertionError(f"{op} {np.dtype(dtype).name} ran on {got.device}")
+            np.testing.assert_array_equal(got.numpy(), _cpu_reference(op, inputs, attrs))
+            done.append(f"{op} {np.dtype(dtype).name}")
+    return (
+        f"native, synchronizing ({otf.native_reason('Opm>TimeTwo', device='GPU')}): GPU "
+        f"kernels equal to the CPU kernels: {', '.join(done)}"
+    )
 
 
-#: Each bridge: its framework module, whether the framework sees a GPU, and the bridge's
-#: CUDA path (None: the bridge has none yet, issue 24 item 6).
+#: Each bridge: its framework module, whether the framework sees a GPU (why not), and the
+#: bridge's CUDA check (None: the bridge has no CUDA path).
 BRIDGES: dict[str, tuple[str, Callable[[], str], Callable[[], str] | None]] = {
-    "torch": ("torch", _torch_gpu, None),
-    "jax": ("jax", _jax_gpu, None),
-    "tensorflow": ("tensorflow", _tensorflow_gpu, None),
+    "torch": ("torch", _torch_gpu, _torch_cuda),
+    "jax": ("jax", _jax_gpu, _jax_cuda),
+    "tensorflow": ("tensorflow", _tensorflow_gpu, _tensorflow_cuda),
 }
 
 
@@ -220,7 +304,20 @@ def check_doctor() -> None:
     elif refused:
         line("doctor", "FAIL", f"GPUs {names}; not chosen: {'; '.join(refused)}")
     else:
-        line("doctor", "ok", f"GPUs {names}; {len(kernels)} GPU kernel(s) chosen")
+        # the framework paths doctor gives them (each bridge's own answer on a GPU machine)
+        paths = sorted(
+            {
+                f"{framework} {found.get('path')}"
+                for _, k in kernels
+                for framework, found in (k.get("frameworks") or {}).items()
+            }
+        )
+        line(
+            "doctor",
+            "ok",
+            f"GPUs {names}; {len(kernels)} GPU kernel(s) chosen; frameworks: "
+            + (", ".join(paths) or "none reported"),
+        )
 
 
 # --- opmarket worker --gpu --------------------------------------------------------------------

@@ -33,5 +33,16 @@ def test_without_a_gpu_every_check_is_a_skip_line_with_its_reason() -> None:
     assert any(n.startswith("companion") for n in names), names
     for name in ("bridge torch cuda", "bridge jax cuda", "bridge tensorflow cuda", "doctor"):
         assert name in names
+    # the bridges' own reasons for registering no CUDA kernel
+    details = {m["name"]: m["detail"] for m in parsed if m}
+    assert details["bridge torch cuda"].startswith(
+        "opmarket.torch registers no CUDA kernel: no CUDA device in torch (torch "
+    ), details
+    assert details["bridge jax cuda"].startswith(
+        "opmarket.jax registers no CUDA target: JAX has no CUDA platform here"
+    ), details
+    assert details["bridge tensorflow cuda"].startswith(
+        "opmarket.tensorflow registers no GPU kernel: TensorFlow lists no GPU device (TensorFlow "
+    ), details
     assert names[-1] == "worker --gpu"
     assert last == f"gpu-check: 0 ok, 0 failed, {len(lines)} skipped"

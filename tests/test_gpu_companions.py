@@ -232,20 +232,27 @@ def test_doctor_names_the_gpu_kernels_not_chosen(tmp_path: Path) -> None:
     assert set(data) == {"machine", "ops"}
     assert all(set(o) == {"op", "kernels"} for o in data["ops"])
     ops = {o["op"]: o["kernels"] for o in data["ops"]}
-    # A CPU kernel also says which door the framework bridges take to it (issue 24).
-    door = {"native", "native_reason"}
+    # A CPU kernel also says which door the framework bridges take to it (issue 24), a GPU
+    # kernel which path each framework gives it.
+    extra = {"CPU": {"native", "native_reason"}, "GPU": {"frameworks"}}
     assert all(
-        set(k) - (door if k["device"] == "CPU" else set())
-        == {"device", "dtypes", "chosen", "reason"}
+        set(k) - extra.get(k["device"], set()) == {"device", "dtypes", "chosen", "reason"}
         for o in ops.values()
         for k in o
     )
     if data["machine"]["gpus"]:
         pytest.skip("a GPU is visible: see the GPU branch of the companions' load test")
+    why = f"no GPU visible ({data['machine']['gpu_note']})"
     for op in PAIRS.values():
         gpu = [k for k in ops[op] if k["device"] == "GPU"]
         assert [(k["chosen"], k["reason"]) for k in gpu] == [(False, "no GPU visible")]
         assert all(k["chosen"] for k in ops[op] if k["device"] == "CPU")
+        # no framework imported for it: each installed one's Python path, for that reason
+        assert gpu[0]["frameworks"] == {
+            "tensorflow": {"path": "python", "reason": why},
+            "torch": {"path": "python", "reason": why},
+            "jax": {"path": "callback", "reason": why},
+        }
     assert ops["Opm>TimeTwo"][-1]["dtypes"] == ["float", "double", "int32", "int64"]
     assert any(
         r["major"] == 13 and r["source"] == "wheel" for r in data["machine"]["cuda_runtimes"]

@@ -21,6 +21,7 @@ from opmarket.registry import (
     prepare,
 )
 from opmarket.sdk import KernelSpec, OpDef, OpmarketError
+from opmarket.sdk.build import entry_of
 
 __all__ = [
     "bind",
@@ -29,6 +30,7 @@ __all__ = [
     "bridge_table",
     "builtin",
     "choose_kernel",
+    "device_entry_address",
     "load_all",
     "native_handle",
     "native_shape_handle",
@@ -99,6 +101,19 @@ def native_handle(spec: KernelSpec, *, bridge_version: int = 1) -> int | None:
     except Exception:  # no host (no compiler, no built extension): the Python path remains
         return None
     return int(handle) if handle else None
+
+
+def device_entry_address(spec: KernelSpec) -> tuple[int, str]:
+    """(the address of the ``OPM_CudaKernelFn`` a GPU kernel names, "") for a bridge's
+    CUDA kernel (``opmarket/cuda_kernel.h``), or (0, why it has none)."""
+    entry = entry_of(spec.impl)
+    if entry is None:
+        return 0, (
+            f"its GPU kernel {spec.name} names no device entry (it takes host arrays only: "
+            "opmarket.sdk.build.device_entry)"
+        )
+    address, why = entry.address()
+    return address, f"the device entry of its GPU kernel {spec.name}: {why}" if why else ""
 
 
 def native_shape_handle(op: OpDef) -> int | None:

@@ -56,10 +56,11 @@ def _tensorflow_trampolines(slots: int) -> str:
 
 
 def tensorflow_source(folder: Path) -> str:
-    """The TensorFlow shim: ``_shim.cc``, the trampolines, ``_shim_native.cc`` (from the
-    bridge's ``folder``; it includes ``_tf_c_api.h`` from there too)."""
+    """The TensorFlow shim: ``_shim.cc``, the trampolines, ``_shim_native.cc``,
+    ``_shim_device.cc`` (from the bridge's ``folder``; it includes ``_tf_c_api.h`` from there
+    too)."""
     head = (folder / "_shim.cc").read_text()
-    native = (folder / "_shim_native.cc").read_text()
+    native = (folder / "_shim_native.cc").read_text() + (folder / "_shim_device.cc").read_text()
     # The trampolines go between the Python part and the native part, inside extern "C".
     return (
         f"#define OPM_TF_SLOTS {TENSORFLOW_SLOTS}\n"

@@ -3,7 +3,11 @@ opmarket's wheel for one XLA FFI API version; for a jaxlib of another, built on 
 against ``jax.ffi.include_dir()``, cached by content and jax version) is registered as the
 CPU target ``opmarket_capi``, and called with
 ``jax.ffi.ffi_call``. The op's attrs travel as FFI attributes; the kernel's handle and a
-call-site number beside them (``opm_kernel``, ``opm_site``)."""
+call-site number beside them (``opm_kernel``, ``opm_site``).
+
+Where JAX has a CUDA platform, the same library's second handler is the CUDA target
+``opmarket_cuda``: a GPU companion's kernel with a device entry (``opmarket/cuda_kernel.h``)
+runs as a custom call on XLA's device buffers and stream, its entry in ``opm_kernel``."""
 
 from __future__ import annotations
 
@@ -20,21 +24,25 @@ import numpy as np
 import jax
 from opmarket._bridge import (
     BridgeOp,
+    KernelNotFoundError,
     LibraryError,
     OutputSpec,
     bridge_include,
     bridge_table,
     build_shim,
+    device_entry_address,
     freeze_attrs,
     native_handle,
     shipped_shim,
 )
 from opmarket.sdk import DType
 
-__all__ = ["TARGET", "call", "native_kernel"]
+__all__ = ["CUDA_TARGET", "TARGET", "call", "cuda_unavailable", "native_kernel", "native_reason"]
 
 #: The custom-call target every C-ABI kernel runs through.
 TARGET = "opmarket_capi"
+#: The CUDA custom-call target every GPU companion's device entry runs through.
+CUDA_TARGET = "opmarket_cuda"
 #: The shim's OPMB_BRIDGE_API_VERSION: its construction reads list(int) and list(float).
 BRIDGE_VERSION = 2
 _SOURCE = Path(__file__).with_name("_ffi_shim.c")
@@ -50,6 +58,7 @@ class Native:
     handle: int
     site: int
     attributes: tuple[tuple[str, Any], ...]
+    target: str = TARGET
 
 
 def library() -> ctypes.CDLL | None:
@@ -76,6 +85,26 @@ def library() -> ctypes.CDLL | None:
                 jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
         _state["lib"] = lib
         return lib
+
+
+def cuda_unavailable() -> str:
+    """Why JAX cannot run opmarket's CUDA kernels here (no CUDA platform, no FFI handler);
+    "" when the CUDA target ``opmarket_cuda`` is registered."""
+    if "cuda" in _state:
+        return str(_state["cuda"])
+    try:
+        jax.devices("cuda")
+    except RuntimeError as exc:
+        why = f"JAX has no CUDA platform here ({str(exc).splitlines()[0]})"
+    else:
+        lib = library()
+        why = str(_state.get("why", "no FFI handler")) if lib is None else ""
+        if lib is not None:
+            capsule = jax.ffi.pycapsule(lib.opm_jax_cuda_call)  # type: ignore[no-untyped-call]
+            jax.ffi.register_ffi_target(CUDA_TARGET, capsule, platform="CUDA")
+    with _lock:
+        _state["cuda"] = why
+    return why
 
 
 def _api_version(number: int) -> str:
@@ -155,14 +184,69 @@ def _attribute(attr_type: str, value: Any) -> Any:
     return None
 
 
+def native_reason(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: str) -> str:
+    """Why the op's kernel for ``attrs`` on ``device`` runs through a host callback; "" when
+    it is an FFI custom call."""
+    if device not in ("CPU", "GPU"):
+        return f"no native kernels on device {device!r} (native: CPU, GPU)"
+    if device == "GPU":
+        why = cuda_unavailable()
+        if why:
+            return why
+    if native_kernel(op, attrs, label, device) is not None:
+        return ""
+    if device == "GPU":
+        spec = _gpu_kernel(op, attrs, label)
+        if spec is None:
+            return "it has no GPU kernel (a GPU companion registers one where a GPU is visible)"
+        return device_entry_address(spec)[1] or "an attr the FFI handler cannot carry"
+    why = str(_state.get("why", "")) if library() is None else ""
+    return why or "not a C-ABI kernel, or an attr the FFI handler cannot carry"
+
+
 def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: str) -> Any:
-    """How to call the op's kernel for ``attrs`` natively, or None (a callback then): only
-    C-ABI kernels on the CPU, with attrs the bridge interface can read."""
+    """How to call the op's kernel for ``attrs`` natively, or None (a callback then): C-ABI
+    kernels on the CPU, and on the GPU kernels with a device entry where JAX has CUDA, with
+    attrs the bridge interface can read."""
+    if device == "GPU":
+        return _cuda_kernel(op, attrs, label)
     if device != "CPU":
         return None
     handle = native_handle(op.kernel(attrs, device, label), bridge_version=BRIDGE_VERSION)
     if handle is None:
         return None
+    attributes = _attributes(op, attrs)
+    if attributes is None or library() is None:
+        return None
+    key = (handle, freeze_attrs(attrs))
+    with _lock:
+        site = _sites.setdefault(key, len(_sites))
+    return Native(handle, site, attributes)
+
+
+def _cuda_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str) -> Any:
+    """The GPU kernel's device entry as a call to ``opmarket_cuda``, or None."""
+    if cuda_unavailable():
+        return None
+    spec = _gpu_kernel(op, attrs, label)
+    address = device_entry_address(spec)[0] if spec is not None else 0
+    attributes = _attributes(op, attrs)
+    if not address or attributes is None:
+        return None
+    return Native(address, -1, attributes, CUDA_TARGET)
+
+
+def _gpu_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str) -> Any:
+    """The GPU kernel dispatch chooses for ``attrs``, or None when none serves them."""
+    try:
+        spec = op.kernel(attrs, "GPU", label)
+    except KernelNotFoundError:
+        return None
+    return spec if spec.device == "GPU" else None
+
+
+def _attributes(op: BridgeOp, attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...] | None:
+    """The op's attrs as FFI attributes, or None when one has no FFI form."""
     attributes = []
     for a in op.op_def.attrs:
         if a.name in ("opm_kernel", "opm_site"):
@@ -171,12 +255,7 @@ def native_kernel(op: BridgeOp, attrs: Mapping[str, Any], label: str, device: st
         if value is None:
             return None
         attributes.append((a.name, value))
-    if library() is None:
-        return None
-    key = (handle, freeze_attrs(attrs))
-    with _lock:
-        site = _sites.setdefault(key, len(_sites))
-    return Native(handle, site, tuple(attributes))
+    return tuple(attributes)
 
 
 def call(
@@ -193,7 +272,7 @@ def call(
     # XLA replaces a call whose outputs are all empty by empty constants unless the call has
     # a side effect: the kernel would then not check its inputs (a ZeroOut index out of range).
     fn = jax.ffi.ffi_call(
-        TARGET, result, vmap_method="sequential", has_side_effect=all_empty(specs)
+        native.target, result, vmap_method="sequential", has_side_effect=all_empty(specs)
     )
     return list(
         fn(

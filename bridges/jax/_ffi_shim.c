@@ -17,6 +17,12 @@
  * Inputs are the op's inputs, results its outputs, which XLA allocates from the shapes the
  * op's shape function gave at trace time: allocate_output checks the kernel asks for
  * exactly those.
+ *
+ * The second handler, opm_jax_cuda_call, is the target "opmarket_cuda" for platform CUDA:
+ * its opm_kernel is a GPU companion's device entry (opmarket/cuda_kernel.h), called on XLA's
+ * device buffers with the stream and device ordinal from the FFI execution context
+ * (XLA_FFI_Stream_Get, XLA_FFI_DeviceOrdinal_Get); it keeps no state and needs no CUDA
+ * library of its own, so the one build serves CPU-only jaxlibs too.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,6 +32,7 @@
 #include <pthread.h>
 
 #include "opmarket/capi_bridge.h"
+#include "opmarket/cuda_kernel.h"
 /* opmarket's wheel carries the handler built against opmarket's declarations of the API
  * version it serves; built on first use for another version, against jaxlib's own header. */
 #ifdef OPM_XLA_FFI_HEADERS
@@ -359,5 +366,57 @@ OPM_JAX_EXPORT XLA_FFI_Error* opm_jax_capi_call(XLA_FFI_CallFrame* frame) {
   bridge->kernel_compute(kernel, state, &context.base, status);
   if (owned) bridge->kernel_delete(kernel, state);
   if (bridge->api->GetCode(status) != OPM_OK) return status_error(api, kernel, status);
+  return NULL;
+}
+
+/* --- the CUDA handler: a device entry on XLA's GPU buffers ------------------------------- */
+static XLA_FFI_Error* cuda_status_error(const XLA_FFI_Api* api, OPM_Status* status) {
+  char message[1024];
+  snprintf(message, sizeof message, "opmarket_cuda: %s", bridge->api->Message(status));
+  OPM_Code code = bridge->api->GetCode(status);
+  return ffi_error(api, (XLA_FFI_Error_Code)(code > 0 && code <= 16 ? code : 13), message);
+}
+
+OPM_JAX_EXPORT XLA_FFI_Error* opm_jax_cuda_call(XLA_FFI_CallFrame* frame) {
+  if (frame->extension_start != NULL &&
+      frame->extension_start->type == XLA_FFI_Extension_Metadata)
+    return metadata(frame);
+  const XLA_FFI_Api* api = frame->api;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+  if (bridge == NULL)
+    return ffi_error(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                     "opmarket_cuda: the bridge table was not set (opm_jax_init)");
+  const XLA_FFI_Scalar* k = scalar_attr(&frame->attrs, "opm_kernel");
+  if (k == NULL || k->dtype != XLA_FFI_DataType_S64 || *(const int64_t*)k->value == 0)
+    return ffi_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     "opmarket_cuda: the call has no int64 opm_kernel attribute");
+  if (frame->args.size + frame->rets.size > MAX_ARGS)
+    return ffi_error(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     "opmarket_cuda: too many inputs and outputs");
+  if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) + sizeof(void*))
+    return ffi_error(api, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                     "opmarket_cuda: this XLA's FFI API has no device ordinal getter");
+  OPM_CudaKernelFn entry = (OPM_CudaKernelFn)(uintptr_t)*(const int64_t*)k->value;
+  XLA_FFI_Stream_Get_Args stream = {XLA_FFI_Stream_Get_Args_STRUCT_SIZE, NULL, frame->ctx,
+                                    NULL};
+  XLA_FFI_Error* error = api->XLA_FFI_Stream_Get(&stream);
+  if (error != NULL) return error;
+  XLA_FFI_DeviceOrdinal_Get_Args ordinal = {XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE, NULL,
+                                            frame->ctx, 0};
+  error = api->XLA_FFI_DeviceOrdinal_Get(&ordinal);
+  if (error != NULL) return error;
+
+  OPM_Status* status = thread_status();
+  bridge->api->SetStatus(status, OPM_OK, "");
+  Construction construction = {{&construction_ops}, &frame->attrs};
+  Context context;
+  context.base.ops = &context_ops;
+  context.frame = frame;
+  OPM_CudaKernelCall call = {sizeof(OPM_CudaKernelCall), OPM_CUDA_KERNEL_VERSION,
+                             ordinal.device_ordinal, stream.stream, bridge->api, status,
+                             &construction.base, &context.base,
+                             0 /* flags: XLA's stream, no synchronisation */};
+  entry(&call);
+  if (bridge->api->GetCode(status) != OPM_OK) return cuda_status_error(api, status);
   return NULL;
 }

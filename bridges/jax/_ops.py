@@ -27,7 +27,7 @@ from opmarket._bridge import (
 )
 from opmarket.sdk import InvalidArgumentError
 
-__all__ = ["jax_op", "native_path"]
+__all__ = ["jax_op", "native_path", "native_reason"]
 
 _Array = np.ndarray[Any, Any]
 _lock = threading.Lock()
@@ -116,17 +116,42 @@ def _device(arrays: Sequence[Any]) -> str:
 def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
     """Which path the op takes in JAX for these attrs (inferred type attrs given by name,
     ``T=np.float32``): ``"ffi"`` (an XLA FFI custom call to a C-ABI kernel) or
-    ``"callback"`` (``jax.pure_callback``)."""
+    ``"callback"`` (``jax.pure_callback``). ``device`` is ``CPU``, or ``GPU``/``CUDA``: a
+    GPU companion's kernel with a device entry, on JAX's CUDA platform."""
+    from opmarket.jax import _ffi
+
+    if _DEVICES.get(device.upper()) == "GPU" and _ffi.cuda_unavailable():
+        return "callback"  # whatever the attrs: asked before they are bound
+    op, bound = _bound(name, attrs)
+    native = _ffi.native_kernel(op, bound, _kernel, _DEVICES.get(device.upper(), device))
+    return "ffi" if native is not None else "callback"
+
+
+def native_reason(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
+    """Why the op (attrs as for :func:`native_path`) runs through a host callback on
+    ``device`` (e.g. ``JAX has no CUDA platform here (...)``); "" when it is an FFI call.
+    Without a CUDA platform that is the GPU's reason whatever the attrs (none are needed)."""
+    from opmarket.jax import _ffi
+
+    if _DEVICES.get(device.upper()) == "GPU" and _ffi.cuda_unavailable():
+        return _ffi.cuda_unavailable()
+    op, bound = _bound(name, attrs)
+    return _ffi.native_reason(op, bound, _kernel, _DEVICES.get(device.upper(), device))
+
+
+# the device names native_path takes, as opmarket names them
+_DEVICES = {"CPU": "CPU", "GPU": "GPU", "CUDA": "GPU"}
+
+
+def _bound(name: str, attrs: dict[str, Any]) -> tuple[BridgeOp, dict[str, Any]]:
+    """The op, and every attr bound from ``attrs`` (inferred type attrs given by name)."""
     op = bridge_op(name)
     inputs = {a.type_attr for a in op.op_def.inputs if a.type_attr}
     given = {k: v for k, v in attrs.items() if k not in inputs}
     dtypes = [
         np.dtype(attrs[a.type_attr]) if a.type_attr else a.type.numpy for a in op.op_def.inputs
     ]
-    bound = op.bind([d for d in dtypes if d is not None], given)
-    from opmarket.jax import _ffi
-
-    return "ffi" if _ffi.native_kernel(op, bound, _kernel, device) is not None else "callback"
+    return op, op.bind([d for d in dtypes if d is not None], given)
 
 
 def _build(op: BridgeOp, attrs: dict[str, Any], label: str, device: str) -> Callable[..., Any]:

@@ -3,8 +3,9 @@
  * without jaxlib installed and ships built in opmarket's wheel.
  *
  * These are ABI facts of that API version: the enum values, and the layout of each struct up
- * to the last field the handler reads or writes (XLA_FFI_Api is declared only up to
- * XLA_FFI_Error_Create: the handler only reads it). opmarket.jax uses the shipped handler
+ * to the last field the handler reads or writes (XLA_FFI_Api is declared up to
+ * XLA_FFI_DeviceOrdinal_Get, the fields between named but untyped: the handler only reads
+ * it, and the CUDA handler calls XLA_FFI_Stream_Get and XLA_FFI_DeviceOrdinal_Get). opmarket.jax uses the shipped handler
  * only with a jaxlib whose installed c_api.h declares this same API version, and builds
  * _ffi_shim.c against that header otherwise. tests/bridges/test_shipped_shims.py checks every
  * declaration against the installed jaxlib's own header. */
@@ -45,6 +46,7 @@ typedef struct XLA_FFI_Api_Version {
 typedef enum {
   XLA_FFI_Error_Code_INVALID_ARGUMENT = 3,
   XLA_FFI_Error_Code_FAILED_PRECONDITION = 9,
+  XLA_FFI_Error_Code_INTERNAL = 13,
 } XLA_FFI_Error_Code;
 
 typedef struct XLA_FFI_Error_Create_Args {
@@ -142,13 +144,52 @@ typedef struct XLA_FFI_Attrs {
   void** attrs;
 } XLA_FFI_Attrs;
 
-/* Only read by the handler: declared up to the one function it calls. */
+/* The CUDA handler's stream (a cudaStream_t on platform CUDA) and device. */
+typedef struct XLA_FFI_Stream_Get_Args {
+  size_t struct_size;
+  XLA_FFI_Extension_Base* extension_start;
+  XLA_FFI_ExecutionContext* ctx;
+  void* stream; /* out */
+} XLA_FFI_Stream_Get_Args;
+
+#define XLA_FFI_Stream_Get_Args_STRUCT_SIZE \
+  (offsetof(XLA_FFI_Stream_Get_Args, stream) + sizeof(void*))
+
+typedef struct XLA_FFI_DeviceOrdinal_Get_Args {
+  size_t struct_size;
+  XLA_FFI_Extension_Base* extension_start;
+  XLA_FFI_ExecutionContext* ctx;
+  int32_t device_ordinal; /* out */
+} XLA_FFI_DeviceOrdinal_Get_Args;
+
+#define XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE \
+  (offsetof(XLA_FFI_DeviceOrdinal_Get_Args, device_ordinal) + sizeof(int32_t))
+
+/* Only read by the handlers: the functions they call typed, the others placeholders of the
+ * same size (function pointers). */
 typedef struct XLA_FFI_Api {
   size_t struct_size;
   XLA_FFI_Extension_Base* extension_start;
   XLA_FFI_Api_Version api_version;
   const XLA_FFI_InternalApi* internal_api;
   XLA_FFI_Error* (*XLA_FFI_Error_Create)(XLA_FFI_Error_Create_Args* args);
+  void* XLA_FFI_Error_GetMessage;
+  void* XLA_FFI_Error_Destroy;
+  void* XLA_FFI_Handler_Register;
+  XLA_FFI_Error* (*XLA_FFI_Stream_Get)(XLA_FFI_Stream_Get_Args* args);
+  void* XLA_FFI_Type_Register;
+  void* XLA_FFI_ExecutionContext_Get;
+  void* XLA_FFI_State_Set;
+  void* XLA_FFI_State_Get;
+  void* XLA_FFI_DeviceMemory_Allocate;
+  void* XLA_FFI_DeviceMemory_Free;
+  void* XLA_FFI_ThreadPool_Schedule;
+  void* XLA_FFI_ThreadPool_NumThreads;
+  void* XLA_FFI_Future_Create;
+  void* XLA_FFI_Future_SetAvailable;
+  void* XLA_FFI_Future_SetError;
+  void* XLA_FFI_RunId_Get;
+  XLA_FFI_Error* (*XLA_FFI_DeviceOrdinal_Get)(XLA_FFI_DeviceOrdinal_Get_Args* args);
 } XLA_FFI_Api;
 
 typedef struct XLA_FFI_CallFrame {

@@ -2,6 +2,7 @@
 ``tf.Tensor``s, eagerly and in ``tf.function``; every installed opmarket op is a real
 TensorFlow op (registered through TensorFlow's C op and kernel API), so graphs and
 SavedModels that use it load after ``import opmarket.tensorflow`` (see docs/frameworks.md).
+``native_path`` and ``native_reason`` say which path an op's kernel takes on a device, and why.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ except ImportError as _exc:  # pragma: no cover - exercised in a venv without Te
 
 from opmarket._bridge import BridgeError
 from opmarket.tensorflow._gradients import register_gradients
+from opmarket.tensorflow._native import native_path, native_reason
 from opmarket.tensorflow._ops import tf_ops
 from opmarket.tensorflow._register import register_all
 
-__all__ = ["BridgeError", "ops", "register"]
+__all__ = ["BridgeError", "native_path", "native_reason", "ops", "register"]
 
 #: Every installed opmarket op as a TensorFlow function (``ops.zero_out``, ``ops.opm.zero_out``,
 #: ``ops["Opm>ZeroOut"]``).

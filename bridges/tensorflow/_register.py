@@ -36,7 +36,7 @@ from opmarket.sdk import (
     Shape,
     as_dtype,
 )
-from opmarket.tensorflow import _attrs
+from opmarket.tensorflow import _attrs, _gpu
 from opmarket.tensorflow._build import shim
 from opmarket.tensorflow._callbacks import (
     COMPUTE_CB,
@@ -387,13 +387,9 @@ def _register_kernels(record: OpRecord, shape_slot: int) -> None:
     op = record.op_def
     plans = _native.plans(op.name)
     for label in sorted({p.label for p in plans if p.label}):
-        name = labelled_name(op.name, label)
-        if _tf_op_def(name) is None:  # else taken: eager calls with the label run a function
-            _define(name, op, shape_slot)
-            record.labelled[label] = name
+        _define_label(record, label, shape_slot)
     for plan in plans:
-        slot = len(_kernel_slots)  # native kernels take a create slot too
-        _kernel_slots.append((op, _prepared(op, plan.spec)))
+        slot = _take_slot(op, plan.spec)
         pairs = targets(op.name, plan.label, record.labelled)
         # TensorFlow's C builder takes one dtype per constraint: one registration per
         # combination of the kernel's allowed types.
@@ -433,6 +429,28 @@ def _register_kernels(record: OpRecord, shape_slot: int) -> None:
             finally:
                 lib.TF_DeleteStatus(ctypes.c_void_p(status))
         record.kernels.append(plan)
+    # GPU kernels: a companion's device entry, run by the shim (synchronizing)
+    _gpu.register(
+        op,
+        record.labelled,
+        lambda spec: _take_slot(op, spec),
+        lambda label: _define_label(record, label, shape_slot),
+    )
+
+
+def _take_slot(op: OpDef, spec: KernelSpec) -> int:
+    """A create slot of the shim for kernel ``spec`` (native kernels take one too)."""
+    _kernel_slots.append((op, _prepared(op, spec)))
+    return len(_kernel_slots) - 1
+
+
+def _define_label(record: OpRecord, label: str, shape_slot: int) -> None:
+    """The op eager calls with ``label`` run, defined unless its name is taken (then eager
+    calls with the label run a function)."""
+    name = labelled_name(record.op_def.name, label)
+    if _tf_op_def(name) is None:
+        _define(name, record.op_def, shape_slot)
+        record.labelled[label] = name
 
 
 def _tf_op_def(name: str) -> Any:

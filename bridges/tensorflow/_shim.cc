@@ -5,7 +5,8 @@
  * shim has a fixed table of trampolines (OPM_TF_SLOTS of each, generated below the
  * hand-written part by opmarket.tensorflow._build): trampoline N tells Python "slot N".
  * Kernels whose bodies are Python (numpy, pybind11) call back into Python per call; C-ABI
- * kernels (opmarket/c_api.h) run in the shim, on TensorFlow's tensors, with no Python.
+ * kernels (opmarket/c_api.h) run in the shim, on TensorFlow's tensors, with no Python; so do
+ * GPU companions' device entries (opmarket/cuda_kernel.h), synchronizing (_shim_device.cc).
  *
  * The shim links the C/C++ runtime only: no Python, and no TensorFlow either. TensorFlow's
  * functions are found in the process's libtensorflow_framework when Python calls
@@ -15,9 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <string> /* the device part's attrs */
+#include <vector>
+
 #include "_tf_c_api.h"
 
 #include "opmarket/capi_bridge.h"
+#include "opmarket/cuda_kernel.h" /* plain C: the device door's call, no CUDA */
 
 #define OPM_TF_EXPORT __attribute__((visibility("default")))
 
@@ -163,10 +168,13 @@ OPM_TF_EXPORT void opm_tf_register_op(const char* name, const char** inputs,
 /* ---- kernels with a Python body ------------------------------------------------------- */
 
 static void* native_create(int32_t slot, TF_OpKernelConstruction* ctx);
+static void* device_create(int32_t slot, TF_OpKernelConstruction* ctx);
 
 static void* create_common(int32_t slot, TF_OpKernelConstruction* ctx) {
   void* native = native_create(slot, ctx);
   if (native != NULL) return native;
+  void* device = device_create(slot, ctx);
+  if (device != NULL) return device;
   if (g_create == NULL) return NULL;
   int64_t handle = g_create(slot, ctx);
   if (handle == 0) return NULL;
@@ -199,6 +207,21 @@ static void add_constraints(TF_KernelBuilder* b, const char** type_attrs, const 
   }
 }
 
+/* Registers builder b as kernel_name, with its constraints, label and priority (every kind of
+ * kernel the shim registers ends here). */
+static void register_builder(const char* kernel_name, TF_KernelBuilder* b,
+                             const char** type_attrs, const int32_t* dtypes, int32_t n,
+                             const char* label, int32_t priority, TF_Status* status) {
+  add_constraints(b, type_attrs, dtypes, n, status);
+  if (TF_GetCode(status) != TF_OK) {
+    TF_DeleteKernelBuilder(b);
+    return;
+  }
+  if (label != NULL && label[0] != '\0') TF_KernelBuilder_Label(b, label);
+  TF_KernelBuilder_Priority(b, priority);
+  TF_RegisterKernelBuilder(kernel_name, b, status);
+}
+
 /* A kernel whose create (slot), compute and delete call Python. Constraints are n pairs
  * (type attr, dtype); an attr listed several times allows each dtype. */
 OPM_TF_EXPORT void opm_tf_register_python_kernel(const char* kernel_name, const char* op,
@@ -211,15 +234,8 @@ OPM_TF_EXPORT void opm_tf_register_python_kernel(const char* kernel_name, const 
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "opmarket's TensorFlow shim: out of kernel slots");
     return;
   }
-  TF_KernelBuilder* b = TF_NewKernelBuilder(op, device, create, &py_compute, &py_delete);
-  add_constraints(b, type_attrs, dtypes, n, status);
-  if (TF_GetCode(status) != TF_OK) {
-    TF_DeleteKernelBuilder(b);
-    return;
-  }
-  if (label != NULL && label[0] != '\0') TF_KernelBuilder_Label(b, label);
-  TF_KernelBuilder_Priority(b, priority);
-  TF_RegisterKernelBuilder(kernel_name, b, status);
+  register_builder(kernel_name, TF_NewKernelBuilder(op, device, create, &py_compute, &py_delete),
+                   type_attrs, dtypes, n, label, priority, status);
 }
 
 /* ---- what a Python body reads and writes ---------------------------------------------- */

@@ -248,26 +248,30 @@ static const OPMB_Tensor* k_allocate_output(OPMB_KernelContext* c, int i, OPM_Da
 static const OPMB_KernelContextOps context_ops = {sizeof(OPMB_KernelContextOps), k_num_inputs,
                                                   k_num_outputs, k_get_input, k_allocate_output};
 
-static void native_compute(void* p, TF_OpKernelContext* ctx) {
-  native_state* st = (native_state*)p;
-  const OPMB_BridgeApi* bridge = st->bridge;
-  tf_context c;
-  c.base.ops = &context_ops;
-  c.tf = ctx;
-  c.bridge = bridge;
-  c.num_inputs = TF_NumInputs(ctx);
+/* Sets up c over TensorFlow's ctx; false, with the kernel failed, when it has too many
+ * inputs or outputs. */
+static int context_begin(tf_context* c, TF_OpKernelContext* ctx, const OPMB_BridgeApi* bridge) {
+  c->base.ops = &context_ops;
+  c->tf = ctx;
+  c->bridge = bridge;
+  c->num_inputs = TF_NumInputs(ctx);
   int n_out = TF_NumOutputs(ctx);
-  if (c.num_inputs > OPM_TF_MAX_ARGS || n_out > OPM_TF_MAX_ARGS) {
+  if (c->num_inputs > OPM_TF_MAX_ARGS || n_out > OPM_TF_MAX_ARGS) {
     TF_Status* s = TF_NewStatus();
     TF_SetStatus(s, TF_UNIMPLEMENTED, "opmarket: more than 64 inputs or outputs");
     TF_OpKernelContext_Failure(ctx, s);
     TF_DeleteStatus(s);
-    return;
+    return 0;
   }
-  for (int i = 0; i < c.num_inputs; ++i) c.in_tf[i] = NULL;
-  for (int i = 0; i < n_out; ++i) c.out_tf[i] = NULL;
-  OPM_Status* status = bridge->api->NewStatus();
-  bridge->kernel_compute(st->kernel, st->state, &c.base, status);
+  for (int i = 0; i < c->num_inputs; ++i) c->in_tf[i] = NULL;
+  for (int i = 0; i < n_out; ++i) c->out_tf[i] = NULL;
+  return 1;
+}
+
+/* After the call: the host's status as the kernel's failure, if any (then deleted), and
+ * TensorFlow's tensors released. */
+static void context_end(tf_context* c, TF_OpKernelContext* ctx, OPM_Status* status) {
+  const OPMB_BridgeApi* bridge = c->bridge;
   if (bridge->api->GetCode(status) != OPM_OK) {
     TF_Status* s = TF_NewStatus();
     TF_SetStatus(s, (TF_Code)bridge->api->GetCode(status), bridge->api->Message(status));
@@ -275,10 +279,21 @@ static void native_compute(void* p, TF_OpKernelContext* ctx) {
     TF_DeleteStatus(s);
   }
   bridge->api->DeleteStatus(status);
-  for (int i = 0; i < c.num_inputs; ++i)
-    if (c.in_tf[i] != NULL) TF_DeleteTensor(c.in_tf[i]);
+  int n_out = TF_NumOutputs(ctx);
+  for (int i = 0; i < c->num_inputs; ++i)
+    if (c->in_tf[i] != NULL) TF_DeleteTensor(c->in_tf[i]);
   for (int i = 0; i < n_out; ++i)
-    if (c.out_tf[i] != NULL) TF_DeleteTensor(c.out_tf[i]);
+    if (c->out_tf[i] != NULL) TF_DeleteTensor(c->out_tf[i]);
+}
+
+static void native_compute(void* p, TF_OpKernelContext* ctx) {
+  native_state* st = (native_state*)p;
+  const OPMB_BridgeApi* bridge = st->bridge;
+  tf_context c;
+  if (!context_begin(&c, ctx, bridge)) return;
+  OPM_Status* status = bridge->api->NewStatus();
+  bridge->kernel_compute(st->kernel, st->state, &c.base, status);
+  context_end(&c, ctx, status);
 }
 
 static void native_delete(void* p) {
@@ -311,13 +326,7 @@ OPM_TF_EXPORT void opm_tf_register_native_kernel(const char* kernel_name, const 
   }
   g_native[slot].bridge = b;
   g_native[slot].kernel = (const OPMB_Kernel*)kernel;
-  TF_KernelBuilder* kb = TF_NewKernelBuilder(op, device, create, &native_compute, &native_delete);
-  add_constraints(kb, type_attrs, dtypes, n, status);
-  if (TF_GetCode(status) != TF_OK) {
-    TF_DeleteKernelBuilder(kb);
-    return;
-  }
-  if (label != NULL && label[0] != '\0') TF_KernelBuilder_Label(kb, label);
-  TF_KernelBuilder_Priority(kb, priority);
-  TF_RegisterKernelBuilder(kernel_name, kb, status);
+  register_builder(kernel_name, TF_NewKernelBuilder(op, device, create, &native_compute,
+                                                    &native_delete),
+                   type_attrs, dtypes, n, label, priority, status);
 }

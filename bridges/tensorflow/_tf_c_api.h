@@ -150,7 +150,8 @@ typedef void (*opm_tf_delete_fn)(void*);
     (TF_OpKernelConstruction*, const char*, float*, int, TF_Status*))                         \
   X(TF_Buffer*, TF_OpKernelConstruction_GetNodeDef, (TF_OpKernelConstruction*, TF_Status*))   \
   X(TF_Tensor*, TF_AllocateOutput,                                                            \
-    (TF_OpKernelContext*, int, TF_DataType, const int64_t*, int, size_t, TF_Status*))
+    (TF_OpKernelContext*, int, TF_DataType, const int64_t*, int, size_t, TF_Status*))          \
+  X(int, TF_GetDeviceId, (TF_OpKernelContext*))
 
 #ifndef OPM_TF_CHECK_DECLARATIONS
 /* One function pointer per TensorFlow function, named as the function, so the shim's calls

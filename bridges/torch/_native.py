@@ -8,7 +8,11 @@ autograd stay as the bridge defines them from Python. An overload goes native wh
 kernel that can serve it on the CPU is a C-ABI kernel and every argument is a tensor, an
 ``int``, a ``float``, a ``bool``, a ``ScalarType``, an ``int[]``, a ``float[]`` or a ``str``
 (none of them optional); otherwise it keeps the Python kernel, and
-``opmarket.torch.native_reason`` says why."""
+``opmarket.torch.native_reason`` says why.
+
+Where torch has a CUDA device, an overload whose GPU kernels (a GPU companion's) name device
+entries (``opmarket/cuda_kernel.h``) also gets a native CUDA kernel: the shim calls the entry
+on the CUDA tensors' memory with torch's current stream (:func:`register_cuda`)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from opmarket._bridge import (
     bridge_include,
     bridge_table,
     build_shim,
+    device_entry_address,
     native_handle,
     shipped_shim,
     torch_source,
@@ -35,7 +40,7 @@ from opmarket._bridge import (
 from opmarket.sdk import DType
 from opmarket.sdk.torch_schema import forward_schema
 
-__all__ = ["BRIDGE_VERSION", "SLOTS", "register", "shim"]
+__all__ = ["BRIDGE_VERSION", "SLOTS", "cuda_unavailable", "register", "register_cuda", "shim"]
 
 #: Native overloads one process can register (each takes a trampoline of the shim).
 SLOTS = TORCH_SLOTS
@@ -144,8 +149,20 @@ def _dtype_sets(op: BridgeOp) -> tuple[list[str], list[tuple[int, ...]]]:
     return names, sets
 
 
-def _plan(op: BridgeOp, label: str) -> tuple[str, dict[str, Any]]:
-    """Why the overload cannot go native (""), and else what the shim needs for it."""
+def _handle(spec: Any, device: str) -> tuple[int | None, str]:
+    """The C handle of a kernel: a C-ABI kernel's on the CPU, a device entry's on the GPU;
+    (None, why) when it has none."""
+    if device == "CPU":
+        handle = native_handle(spec, bridge_version=BRIDGE_VERSION)
+        why = f"its CPU kernel {spec.name} is not a C-ABI kernel"
+        return handle, "" if handle is not None else why
+    address, why = device_entry_address(spec)
+    return (address, "") if address else (None, why)
+
+
+def _plan(op: BridgeOp, label: str, device: str = "CPU") -> tuple[str, dict[str, Any]]:
+    """Why the overload cannot go native on ``device`` (CPU or GPU) (""), and else what the
+    shim needs for it."""
     n_in = len(op.op_def.inputs)
     sources: list[tuple[str, int, int]] = []
     seen: set[str] = set()
@@ -177,17 +194,21 @@ def _plan(op: BridgeOp, label: str) -> tuple[str, dict[str, Any]]:
     for combo in combos:
         values = dict(zip(names, combo, strict=True))
         try:
-            spec = op.kernel({k: DType(v) for k, v in values.items()}, "CPU", label)
+            spec = op.kernel({k: DType(v) for k, v in values.items()}, device, label)
         except KernelNotFoundError:
             continue
-        handle = native_handle(spec, bridge_version=BRIDGE_VERSION)
+        if spec.device != device:  # dispatch fell back to another device's kernel
+            continue
+        handle, why = _handle(spec, device)
         if handle is None:
-            return f"its CPU kernel {spec.name} is not a C-ABI kernel", {}
+            return why, {}
         dtypes = [values[a.type_attr] if a.type_attr else int(a.type) for a in op.op_def.inputs]
         dtypes += [values[op.params[j - n_in].attr.name] for j in dtype_args]
         rows.append((dtypes, handle))
     if not rows:
-        return "it has no CPU kernel", {}
+        return f"it has no {device} kernel" + (
+            " (a GPU companion registers one where a GPU is visible)" if device == "GPU" else ""
+        ), {}
     return "", {"sources": sources, "dtype_args": dtype_args, "rows": rows}
 
 
@@ -197,6 +218,51 @@ def register(op: BridgeOp, name: str, label: str) -> str:
     why, plan = _plan(op, label)
     if why:
         return why
+    return _register(op, name, plan, "opm_torch_register")
+
+
+def cuda_unavailable() -> str:
+    """Why this torch cannot run CUDA kernels (no CUDA device, a CPU build, a shim that
+    cannot bind torch's CUDA functions); "" when it can."""
+    import torch
+
+    if not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU build"
+        return f"no CUDA device in torch (torch {torch.__version__}, {build})"
+    lib = shim()
+    if lib is None:
+        return str(_state.get("why", "no shim"))
+    with _lock:
+        if "cuda" not in _state:
+            lib.opm_torch_bind_cuda.restype = ctypes.c_int32
+            lib.opm_torch_bind_cuda.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+            missing = ctypes.create_string_buffer(4096)
+            lacking = lib.opm_torch_bind_cuda(missing, len(missing))
+            _state["cuda"] = (
+                "torch has a CUDA device but its CUDA library (libtorch_cuda.so) is not loaded"
+                if lacking < 0
+                else f"torch {torch.__version__} lacks {missing.value.decode()}"
+                if lacking
+                else ""
+            )
+    return str(_state["cuda"])
+
+
+def register_cuda(op: BridgeOp, name: str, label: str) -> str:
+    """Register the overload ``name`` of ``op``'s operator natively for torch's CUDA
+    dispatch key, its GPU kernels' device entries called on torch's CUDA buffers and
+    current stream; "" when done, else why CUDA tensors go through Python."""
+    why = cuda_unavailable()
+    if why:
+        return why
+    why, plan = _plan(op, label, "GPU")
+    if why:
+        return why
+    return _register(op, name, plan, "opm_torch_register_cuda")
+
+
+def _register(op: BridgeOp, name: str, plan: dict[str, Any], function: str) -> str:
+    """The shim's ``function`` (the CPU or the CUDA registration) on ``plan``."""
     lib = shim()
     bridge = bridge_table()
     if lib is None or bridge is None:
@@ -215,7 +281,7 @@ def register(op: BridgeOp, name: str, label: str) -> str:
     kernel_dtypes = (ctypes.c_int32 * len(flat))(*flat)
     kernels = (ctypes.c_void_p * len(rows))(*[h for _, h in rows])
     error = ctypes.create_string_buffer(512)
-    code = lib.opm_torch_register(
+    code = getattr(lib, function)(
         op.namespace.encode(),
         name.encode(),
         ctypes.c_int32(slot),

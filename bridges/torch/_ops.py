@@ -36,8 +36,11 @@ _lock = threading.RLock()
 _registered: dict[str, tuple[Any, Any]] = {}
 # torch's qualified name -> the opmarket op that has it (two ops may not share one)
 _qualnames: dict[str, str] = {}
-# (op name, kernel label) -> why its CPU kernel runs through Python ("": natively)
-_native: dict[tuple[str, str], str] = {}
+# (op name, kernel label, device: CPU or GPU) -> why its kernel on that device runs
+# through Python ("": natively; GPU: a CUDA dispatch-key kernel calling a device entry)
+_native: dict[tuple[str, str, str], str] = {}
+# the device names native_path takes, as opmarket names them
+_DEVICES = {"CPU": "CPU", "GPU": "GPU", "CUDA": "GPU"}
 
 
 def torch_op(name: str) -> Any:
@@ -65,18 +68,27 @@ def torch_op(name: str) -> Any:
 
 def native_path(name: str, *, device: str = "CPU", _kernel: str = "", **attrs: Any) -> str:
     """Which path the op's overload (``_kernel``: a kernel label, "" for the default) takes
-    in PyTorch on ``device``: ``"native"`` (a boxed CPU kernel registered through torch's
-    stable C ABI, no Python per call) or ``"python"`` (the custom op's Python kernel).
-    ``attrs`` are accepted for the bridges' common signature; the path does not depend on
-    them. :func:`native_reason` says why an overload is not native."""
-    return "native" if device == "CPU" and not native_reason(name, _kernel=_kernel) else "python"
+    in PyTorch on ``device`` (``CPU``, or ``GPU``/``CUDA`` for CUDA tensors): ``"native"`` (a
+    boxed kernel registered through torch's stable C ABI, no Python per call: a C-ABI
+    kernel on the CPU, a GPU companion's device entry on CUDA) or ``"python"`` (the custom
+    op's Python kernel). ``attrs`` are accepted for the bridges' common signature; the path
+    does not depend on them. :func:`native_reason` says why an overload is not native."""
+    if device.upper() not in _DEVICES:
+        return "python"
+    return "python" if native_reason(name, device=device, _kernel=_kernel) else "native"
 
 
-def native_reason(name: str, *, _kernel: str = "") -> str:
-    """Why the op's overload runs through Python on the CPU; "" when it runs natively."""
+def native_reason(name: str, *, device: str = "CPU", _kernel: str = "") -> str:
+    """Why the op's overload runs through Python on ``device`` (``CPU``, or ``GPU``/``CUDA``:
+    e.g. ``no CUDA device in torch (...)``); "" when it runs natively."""
     op = bridge_op(name)
     torch_op(op.name)
-    return _native.get((op.name, _kernel), f"it has no overload for kernel label {_kernel!r}")
+    where = _DEVICES.get(device.upper())
+    if where is None:
+        return f"no native kernels on device {device!r} (native: CPU, CUDA)"
+    return _native.get(
+        (op.name, _kernel, where), f"it has no overload for kernel label {_kernel!r}"
+    )
 
 
 def register_all() -> list[str]:
@@ -280,7 +292,7 @@ def _register(op: BridgeOp) -> Any:
         qualname, make_impl(""), mutates_args=(), schema=forward_schema(op.op_def)
     )
     defined.register_fake(fake)
-    _native[(op.name, "")] = _native_register(op, op.python_name, "")
+    _native_register(op, op.python_name, "")
     autograd: tuple[Any, Any] | None = None
     if op.differentiable:
         backward = _register_backward(op, call)
@@ -316,15 +328,17 @@ def _register(op: BridgeOp) -> Any:
             torch.library.register_autograd(
                 overload, autograd[0], setup_context=autograd[1], lib=lib
             )
-        _native[(op.name, label)] = _native_register(op, f"{op.python_name}.{label}", label)
+        _native_register(op, f"{op.python_name}.{label}", label)
     return getattr(getattr(torch.ops, op.namespace), op.python_name)
 
 
-def _native_register(op: BridgeOp, name: str, label: str) -> str:
-    """The overload's CPU kernel registered natively where it can be; why not, else ""."""
-    from opmarket.torch import _native
+def _native_register(op: BridgeOp, name: str, label: str) -> None:
+    """The overload's CPU and CUDA kernels registered natively where they can be; why not
+    (or "") kept for :func:`native_reason`."""
+    from opmarket.torch import _native as native
 
-    return _native.register(op, name, label)
+    _native[(op.name, label, "CPU")] = native.register(op, name, label)
+    _native[(op.name, label, "GPU")] = native.register_cuda(op, name, label)
 
 
 _libraries: dict[str, Any] = {}

@@ -6,7 +6,12 @@
  * (appended after this file by opmarket._bridge's torch_source, then _shim_register.cc).
  * Built against opmarket's declarations of torch's C functions (_torch_c_api.h), it links no
  * torch: opm_torch_bind finds them in the process's libtorch_cpu, so one build (shipped in
- * opmarket's wheel) serves every torch that has them. */
+ * opmarket's wheel) serves every torch that has them.
+ *
+ * A slot may instead be a CUDA kernel (opm_torch_register_cuda): a GPU companion's device
+ * entries (opmarket/cuda_kernel.h) called on the CUDA tensors' memory with torch's current
+ * stream of their device, under a device guard; torch's CUDA functions are bound apart
+ * (opm_torch_bind_cuda), so the shim loads on a CPU build of torch all the same. */
 
 #include "_torch_c_api.h"
 
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "opmarket/capi_bridge.h"
+#include "opmarket/cuda_kernel.h"
 
 #define OPM_TORCH_EXPORT extern "C" __attribute__((visibility("default")))
 #define OPM_TORCH_MAX_ARGS 64
@@ -53,6 +59,7 @@ struct Attr {
 struct Entry {
   std::vector<int32_t> dtypes; /* OPM dtypes of the inputs, then of the ScalarType args */
   const OPMB_Kernel* kernel;
+  OPM_CudaKernelFn device_fn; /* a CUDA slot's device entry (kernel is then NULL) */
 };
 
 struct State {
@@ -69,6 +76,7 @@ struct Slot {
   std::vector<int> dtype_args; /* stack indices of ScalarType args */
   std::vector<int> arg_sources; /* each argument after the inputs: its Source */
   std::vector<Entry> kernels;
+  bool cuda = false; /* a CUDA dispatch-key kernel: device entries */
   std::mutex lock;
   std::vector<State> states;
 };
@@ -78,6 +86,8 @@ int32_t g_torch_to_opm[64];
 int32_t g_opm_to_torch[32];
 std::vector<TorchLibraryHandle> g_libraries;
 std::mutex g_lock;
+/* opm_torch_bind_cuda's answer: 0 bound, -1 no CUDA torch, n functions missing; -2 not asked */
+int g_cuda_bound = -2;
 
 void map_dtype(int32_t torch_code, int32_t opm) {
   if (torch_code >= 0 && torch_code < 64) g_torch_to_opm[torch_code] = opm;
@@ -249,6 +259,8 @@ bool append_variable(int source, StableIValue value, std::vector<uint64_t>* key)
 struct Context {
   OPMB_KernelContext base;
   Slot* slot;
+  int32_t device_type; /* torch's, for outputs and contiguous copies */
+  int32_t device_index;
   OPMB_Tensor in[OPM_TORCH_MAX_ARGS];
   AtenTensorHandle out_h[OPM_TORCH_MAX_ARGS];
   OPMB_Tensor out[OPM_TORCH_MAX_ARGS];
@@ -285,7 +297,7 @@ const OPMB_Tensor* k_allocate_output(OPMB_KernelContext* b, int i, OPM_DataType 
     step *= dims[k] > 0 ? dims[k] : 1;
   }
   AtenTensorHandle h = nullptr;
-  if (aoti_torch_empty_strided(num_dims, dims, strides, code, aoti_torch_device_type_cpu(), 0,
+  if (aoti_torch_empty_strided(num_dims, dims, strides, code, c->device_type, c->device_index,
                                &h) != AOTI_TORCH_SUCCESS) {
     api->SetStatus(status, OPM_RESOURCE_EXHAUSTED, "torch could not allocate an output");
     return nullptr;
@@ -343,6 +355,56 @@ void* state_for(Slot* s, const std::vector<uint64_t>& key, const OPMB_Kernel* ke
   throw std::runtime_error(message);
 }
 
+/* A CUDA slot's device: every input a CUDA tensor on one device (its index in c); "" or why
+ * not. */
+std::string cuda_device(AtenTensorHandle* inputs, int n_in, Context* c) {
+  c->device_type = aoti_torch_device_type_cuda();
+  for (int i = 0; i < n_in; ++i) {
+    int32_t type = -1, index = -1;
+    if (aoti_torch_get_device_type(inputs[i], &type) != AOTI_TORCH_SUCCESS ||
+        aoti_torch_get_device_index(inputs[i], &index) != AOTI_TORCH_SUCCESS)
+      return "torch could not say an input's device";
+    if (type != c->device_type) return "an input is not a CUDA tensor";
+    if (i == 0) c->device_index = index;
+    if (index != c->device_index) return "the inputs are on different CUDA devices";
+  }
+  return "";
+}
+
+/* Runs a CUDA slot's device entry on the context's tensors, on torch's current stream of
+ * their device and with that device current; the outputs stay in c. */
+void run_device_entry(Slot* s, OPM_CudaKernelFn fn, const std::vector<uint64_t>& key,
+                      Context* c, std::string* error, int* code) {
+  const OPMB_BridgeApi* bridge = s->bridge;
+  void* stream = nullptr;
+  if (aoti_torch_get_current_cuda_stream(c->device_index, &stream) != AOTI_TORCH_SUCCESS) {
+    *error = "torch could not give the current CUDA stream";
+    return;
+  }
+  DeviceGuardHandle guard = nullptr;
+  if (aoti_torch_create_device_guard(c->device_index, &guard) != AOTI_TORCH_SUCCESS) {
+    *error = "torch could not make the CUDA device current";
+    return;
+  }
+  Construction attrs = {{&construction_ops}, s, key.data()};
+  OPM_Status* status = bridge->api->NewStatus();
+  OPM_CudaKernelCall call = {sizeof(OPM_CudaKernelCall), OPM_CUDA_KERNEL_VERSION,
+                             c->device_index,            stream,
+                             bridge->api,                status,
+                             &attrs.base,                &c->base,
+                             0 /* flags: torch's stream, no synchronisation */};
+  fn(&call);
+  if (bridge->api->GetCode(status) != OPM_OK) {
+    *error = bridge->api->Message(status);
+    *code = bridge->api->GetCode(status);
+  } else {
+    for (int i = 0; i < s->n_out && error->empty(); ++i)
+      if (c->out_h[i] == nullptr) *error = "the GPU kernel left an output unallocated";
+  }
+  bridge->api->DeleteStatus(status);
+  aoti_torch_delete_device_guard(guard);
+}
+
 void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   Slot* s = g_slots[slot_index];
   if (s == nullptr || (int)num_args != s->n_args || (int)num_outputs != s->n_out)
@@ -350,6 +412,8 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
   Context c;
   c.base.ops = &context_ops;
   c.slot = s;
+  c.device_type = aoti_torch_device_type_cpu();
+  c.device_index = 0;
   AtenTensorHandle owned[OPM_TORCH_MAX_ARGS * 2];
   int n_owned = 0;
   for (int i = 0; i < s->n_in; ++i) owned[n_owned++] = (AtenTensorHandle)(uintptr_t)stack[i];
@@ -367,6 +431,7 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
         error = "torch could not hand over a list or string argument";
     }
   }
+  if (s->cuda && error.empty()) error = cuda_device(owned, s->n_in, &c);
   for (int i = 0; i < s->n_in && error.empty(); ++i) {
     AtenTensorHandle h = owned[i];
     bool contiguous = true;
@@ -386,7 +451,7 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
       }
       AtenTensorHandle copy = nullptr;
       if (ndim > OPM_TORCH_MAX_DIMS ||
-          aoti_torch_empty_strided(ndim, sizes, strides, code, aoti_torch_device_type_cpu(), 0,
+          aoti_torch_empty_strided(ndim, sizes, strides, code, c.device_type, c.device_index,
                                    &copy) != AOTI_TORCH_SUCCESS ||
           aoti_torch_copy_(copy, h, 0) != AOTI_TORCH_SUCCESS) {
         error = "could not make an input contiguous";
@@ -410,6 +475,7 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
     key[(size_t)i] = (uint64_t)dtype;
   }
   const OPMB_Kernel* kernel = nullptr;
+  OPM_CudaKernelFn device_fn = nullptr;
   if (error.empty()) {
     for (const Entry& e : s->kernels) {
       bool match = true;
@@ -418,18 +484,23 @@ void boxed_common(int slot_index, StableIValue* stack, uint64_t num_args, uint64
         match = e.dtypes[(size_t)s->n_in + j] == to_opm((int32_t)stack[s->dtype_args[j]]);
       if (match) {
         kernel = e.kernel;
+        device_fn = e.device_fn;
         break;
       }
     }
-    if (kernel == nullptr) {
-      error = "no CPU kernel is registered for these input dtypes";
+    if (kernel == nullptr && device_fn == nullptr) {
+      error = s->cuda ? "no GPU kernel is registered for these input dtypes"
+                      : "no CPU kernel is registered for these input dtypes";
       code = OPM_NOT_FOUND;
     }
   }
+  if (s->cuda) {
+    if (error.empty()) run_device_entry(s, device_fn, key, &c, &error, &code);
+  }
   bool temporary = false;
   void* state = nullptr;
-  if (error.empty()) state = state_for(s, key, kernel, &temporary, &error, &code);
-  if (error.empty()) {
+  if (error.empty() && !s->cuda) state = state_for(s, key, kernel, &temporary, &error, &code);
+  if (error.empty() && !s->cuda) {
     const OPMB_BridgeApi* bridge = s->bridge;
     OPM_Status* status = bridge->api->NewStatus();
     bridge->kernel_compute(kernel, state, &c.base, status);

@@ -7,6 +7,14 @@ OPM_TORCH_EXPORT int32_t opm_torch_bind(char* missing, uint64_t cap) {
   return (int32_t)opm_torch_bind_api(missing, (size_t)cap);
 }
 
+/* Finds the CUDA path's functions: how many this torch lacks (their names in `missing`), or
+ * -1 when it has loaded no CUDA library (a CPU build: the shim registers no CUDA kernel). */
+OPM_TORCH_EXPORT int32_t opm_torch_bind_cuda(char* missing, uint64_t cap) {
+  std::lock_guard<std::mutex> guard(g_lock);
+  g_cuda_bound = opm_torch_bind_cuda_api(missing, (size_t)cap);
+  return (int32_t)g_cuda_bound;
+}
+
 namespace {
 
 void set_error(char* error, size_t size, const std::string& message) {
@@ -23,16 +31,22 @@ void set_error(char* error, size_t size, const std::string& message) {
  * `n_args` arguments in all and `n_out` tensor results. Attr i is read from
  * `attr_sources[i]` (enum Source) at `attr_indices[i]` (an input, or an argument counted
  * after the inputs). 0, or -1 with the reason in `error`. */
-OPM_TORCH_EXPORT int opm_torch_register(const char* ns, const char* name, int32_t slot,
-                                        const void* bridge, int32_t n_in, int32_t n_args,
-                                        int32_t n_out, int32_t n_attrs, const char** attr_names,
-                                        const int32_t* attr_sources, const int32_t* attr_indices,
-                                        int32_t n_dtype_args, const int32_t* dtype_args,
-                                        int32_t n_kernels, const int32_t* kernel_dtypes,
-                                        const void* const* kernels, char* error,
-                                        size_t error_size) {
+static int register_slot(bool cuda, const char* ns, const char* name, int32_t slot,
+                         const void* bridge, int32_t n_in, int32_t n_args, int32_t n_out,
+                         int32_t n_attrs, const char** attr_names, const int32_t* attr_sources,
+                         const int32_t* attr_indices, int32_t n_dtype_args,
+                         const int32_t* dtype_args, int32_t n_kernels,
+                         const int32_t* kernel_dtypes, const void* const* kernels, char* error,
+                         size_t error_size) {
   const auto* b = static_cast<const OPMB_BridgeApi*>(bridge);
   std::lock_guard<std::mutex> guard(g_lock);
+  if (cuda && g_cuda_bound != 0) {
+    set_error(error, error_size,
+              g_cuda_bound == -1   ? "torch has no CUDA library loaded (a CPU build)"
+              : g_cuda_bound == -2 ? "torch's CUDA functions are not bound yet"
+                                   : "torch lacks functions of its CUDA C ABI");
+    return -1;
+  }
   if (b == nullptr || b->struct_size < sizeof(OPMB_BridgeApi) || b->version < 1) {
     set_error(error, error_size, "opmarket's host has no usable bridge table");
     return -1;
@@ -68,18 +82,50 @@ OPM_TORCH_EXPORT int opm_torch_register(const char* ns, const char* name, int32_
   for (int32_t k = 0; k < n_kernels; ++k) {
     Entry e;
     e.dtypes.assign(kernel_dtypes + (size_t)k * width, kernel_dtypes + (size_t)(k + 1) * width);
-    e.kernel = static_cast<const OPMB_Kernel*>(kernels[k]);
+    e.kernel = cuda ? nullptr : static_cast<const OPMB_Kernel*>(kernels[k]);
+    e.device_fn = cuda ? reinterpret_cast<OPM_CudaKernelFn>(const_cast<void*>(kernels[k]))
+                       : nullptr;
     s->kernels.push_back(e);
   }
+  s->cuda = cuda;
+  const char* key = cuda ? "CUDA" : "CPU";
   TorchLibraryHandle lib = nullptr;
-  if (aoti_torch_library_init_impl(ns, "CPU", "opmarket/torch/_shim.cc", 0, &lib) !=
+  if (aoti_torch_library_init_impl(ns, key, "opmarket/torch/_shim.cc", 0, &lib) !=
           AOTI_TORCH_SUCCESS ||
       torch_library_impl(lib, name, fn, OPM_TORCH_ABI_VERSION) != AOTI_TORCH_SUCCESS) {
-    set_error(error, error_size, "torch refused the CPU kernel of " + s->name);
+    set_error(error, error_size, std::string("torch refused the ") + key + " kernel of " +
+                                     s->name);
     delete s;
     return -1;
   }
   g_libraries.push_back(lib); /* kept: deleting it would take the kernel away */
   g_slots[slot] = s;
   return 0;
+}
+
+OPM_TORCH_EXPORT int opm_torch_register(const char* ns, const char* name, int32_t slot,
+                                        const void* bridge, int32_t n_in, int32_t n_args,
+                                        int32_t n_out, int32_t n_attrs, const char** attr_names,
+                                        const int32_t* attr_sources, const int32_t* attr_indices,
+                                        int32_t n_dtype_args, const int32_t* dtype_args,
+                                        int32_t n_kernels, const int32_t* kernel_dtypes,
+                                        const void* const* kernels, char* error,
+                                        size_t error_size) {
+  return register_slot(false, ns, name, slot, bridge, n_in, n_args, n_out, n_attrs, attr_names,
+                       attr_sources, attr_indices, n_dtype_args, dtype_args, n_kernels,
+                       kernel_dtypes, kernels, error, error_size);
+}
+
+/* As opm_torch_register, for torch's CUDA dispatch key: `kernels` are device entries
+ * (OPM_CudaKernelFn, opmarket/cuda_kernel.h). Refused until opm_torch_bind_cuda found
+ * torch's CUDA functions. */
+OPM_TORCH_EXPORT int opm_torch_register_cuda(
+    const char* ns, const char* name, int32_t slot, const void* bridge, int32_t n_in,
+    int32_t n_args, int32_t n_out, int32_t n_attrs, const char** attr_names,
+    const int32_t* attr_sources, const int32_t* attr_indices, int32_t n_dtype_args,
+    const int32_t* dtype_args, int32_t n_kernels, const int32_t* kernel_dtypes,
+    const void* const* kernels, char* error, size_t error_size) {
+  return register_slot(true, ns, name, slot, bridge, n_in, n_args, n_out, n_attrs, attr_names,
+                       attr_sources, attr_indices, n_dtype_args, dtype_args, n_kernels,
+                       kernel_dtypes, kernels, error, error_size);
 }

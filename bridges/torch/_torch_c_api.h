@@ -41,6 +41,14 @@ typedef uint64_t StableIValue;
 
 typedef void (*opm_torch_boxed_fn)(StableIValue*, uint64_t, uint64_t);
 
+/* The library of torch's CUDA functions (a CUDA build of torch loads it; a CPU build has
+ * none), and the opaque guard type of aoti_torch_create_device_guard. */
+#define OPM_TORCH_CUDA_LIBRARY "libtorch_cuda.so"
+#ifndef OPM_TORCH_CHECK_DECLARATIONS
+struct DeviceGuardOpaque;
+typedef struct DeviceGuardOpaque* DeviceGuardHandle;
+#endif
+
 /* X(return type, name, parameters): every torch function the shim calls. */
 #define OPM_TORCH_FUNCTIONS(X)                                                               \
   X(int32_t, aoti_torch_device_type_cpu, ())                                                 \
@@ -80,12 +88,30 @@ typedef void (*opm_torch_boxed_fn)(StableIValue*, uint64_t, uint64_t);
   X(AOTITorchError, torch_string_c_str, (StringHandle, const char**))                        \
   X(AOTITorchError, torch_delete_string, (StringHandle))
 
+/* What the CUDA path (CUDA dispatch-key kernels) calls besides: bound apart and optionally,
+ * so that the shim loads on a CPU build of torch. X(return type, name, parameters, library):
+ * the last from libtorch_cuda (aoti_torch_get_current_cuda_stream is built only with CUDA). */
+#define OPM_TORCH_CUDA_FUNCTIONS(X)                                                          \
+  X(int32_t, aoti_torch_device_type_cuda, (), OPM_TORCH_LIBRARY)                             \
+  X(AOTITorchError, aoti_torch_get_device_type, (AtenTensorHandle, int32_t*),                \
+    OPM_TORCH_LIBRARY)                                                                       \
+  X(AOTITorchError, aoti_torch_get_device_index, (AtenTensorHandle, int32_t*),               \
+    OPM_TORCH_LIBRARY)                                                                       \
+  X(AOTITorchError, aoti_torch_create_device_guard, (int32_t, DeviceGuardHandle*),           \
+    OPM_TORCH_LIBRARY)                                                                       \
+  X(AOTITorchError, aoti_torch_delete_device_guard, (DeviceGuardHandle), OPM_TORCH_LIBRARY)  \
+  X(AOTITorchError, aoti_torch_get_current_cuda_stream, (int32_t, void**),                   \
+    OPM_TORCH_CUDA_LIBRARY)
+
 #ifndef OPM_TORCH_CHECK_DECLARATIONS
 /* One function pointer per torch function, named as the function, so the shim's calls read
  * as calls into torch. */
 #define OPM_TORCH_POINTER(ret, name, params) static ret(*name) params = NULL;
 OPM_TORCH_FUNCTIONS(OPM_TORCH_POINTER)
 #undef OPM_TORCH_POINTER
+#define OPM_TORCH_CUDA_POINTER(ret, name, params, library) static ret(*name) params = NULL;
+OPM_TORCH_CUDA_FUNCTIONS(OPM_TORCH_CUDA_POINTER)
+#undef OPM_TORCH_CUDA_POINTER
 
 /* Fills the pointers from the torch this process loaded; the names it cannot find go into
  * `missing` (space-separated, cut at `cap` bytes). Returns how many are missing, or -1 when
@@ -107,6 +133,34 @@ static int opm_torch_bind_api(char* missing, size_t cap) {
   OPM_TORCH_FUNCTIONS(OPM_TORCH_BIND)
 #undef OPM_TORCH_BIND
   dlclose(lib); /* torch keeps it loaded: the NOLOAD open only took a reference */
+  return n;
+}
+
+/* Fills the CUDA path's pointers, as opm_torch_bind_api: how many are missing (names in
+ * `missing`), or -1 when the process has not loaded torch's CUDA library (a CPU build). */
+static int opm_torch_bind_cuda_api(char* missing, size_t cap) {
+  void* cuda = dlopen(OPM_TORCH_CUDA_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+  if (cuda == NULL) return -1;
+  void* cpu = dlopen(OPM_TORCH_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+  int n = 0;
+  if (cap > 0) missing[0] = '\0';
+#define OPM_TORCH_CUDA_BIND(ret, name, params, library)                                 \
+  *(void**)(&name) = dlsym(strcmp(library, OPM_TORCH_LIBRARY) == 0 ? cpu : cuda, #name); \
+  if (name == NULL) {                                                                   \
+    ++n;                                                                                \
+    size_t used = strlen(missing);                                                      \
+    if (used + sizeof(#name) + 1 < cap) {                                               \
+      memcpy(missing + used, used ? " " #name : #name, sizeof(#name) + (used ? 1 : 0)); \
+    }                                                                                   \
+  }
+  if (cpu != NULL) {
+    OPM_TORCH_CUDA_FUNCTIONS(OPM_TORCH_CUDA_BIND)
+    dlclose(cpu);
+  } else {
+    n = -1;
+  }
+#undef OPM_TORCH_CUDA_BIND
+  dlclose(cuda);
   return n;
 }
 #endif

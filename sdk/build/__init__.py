@@ -16,7 +16,10 @@ from opmarket.sdk._lazy import lazy_exports
 if TYPE_CHECKING:
     from opmarket.sdk.build._cuda import CudaBuildError as CudaBuildError
     from opmarket.sdk.build._cuda import CudaLibrary as CudaLibrary
+    from opmarket.sdk.build._cuda import DeviceEntry as DeviceEntry
     from opmarket.sdk.build._cuda import build_cuda_library as build_cuda_library
+    from opmarket.sdk.build._cuda import device_entry as device_entry
+    from opmarket.sdk.build._cuda import entry_of as entry_of
     from opmarket.sdk.build._cuda import find_nvcc as find_nvcc
     from opmarket.sdk.build._cuda import load_cuda_library as load_cuda_library
     from opmarket.sdk.build._inline import InlineBuildError as InlineBuildError
@@ -30,7 +33,10 @@ EXPORTS = {
     "opmarket.sdk.build._cuda": (
         "CudaBuildError",
         "CudaLibrary",
+        "DeviceEntry",
         "build_cuda_library",
+        "device_entry",
+        "entry_of",
         "find_nvcc",
         "load_cuda_library",
     ),

@@ -13,6 +13,10 @@ finds it at run time in the ``nvidia-cuda-runtime`` wheel, a dependency of the c
   installs), it loads ``libcudart.so.<major>`` by path from every ``sys.path`` entry's
   ``nvidia/cu<major>/lib``, then the library again.
 
+A GPU kernel may also name its *device entry* (:func:`device_entry`): an exported C function
+of the library (``opmarket/cuda_kernel.h``) that framework bridges call on their own device
+buffers with their CUDA stream, where ``opmarket.ops`` calls the host door through ctypes.
+
 Loading the library never needs a GPU or a driver: the runtime opens ``libcuda.so.1`` only
 on the first CUDA call. Every companion library exports ``int opmarket_cuda_devices(void)``:
 the number of GPUs the runtime sees, or minus the ``cudaError_t`` it got (35: no driver,
@@ -27,10 +31,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from opmarket.sdk._errors import OpmarketError
 
@@ -38,7 +42,10 @@ __all__ = [
     "DEVICE_COUNT_SYMBOL",
     "CudaBuildError",
     "CudaLibrary",
+    "DeviceEntry",
     "build_cuda_library",
+    "device_entry",
+    "entry_of",
     "find_nvcc",
     "load_cuda_library",
     "runtime_wheel_dirs",
@@ -261,3 +268,65 @@ def _load(file: Path, runtime_major: int) -> CudaLibrary:
         why = _CUDA_ERRORS.get(-count, f"cudaError {-count}") if count < 0 else "0 devices"
         return CudaLibrary(str(file), handle, 0, f"no GPU visible (CUDA runtime: {why})", runtime)
     return CudaLibrary(str(file), handle, count, f"available: {count} GPU(s)", runtime)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEntry:
+    """A GPU kernel's device entry (``opmarket/cuda_kernel.h``): the C function ``symbol``
+    of the companion's CUDA library (``library()``, loaded once), which framework bridges
+    call on their own device buffers and CUDA stream."""
+
+    symbol: str
+    library: Callable[[], CudaLibrary]
+
+    def address(self) -> tuple[int, str]:
+        """(the entry's address, "") where its library loads here (a GPU is not needed to
+        load it), else (0, why not)."""
+        lib = self.library()
+        if lib.handle is None:
+            return 0, lib.status
+        try:
+            function = getattr(lib.handle, self.symbol)
+        except AttributeError:
+            return 0, f"{Path(lib.path).name} exports no {self.symbol}()"
+        return int(ctypes.cast(function, ctypes.c_void_p).value or 0), ""
+
+    def kernel_version(self) -> int:
+        """The ``OPM_CudaKernelCall`` version the entry's library reads (its
+        ``opmarket_cuda_kernel_version()``, from ``opmarket/cuda.cuh``): 2 and later honour
+        the synchronizing mode; 1 for a library built before that; 0 where it does not load."""
+        lib = self.library()
+        if lib.handle is None:
+            return 0
+        try:
+            function = lib.handle.opmarket_cuda_kernel_version
+        except AttributeError:
+            return 1
+        function.restype, function.argtypes = ctypes.c_int, []
+        return int(function())
+
+
+def device_entry(symbol: str, library: Callable[[], CudaLibrary]) -> Callable[[_F], _F]:
+    """Name the device entry of the decorated GPU kernel: ``symbol``, an
+    ``OPM_CudaKernelFn`` exported by ``library()``'s CUDA library. The kernel itself stays
+    the host door ``opmarket.ops`` calls; the bridges find the entry with
+    :func:`entry_of`."""
+
+    def decorate(impl: _F) -> _F:
+        setattr(impl, _ENTRY_ATTR, DeviceEntry(symbol, library))
+        return impl
+
+    return decorate
+
+
+# The attribute device_entry sets on a kernel function.
+_ENTRY_ATTR = "opm_device_entry"
+
+
+def entry_of(impl: object) -> DeviceEntry | None:
+    """The device entry a kernel function names (:func:`device_entry`), or None."""
+    found = getattr(impl, _ENTRY_ATTR, None)
+    return found if isinstance(found, DeviceEntry) else None

@@ -115,13 +115,18 @@ def test_the_torch_declarations_match_torch_s_own_headers(tmp_path: Path) -> Non
 #define SAME(ret, name, params) \\
   static_assert(std::is_same<decltype(&::name), ret(*) params>::value, #name);
 OPM_TORCH_FUNCTIONS(SAME)
+#define SAME_CUDA(ret, name, params, library) SAME(ret, name, params)
+OPM_TORCH_CUDA_FUNCTIONS(SAME_CUDA)
 static_assert(OPM_TORCH_ABI_VERSION == TORCH_VERSION_2_10_0, "the ABI version");
 static_assert(AOTI_TORCH_SUCCESS == 0, "AOTI_TORCH_SUCCESS");
 static_assert(std::is_same<AOTITorchError, int32_t>::value, "AOTITorchError");
 static_assert(std::is_same<StableIValue, uint64_t>::value, "StableIValue");
 """
     include = [f"-I{i}" for i in cpp_extension.include_paths()]
-    _compile(tmp_path, "check", source, "-fsyntax-only", *include, f"-I{BRIDGES / 'torch'}")
+    # USE_CUDA: torch's header declares its CUDA functions too (the shim binds them optionally)
+    _compile(
+        tmp_path, "check", source, "-fsyntax-only", "-DUSE_CUDA", *include, f"-I{BRIDGES / 'torch'}"
+    )
 
 
 class Lacking(NamedTuple):
@@ -167,9 +172,18 @@ XLA_FIELDS = {
     "XLA_FFI_Args": ("struct_size", "extension_start", "size", "types", "args"),
     "XLA_FFI_Rets": ("struct_size", "extension_start", "size", "types", "rets"),
     "XLA_FFI_Attrs": ("struct_size", "extension_start", "size", "types", "names", "attrs"),
-    "XLA_FFI_Api": ("struct_size", "extension_start", "api_version", "XLA_FFI_Error_Create"),
-    "XLA_FFI_CallFrame": ("struct_size", "extension_start", "api", "stage", "args", "rets",
-                          "attrs"),
+    "XLA_FFI_Api": (
+        "struct_size",
+        "extension_start",
+        "api_version",
+        "XLA_FFI_Error_Create",
+        "XLA_FFI_Stream_Get",
+        "XLA_FFI_DeviceOrdinal_Get",
+    ),
+    "XLA_FFI_Stream_Get_Args": ("struct_size", "extension_start", "ctx", "stream"),
+    "XLA_FFI_DeviceOrdinal_Get_Args": ("struct_size", "extension_start", "ctx", "device_ordinal"),
+    "XLA_FFI_CallFrame": ("struct_size", "extension_start", "api", "ctx", "stage", "args",
+                          "rets", "attrs"),
     "XLA_FFI_Metadata": ("struct_size", "api_version", "traits", "state_type_id"),
     "XLA_FFI_Metadata_Extension": ("extension_base", "metadata"),
 }  # fmt: skip
@@ -178,6 +192,7 @@ XLA_CONSTANTS = (
     "XLA_FFI_Extension_Metadata",
     "XLA_FFI_Error_Code_INVALID_ARGUMENT",
     "XLA_FFI_Error_Code_FAILED_PRECONDITION",
+    "XLA_FFI_Error_Code_INTERNAL",
     "XLA_FFI_AttrType_ARRAY",
     "XLA_FFI_AttrType_SCALAR",
     "XLA_FFI_AttrType_STRING",
@@ -233,6 +248,8 @@ def test_the_xla_ffi_declarations_match_jaxlib_s_own_header(tmp_path: Path) -> N
         "constexpr long up_major = XLA_FFI_API_MAJOR, up_minor = XLA_FFI_API_MINOR;",
         "constexpr long create_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;",
         "constexpr long version_size = XLA_FFI_Api_Version_STRUCT_SIZE;",
+        "constexpr long stream_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;",
+        "constexpr long ordinal_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;",
         "#undef XLA_FFI_API_MAJOR",
         "#undef XLA_FFI_API_MINOR",
         "namespace opm {",
@@ -241,6 +258,8 @@ def test_the_xla_ffi_declarations_match_jaxlib_s_own_header(tmp_path: Path) -> N
         'static_assert(XLA_FFI_API_MINOR == ::up_minor, "minor");',
         'static_assert(XLA_FFI_Error_Create_Args_STRUCT_SIZE == ::create_size, "create size");',
         'static_assert(XLA_FFI_Api_Version_STRUCT_SIZE == ::version_size, "version size");',
+        'static_assert(XLA_FFI_Stream_Get_Args_STRUCT_SIZE == ::stream_size, "stream size");',
+        'static_assert(XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE == ::ordinal_size, "ordinal");',
         "}",
     ]
     for struct, fields in XLA_FIELDS.items():

@@ -38,7 +38,7 @@ def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]
         "",
         "ops",
     ]
-    from opmarket.registry._doctor import door_text
+    from opmarket.registry._doctor import door_text, frameworks_text
 
     for r in reports:
         lines.append(f"  {r.op}")
@@ -47,6 +47,8 @@ def _text(machine: Machine, reports: Sequence[OpReport], problems: Sequence[str]
             types = "any dtype" if c.dtypes is None else ", ".join(c.dtypes)
             mark = "chosen" if v.chosen else "-"
             lines.append(f"    {c.device:<4} {mark:<6} {types}: {v.reason}{door_text(c.door)}")
+            if c.frameworks:
+                lines.append(f"                {frameworks_text(c.frameworks)}")
     if not reports:
         lines.append("  (no plugin ops installed)")
     lines += [f"problem: {p}" for p in problems]

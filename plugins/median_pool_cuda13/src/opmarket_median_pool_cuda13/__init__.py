@@ -4,7 +4,9 @@ The base plugin declares ``Opm>MedianPool`` and its CPU kernels; this distributi
 a GPU kernel for that op: one CUDA thread per output element, each selecting its window's
 median (``median_pool.cu``, built by nvcc into ``libopm_median_pool_cuda13.so``, which links
 the CUDA runtime of the ``nvidia-cuda-runtime`` wheel). :func:`register` registers it only
-where the library loads and its runtime sees a GPU; :func:`gpu_status` says why not.
+where the library loads and its runtime sees a GPU; :func:`gpu_status` says why not. The
+kernel's device entry (``opm_median_pool_device``) is what the framework bridges call on their
+own GPU tensors.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from opmarket_median_pool import geometry  # the base plugin's checks and window numbers
 
 from opmarket.sdk import hookimpl, kernel
-from opmarket.sdk.build import CudaLibrary, load_cuda_library
+from opmarket.sdk.build import CudaLibrary, device_entry, load_cuda_library
 
 __all__ = ["LIBRARY", "geometry", "gpu", "gpu_status", "kernels", "register"]
 
@@ -58,6 +60,7 @@ def gpu_status() -> str:
     return gpu().status
 
 
+@device_entry("opm_median_pool_device", gpu)  # the bridges' door: their GPU buffers and stream
 @kernel(OP, device="GPU", constraints={"T": [np.float32, np.float64]})
 def median_pool_gpu(
     input: np.ndarray[Any, Any], *, ksize: Sequence[int], strides: Sequence[int], padding: str

@@ -6,17 +6,21 @@
 //
 // Windows of up to kLocal values are sorted in registers/local memory (insertion sort:
 // 3x3 and 5x5 windows are the common case); larger ones select the middle ranks by counting,
-// O(k^2) reads but no buffer. A C interface for opmarket_median_pool_cuda13 (ctypes).
+// O(k^2) reads but no buffer. A C interface for opmarket_median_pool_cuda13 (ctypes, host
+// arrays), and the device entry opm_median_pool_device (opmarket/cuda_kernel.h) that framework
+// bridges call on their own GPU buffers and stream.
 //
 // The per-window code is __host__ __device__: opm_median_pool_on_host runs the very same
 // function over every output element on the CPU, so that its results are checked against
 // the numpy reference on machines without a GPU (tests/test_gpu_companions.py).
 #include <cuda_runtime.h>
-#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), opmarket::cuda::round_trip
+#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), round_trip, DeviceCall
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -136,7 +140,96 @@ int run(const void* host_in, void* host_out, const Geometry& g, char* err, int e
                                        "MedianPool on the GPU", err, errlen);
 }
 
+template <typename T>
+void launch_on(const opmarket::cuda::DeviceCall& call, const T* in, T* out, const Geometry& g) {
+  const int64_t total = g.n * g.oh * g.ow * g.c;
+  if (total == 0) return;
+  const int threads = 256;
+  const int64_t blocks = (total + threads - 1) / threads;
+  MedianPoolKernel<T><<<static_cast<int>(blocks < 65535 ? blocks : 65535), threads, 0,
+                        call.stream()>>>(in, out, g);
+  call.launched("MedianPool on the GPU");
+}
+
+// One spatial dimension's output size and padding before, as the base plugin's output_size
+// (TensorFlow's MaxPool); false with the message when it would be negative.
+bool output_size(int64_t size, int64_t k, int64_t stride, bool same, const char* dim,
+                 int64_t* out, int64_t* before, std::string* error) {
+  if (same) {
+    *out = (size + stride - 1) / stride;
+    const int64_t total = (*out - 1) * stride + k - size;
+    *before = total > 0 ? total / 2 : 0;
+    return true;
+  }
+  *out = (size - k + stride) / stride;  // truncated, as TensorFlow's
+  *before = 0;
+  if (*out >= 0) return true;
+  *error = std::string("Computed output ") + dim + " would be negative: " +
+           std::to_string(*out) + " [input " + dim + ": " + std::to_string(size) +
+           ", ksize: " + std::to_string(k) + ", stride: " + std::to_string(stride) + "]";
+  return false;
+}
+
+// The pooling's numbers from the input and the attrs, checked as the base plugin checks them
+// (its messages); false with the call failed.
+bool device_geometry(const opmarket::cuda::DeviceCall& call, const OPMB_Tensor* in,
+                     Geometry* g) {
+  std::vector<int64_t> ksize, strides;
+  std::string padding, error;
+  if (!call.attr_int64_list("ksize", &ksize) || !call.attr_int64_list("strides", &strides) ||
+      !call.attr_string("padding", &padding)) {
+    return false;
+  }
+  if (in->ndim != 4) {
+    return call.fail(OPM_INVALID_ARGUMENT, "MedianPool expects a 4-D NHWC input, got rank " +
+                                               std::to_string(in->ndim));
+  }
+  if (ksize.size() != 4 || strides.size() != 4) {
+    error = "Sliding window ksize and stride fields must specify 4 dimensions";
+  } else if (ksize[0] != 1 || strides[0] != 1) {
+    error = "Pooling is not yet supported on the batch dimension.";
+  } else if (ksize[3] != 1 || strides[3] != 1) {
+    error = "MedianPool does not pool over depth.";
+  } else if (ksize[1] < 1 || ksize[2] < 1 || strides[1] < 1 || strides[2] < 1) {
+    error = "Sliding window ksize and strides must be positive";
+  } else if (padding != "SAME" && padding != "VALID") {
+    error = "padding must be 'VALID' or 'SAME', got '" + padding + "'";
+  }
+  if (!error.empty()) return call.fail(OPM_INVALID_ARGUMENT, error);
+  const bool same = padding == "SAME";
+  *g = Geometry{in->dims[0], in->dims[1], in->dims[2], in->dims[3], ksize[1], ksize[2],
+                strides[1],  strides[2],  0,           0,           0,        0};
+  if (!output_size(g->h, g->kh, g->sh, same, "rows", &g->oh, &g->top, &error) ||
+      !output_size(g->w, g->kw, g->sw, same, "cols", &g->ow, &g->left, &error)) {
+    return call.fail(OPM_INVALID_ARGUMENT, error);
+  }
+  return true;
+}
+
 }  // namespace
+
+// The device entry: output 0 = the median of each window of input 0 (NHWC), on the
+// framework's stream.
+OPM_CUDA_ENTRY void opm_median_pool_device(const OPM_CudaKernelCall* c) {
+  const opmarket::cuda::DeviceCall call(c);
+  const OPMB_Tensor* in = call.input(0);
+  Geometry g{};
+  if (in == nullptr || !device_geometry(call, in, &g)) return;
+  const int64_t dims[4] = {g.n, g.oh, g.ow, g.c};
+  const OPMB_Tensor* out = call.allocate(0, in->dtype, dims, 4);
+  if (out == nullptr) return;
+  switch (in->dtype) {
+    case OPM_FLOAT:
+      return launch_on(call, static_cast<const float*>(in->data), static_cast<float*>(out->data),
+                       g);
+    case OPM_DOUBLE:
+      return launch_on(call, static_cast<const double*>(in->data),
+                       static_cast<double*>(out->data), g);
+    default:
+      call.fail(OPM_INVALID_ARGUMENT, "MedianPool on the GPU takes float or double, got dtype " +
+                                          std::to_string(in->dtype));
+  }
+}
 
 extern "C" {
 

@@ -4,7 +4,9 @@ The base plugin declares ``Opm>TimeTwo`` and its CPU kernels; this distribution 
 the GPU kernel for that op. Its library (``libopm_time_two_cuda13.so``, built by nvcc from
 ``time_two.cu``) links the CUDA runtime of the ``nvidia-cuda-runtime`` wheel, a dependency.
 :func:`register` registers the GPU kernel only where the library loads and its runtime sees
-a GPU; elsewhere the plugin loads, registers nothing, and :func:`gpu_status` says why.
+a GPU; elsewhere the plugin loads, registers nothing, and :func:`gpu_status` says why. The kernel's
+device entry (``opm_time_two_device``) is what the framework bridges call on their own GPU
+tensors.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from opmarket.sdk import hookimpl, kernel
-from opmarket.sdk.build import CudaLibrary, load_cuda_library
+from opmarket.sdk.build import CudaLibrary, device_entry, load_cuda_library
 
 __all__ = ["LIBRARY", "gpu", "gpu_status", "kernels", "register"]
 
@@ -58,6 +60,7 @@ def gpu_status() -> str:
     return gpu().status
 
 
+@device_entry("opm_time_two_device", gpu)  # the bridges' door: their GPU buffers and stream
 @kernel(OP, device="GPU", constraints={"T": TYPES})
 def time_two_gpu(input: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """ExampleFunctor<GPUDevice, T>: copies the input to the GPU, runs, copies back."""

@@ -1,9 +1,11 @@
 // TimeTwo on the GPU, for the op opmarket-time-two declares: TensorFlow's ExampleFunctor
-// <GPUDevice, T>, the CUDA kernel it launches, and a C interface that
-// opmarket_time_two_cuda13 loads with ctypes. Built by nvcc into libopm_time_two_cuda13.so
+// <GPUDevice, T>, the CUDA kernel it launches, and two doors into it: a C interface that
+// opmarket_time_two_cuda13 loads with ctypes (host arrays), and the device entry
+// opm_time_two_device (opmarket/cuda_kernel.h) that framework bridges call on their own GPU
+// buffers and stream. Built by nvcc into libopm_time_two_cuda13.so
 // (opmarket.sdk.build_cuda_library), apart from the base plugin's CPU library.
 #include <cuda_runtime.h>
-#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), opmarket::cuda::round_trip
+#include <opmarket/cuda.cuh>  // opmarket_cuda_devices(), round_trip, DeviceCall
 
 #include <cstdint>
 #include <cstdio>
@@ -69,7 +71,36 @@ int run(const void* host_in, void* host_out, int64_t size, char* err, int errlen
                                        err, errlen);
 }
 
+// The framework's device buffers: launch on its stream, no copy.
+template <typename T>
+void launch_on(const opmarket::cuda::DeviceCall& call, const OPMB_Tensor* in,
+               const OPMB_Tensor* out) {
+  const int64_t size = static_cast<int64_t>(in->nbytes / sizeof(T));
+  if (size == 0) return;
+  ExampleFunctor<GPUDevice, T>()(GPUDevice{call.stream()}, size, static_cast<const T*>(in->data),
+                                 static_cast<T*>(out->data));
+  call.launched("TimeTwo on the GPU");
+}
+
 }  // namespace
+
+// The device entry: output 0 = 2 * input 0, on the framework's stream.
+OPM_CUDA_ENTRY void opm_time_two_device(const OPM_CudaKernelCall* c) {
+  const opmarket::cuda::DeviceCall call(c);
+  const OPMB_Tensor* in = call.input(0);
+  const OPMB_Tensor* out = in ? call.allocate(0, in->dtype, in->dims, in->ndim) : nullptr;
+  if (out == nullptr) return;
+  switch (in->dtype) {
+    case OPM_FLOAT: return launch_on<float>(call, in, out);
+    case OPM_DOUBLE: return launch_on<double>(call, in, out);
+    case OPM_INT32: return launch_on<int32_t>(call, in, out);
+    case OPM_INT64: return launch_on<int64_t>(call, in, out);
+    default:
+      call.fail(OPM_INVALID_ARGUMENT,
+                "TimeTwo on the GPU takes float, double, int32 or int64, got dtype " +
+                    std::to_string(in->dtype));
+  }
+}
 
 extern "C" {
 
