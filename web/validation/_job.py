@@ -142,6 +142,7 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
             private=[state.settings.data_dir.resolve()],
             dependencies=CatalogSource(state),
             known=known_environments((sys.executable, *state.settings.loads_with)),
+            warm=True,  # the next upload's sandbox starts while this worker is idle
         )
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)

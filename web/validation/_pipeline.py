@@ -64,6 +64,7 @@ class _Run:
     dependencies: WheelSource | None
     verdict: Verdict
     known: Sequence[Known] | None = None  # the "loads with" environments; None: no table
+    warm: bool = False  # start the next job's sandbox once this one's ended (_harness)
     info: WheelInfo | None = None
     deps: list[IndexWheel] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
@@ -85,12 +86,15 @@ def validate_wheel(
     private: Sequence[Path] = (),
     dependencies: WheelSource | None = None,
     known: Sequence[Known] | None = None,
+    warm: bool = False,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
     folders the plugin must never see (the server's data); ``dependencies``: where its
     requirements beyond the warm environment come from (this index; None: nowhere, and
     what is missing is only reported); ``known``: the environments of the "loads with"
-    table of a file that passed (None: no table). Raises nothing for a bad wheel: every
+    table of a file that passed (None: no table); ``warm``: as a validation worker does,
+    start the sandbox of this thread's next validation once this one's has ended (each
+    sandbox serves one validation: see ``_harness``). Raises nothing for a bad wheel: every
     failure is a failed step (``SandboxUnavailableError`` included). The steps are
     :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
@@ -118,6 +122,7 @@ def validate_wheel(
         dependencies,
         Verdict(filename),
         known,
+        warm=warm,
     )
     for step in STEPS:
         if not step(run):
@@ -183,6 +188,7 @@ def _sandboxed(run: _Run) -> bool:
                 interpreter=run.interpreter,
                 private=run.private,
                 deps=wheels,
+                warm=run.warm,
             )
     except SandboxUnavailableError as exc:
         run.add(
