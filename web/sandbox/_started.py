@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -50,6 +51,27 @@ def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threadin
             over.set()
             return
         sink.extend(chunk)
+
+
+class _Ended:
+    """Waits for a child's end without reaping it (a pidfd; polling where there is none)."""
+
+    def __init__(self, pid: int) -> None:
+        try:
+            self.fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # an old kernel: the waits are the poll's pauses
+            self.fd = -1
+
+    def wait(self, timeout: float) -> None:
+        if self.fd < 0:
+            time.sleep(timeout)
+        else:
+            select.select([self.fd], [], [], timeout)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 @dataclass(eq=False)
@@ -126,17 +148,15 @@ class Started:
         of it, remove its group, and say how it ended."""
         problem = ""
         deadline = time.monotonic() + self.limits.timeout_s
-        while True:
-            try:
-                self.proc.wait(timeout=0.05)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if self.over.is_set():
-                break
-            if time.monotonic() >= deadline:
-                problem = f"still running after {self.limits.timeout_s:g} s; stopped"
-                break
+        ended = _Ended(self.proc.pid)
+        try:
+            while self.proc.poll() is None and not self.over.is_set():
+                if time.monotonic() >= deadline:
+                    problem = f"still running after {self.limits.timeout_s:g} s; stopped"
+                    break
+                ended.wait(0.05)  # wakes as it ends: a poll's pause would add to each job
+        finally:
+            ended.close()
         peak = self._end()
         if self.over.is_set() and not problem:
             problem = f"printed more than {self.limits.max_output_bytes} bytes; stopped"

@@ -166,6 +166,8 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
 _OWN = {
     "importlib.metadata": (),
     "numpy": (),
+    "numpy.random": (),  # conformance's generators: loaded while waiting, not per job
+    "ml_dtypes": (),  # numpy's types for bfloat16 and the float8s (opmarket.sdk's dtypes)
     "packaging.utils": (),
     "pluggy": (),
     "opmarket.sdk": ("OpSet", "opset_to_json"),  # lazy exports: their modules, loaded now
