@@ -503,7 +503,8 @@ def start_sandboxed(
         command = [*prefix, *_rlimits(limits, group), *argv]
         started = Started.launch(
             command,
-            limits,
+            limits.timeout_s,
+            limits.max_output_bytes,
             run_env,
             cwd=cwd,
             pass_fds=pass_fds,

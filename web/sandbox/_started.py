@@ -22,12 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from opmarket.web.sandbox._cgroup import JobCgroup
-
-if TYPE_CHECKING:
-    from opmarket.web.sandbox._run import Limits
 
 __all__ = ["Outcome", "Started"]
 
@@ -79,7 +75,8 @@ class Started:
     """One started sandboxed command (see the module's docstring)."""
 
     proc: subprocess.Popen[bytes]
-    limits: Limits
+    timeout_s: float  # from the hand-over (:meth:`finish`)
+    max_output_bytes: int
     protections: list[str]
     group: JobCgroup | None
     bwrapped: bool
@@ -95,7 +92,8 @@ class Started:
     def launch(
         cls,
         command: list[str],
-        limits: Limits,
+        timeout_s: float,
+        max_output_bytes: int,
         env: Mapping[str, str],
         *,
         cwd: str,
@@ -117,13 +115,22 @@ class Started:
             start_new_session=True,
             pass_fds=tuple(pass_fds),
         )
-        started = cls(proc, limits, protections, group, bwrapped, dict(inputs), scratch)
+        started = cls(
+            proc,
+            timeout_s,
+            max_output_bytes,
+            protections,
+            group,
+            bwrapped,
+            dict(inputs),
+            scratch,
+        )
         for stream, sink in ((proc.stdout, started.stdout), (proc.stderr, started.stderr)):
             assert isinstance(stream, io.BufferedReader)
             reader = threading.Thread(
                 target=_reader,
                 daemon=True,
-                args=(stream, sink, limits.max_output_bytes, started.over),
+                args=(stream, sink, max_output_bytes, started.over),
             )
             reader.start()
             started.readers.append(reader)
@@ -144,22 +151,22 @@ class Started:
         return inside
 
     def finish(self) -> Outcome:
-        """Wait for its end, at most the limits' timeout from now; then kill what is left
+        """Wait for its end, at most ``timeout_s`` from now; then kill what is left
         of it, remove its group, and say how it ended."""
         problem = ""
-        deadline = time.monotonic() + self.limits.timeout_s
+        deadline = time.monotonic() + self.timeout_s
         ended = _Ended(self.proc.pid)
         try:
             while self.proc.poll() is None and not self.over.is_set():
                 if time.monotonic() >= deadline:
-                    problem = f"still running after {self.limits.timeout_s:g} s; stopped"
+                    problem = f"still running after {self.timeout_s:g} s; stopped"
                     break
                 ended.wait(0.05)  # wakes as it ends: a poll's pause would add to each job
         finally:
             ended.close()
         peak = self._end()
         if self.over.is_set() and not problem:
-            problem = f"printed more than {self.limits.max_output_bytes} bytes; stopped"
+            problem = f"printed more than {self.max_output_bytes} bytes; stopped"
         code = self.proc.returncode
         if code > 128 and self.bwrapped:  # bwrap says 128+N when its command died of N
             with contextlib.suppress(ValueError):
