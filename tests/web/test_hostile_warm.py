@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,18 @@ def test_without_warm_no_sandbox_is_left_waiting(wheels: dict[str, Path]) -> Non
     assert verdict.status == "validated", verdict.log_text()
     assert getattr(_harness._NEXT, "sandbox", None) is None
     assert not _harness._WAITING
+
+
+def test_a_sandbox_that_waited_longer_than_the_timeout_still_gets_all_of_it(
+    wheels: dict[str, Path],
+) -> None:
+    # The timeout runs from the hand-over: a worker idle for longer than it must not find
+    # its next upload's time spent (nor its CPU limit, which idle time does not use).
+    limits = Limits(timeout_s=3)
+    validate_wheel(wheels["good"], limits=limits, warm=True)
+    sandbox = waiting()
+    threading.Event().wait(limits.timeout_s + 1)  # idle for longer than one timeout
+    assert sandbox.started.alive()
+    verdict = validate_wheel(wheels["good"], limits=limits, warm=True)
+    assert verdict.status == "validated", verdict.log_text()
+    assert sandbox.started.proc.poll() is not None  # that one served it
