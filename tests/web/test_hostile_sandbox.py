@@ -283,8 +283,16 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         market = Market(url, data, server)
         done = market.cli("tokens", "create", "alice")
         assert twine(market, done.stdout.strip().splitlines()[-1], wheel).returncode == 0
-        # its sandbox's harness (whose job arrives on a pipe: the wheel is not on its line)
-        wait_for(lambda: processes_with("/input/probe.py"))
+
+        # its job taken (the worker thread's sandbox, started before, then has it: it runs
+        # for a few seconds)
+        def running() -> bool:
+            with sqlite3.connect(data / "opmarket.sqlite3") as db:
+                rows = db.execute("SELECT status FROM jobs").fetchall()
+            db.close()
+            return rows == [("running",)]
+
+        wait_for(running)
         server.send_signal(signal.SIGKILL)
         server.wait()
         killed = time.monotonic()

@@ -30,7 +30,7 @@ from opmarket.web.sandbox._run import Limits, start_sandboxed
 from opmarket.web.sandbox._started import Outcome, Started
 from opmarket.web.validation._report import HarnessResult, ReportError, parse_harness
 
-__all__ = ["discard_waiting", "run_probe", "tail"]
+__all__ = ["discard_waiting", "run_probe", "start_ahead", "tail"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
 _RESULT_CAP = 16 * 1024 * 1024
@@ -208,6 +208,19 @@ def _take(kind: _Kind) -> _Sandbox | None:
         sandbox.discard()
         return None
     return sandbox
+
+
+def start_ahead(limits: Limits, *, interpreter: str, private: Sequence[Path]) -> None:
+    """Start this thread's next sandbox now (a worker thread before its first job), unless
+    one of that kind waits already."""
+    kind = _Kind(limits, interpreter, tuple(private))
+    sandbox: _Sandbox | None = getattr(_NEXT, "sandbox", None)
+    if sandbox is not None and sandbox.kind == kind and sandbox.started.alive():
+        return
+    if sandbox is not None:
+        sandbox.discard()
+    _NEXT.sandbox = None
+    _NEXT.sandbox = _Sandbox.start(kind)
 
 
 def run_probe(

@@ -39,7 +39,7 @@ from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, ins
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
 
-__all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
+__all__ = ["Previous", "Step", "Verdict", "job_limits", "limits_from", "validate_wheel"]
 
 
 def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
@@ -98,18 +98,7 @@ def validate_wheel(
     failure is a failed step (``SandboxUnavailableError`` included). The steps are
     :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
-    limits = limits or Limits()
-    if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
-        limits = dataclasses.replace(
-            limits,
-            devices=tuple(
-                sorted(
-                    str(p)
-                    for pattern in ("nvidia*", "dri", "kfd")
-                    for p in Path("/dev").glob(pattern)
-                )
-            ),
-        )
+    limits = job_limits(limits, gpu)
     run = _Run(
         path,
         filename,
@@ -128,6 +117,24 @@ def validate_wheel(
         if not step(run):
             break
     return run.verdict
+
+
+def job_limits(limits: Limits | None, gpu: bool) -> Limits:
+    """The sandbox's limits for a job: ``limits`` (None: the defaults), with the GPU's
+    device files for its kernels' conformance when ``gpu``."""
+    limits = limits or Limits()
+    if gpu and not limits.devices:
+        limits = dataclasses.replace(
+            limits,
+            devices=tuple(
+                sorted(
+                    str(p)
+                    for pattern in ("nvidia*", "dri", "kfd")
+                    for p in Path("/dev").glob(pattern)
+                )
+            ),
+        )
+    return limits
 
 
 def _inspect(run: _Run) -> bool:
