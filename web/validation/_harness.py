@@ -141,12 +141,16 @@ class _Sandbox:
         if not self.started.alive():
             return False
         inbox = self.folder / "in"
-        for name, source in files.items():
-            dest = inbox / name
-            dest.parent.mkdir(exist_ok=True)
-            dest.parent.chmod(0o755)
-            shutil.copyfile(source, dest)
-            dest.chmod(0o644)
+        try:
+            for name, source in files.items():
+                dest = inbox / name
+                dest.parent.mkdir(exist_ok=True)
+                dest.parent.chmod(0o755)
+                shutil.copyfile(source, dest)
+                dest.chmod(0o644)
+        except OSError:
+            self.discard()  # it would wait for ever for a job that never comes
+            raise
         fd, self.job_w = self.job_w, -1
         try:
             with os.fdopen(fd, "wb") as pipe:
