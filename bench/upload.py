@@ -9,11 +9,14 @@ POST to /legacy/ that ``twine upload`` sends), then polling ``/simple/<project>/
 once the last one is listed. Latency runs from the start of the upload to the first poll
 that lists the file; the rate is uploads over the whole run's wall time. The wheels are
 written here with zipfile (a real plugin module, its manifest, entry point and RECORD), not
-built one by one. Everything binds 127.0.0.1. The last line is the result:
+built one by one. Everything binds 127.0.0.1. ``--load`` measures under the fixed
+background load ``bench/index.py`` uses (``cpu_load``: two CPU-bound processes for the
+whole measurement), so that busy-machine figures compare from run to run. The last line is
+the result:
 
     upload: X uploads/s, upload->listed p50 Y s, p99 Z s, 8 clients, 2 workers
 
-    python bench/upload.py [--clients 8] [--uploads 10] [--workers 2]
+    python bench/upload.py [--clients 8] [--uploads 10] [--workers 2] [--load]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index import free_port, stop, wait_up  # bench/index.py
+from index import LOAD_PROCESSES, cpu_load, free_port, stop, wait_up  # bench/index.py
 
 BIN = Path(sys.executable).parent
 OPMARKET = str(BIN / "opmarket")
@@ -184,6 +187,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="opmarket worker processes")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per upload")
     parser.add_argument("--keep", type=Path, default=None, help="keep the data and logs here")
+    parser.add_argument(
+        "--load",
+        action="store_true",
+        help=f"measure under {LOAD_PROCESSES} CPU-bound background processes",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="opmarket-bench-upload-") as tmp:
         root = Path(tmp) if args.keep is None else args.keep
@@ -225,8 +233,9 @@ def main() -> None:
                     failures.append(exc)
 
             threads = [threading.Thread(target=run, args=(w,)) for w in plan]
-            started = time.monotonic()
-            with contextlib.redirect_stdout(io.StringIO()):  # twine's "Uploading ..." lines
+            load = cpu_load() if args.load else contextlib.nullcontext()
+            with load, contextlib.redirect_stdout(io.StringIO()):  # twine's "Uploading ..."
+                started = time.monotonic()
                 for t in threads:
                     t.start()
                 for t in threads:
@@ -243,6 +252,7 @@ def main() -> None:
     print(
         f"{total} uploads in {wall:.1f} s; latency min {min(latencies):.2f} s, "
         f"max {max(latencies):.2f} s"
+        + (f"; under {LOAD_PROCESSES} CPU-bound background processes" if args.load else "")
     )
     print(
         f"upload: {total / wall:.2f} uploads/s, upload->listed p50 "

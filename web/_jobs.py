@@ -201,6 +201,7 @@ class Worker:
         max_attempts: int = 3,
         abandon: dict[str, Abandon] | None = None,
         housekeeping: Callable[[], None] | None = None,
+        on_thread_start: Callable[[], None] | None = None,
     ) -> None:
         self.queue = queue
         self.handlers = handlers
@@ -209,6 +210,7 @@ class Worker:
         self.max_attempts = max_attempts
         self.abandon = abandon or {}
         self.housekeeping = housekeeping
+        self.on_thread_start = on_thread_start  # in each job thread, before its first job
         self._stop = threading.Event()
         self._held: dict[int, Lease] = {}
         self._lock = threading.Lock()
@@ -293,6 +295,11 @@ class Worker:
                 log.exception("could not renew or reclaim leases")
 
     def _loop(self) -> None:
+        if self.on_thread_start is not None:
+            try:
+                self.on_thread_start()
+            except Exception:  # a preparation that failed: the jobs run without it
+                log.exception("could not prepare a worker thread")
         while not self._stop.is_set():
             try:
                 if self.run_once():

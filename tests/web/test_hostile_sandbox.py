@@ -283,11 +283,20 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         market = Market(url, data, server)
         done = market.cli("tokens", "create", "alice")
         assert twine(market, done.stdout.strip().splitlines()[-1], wheel).returncode == 0
-        wait_for(lambda: processes_with("opm-memory"))
+
+        # its job taken (the worker thread's sandbox, started before, then has it: it runs
+        # for a few seconds)
+        def running() -> bool:
+            with sqlite3.connect(data / "opmarket.sqlite3") as db:
+                rows = db.execute("SELECT status FROM jobs").fetchall()
+            db.close()
+            return rows == [("running",)]
+
+        wait_for(running)
         server.send_signal(signal.SIGKILL)
         server.wait()
         killed = time.monotonic()
-        wait_for(lambda: not processes_with("opm-memory"), timeout=10)
+        wait_for(lambda: not processes_with("/input/probe.py"), timeout=10)
         orphans_gone_s = time.monotonic() - killed
         with sqlite3.connect(data / "opmarket.sqlite3") as db:
             assert db.execute("SELECT status FROM jobs").fetchall() == [("running",)]

@@ -194,6 +194,14 @@ def test_a_pure_python_wheel_has_no_table_and_says_so(market: Market, tmp_path: 
     assert status == 200 and "No native code (pure Python)" in body.decode()
 
 
+def test_a_wheel_without_a_library_name_needs_no_sandbox(tmp_path: Path) -> None:
+    # No member named *.so or *.so.N: the table is known from the names, read here as the
+    # upload checks read them; a sandbox that could not even start Python is not asked.
+    wheel = build_plugin(tmp_path, "opm-plain", "1.0.0", op_name="Test>Plain")
+    known = known_environments((sys.executable,))
+    assert loads_with(wheel, wheel.name, known, ToolSandbox(Limits(memory_mb=8))) == []
+
+
 @pytest.mark.parametrize("how", ["flag", "variable"])
 def test_a_loads_with_that_is_not_a_program_is_a_usage_error(tmp_path: Path, how: str) -> None:
     nope = str(tmp_path / "nope")

@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
+from opmarket.web import Limits
 from opmarket.web._jobs import JobQueue, Worker
 from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import Job, utcnow
+from opmarket.web.sandbox._run import sandbox_problem
 
 from .conftest import OPMARKET, Market, Wheels, clean_env, start_market, twine
+from .test_sandbox import processes_with, wait_for
 
 
 def job_rows(market: Market) -> list[tuple[object, ...]]:
@@ -168,3 +171,28 @@ def test_an_upload_waits_for_the_verdict_of_a_worker_process(
         assert done.returncode == 1, done.stdout + done.stderr
         assert '"code": "rejected"' in done.stdout
         assert "differs from the reference" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(sandbox_problem(Limits())), reason="no sandbox here")
+def test_a_worker_starts_its_first_uploads_sandbox_before_the_upload(
+    serving_only: Market, wheels: Wheels
+) -> None:
+    market = serving_only
+    worker = subprocess.Popen(
+        [OPMARKET, "worker", "--data", str(market.data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    try:
+        # Nothing uploaded yet: its thread's sandbox is started and waits for a job.
+        wait_for(lambda: processes_with("/input/probe.py"))
+        assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
+        entry = market.wait_for("opm-double", wheels.double_1_0.name)
+        assert entry["status"] == "validated", entry["log"]
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    wait_for(lambda: not processes_with("/input/probe.py"), timeout=10)  # gone with it

@@ -169,7 +169,8 @@ def _register(group: JobCgroup) -> JobCgroup:
 
 
 def _remove(folder: Path) -> None:
-    for _ in range(100):
+    pauses = [0.002 * 2**i for i in range(5)] + [0.05] * 100  # about 5 s in all
+    for pause in pauses:
         try:
             pids = (folder / "cgroup.procs").read_text().split()
         except OSError:
@@ -183,7 +184,8 @@ def _remove(folder: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:
-            threading.Event().wait(0.05)  # the killed processes are still exiting
+            # the killed processes are still exiting: most often for a few milliseconds
+            threading.Event().wait(pause)
 
 
 def pid_alive(pid: int) -> bool:

@@ -36,25 +36,21 @@ and the output cap hold, and ``Outcome.protections`` says so.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from opmarket.sdk import OpmarketError
 from opmarket.web.sandbox._cgroup import JobCgroup, create_job_cgroup
 from opmarket.web.sandbox._seccomp import seccomp_fd, seccomp_problem
+from opmarket.web.sandbox._started import Outcome, Started
 
 __all__ = [
     "WORK",
@@ -63,6 +59,7 @@ __all__ = [
     "SandboxUnavailableError",
     "run_sandboxed",
     "sandbox_problem",
+    "start_sandboxed",
 ]
 
 #: The job's working folder inside the sandbox (a private tmpfs).
@@ -88,18 +85,6 @@ class Limits:
     bwrap: str = "bwrap"
     allow_unsandboxed: bool = False
     devices: tuple[str, ...] = ()  # host devices it may use (a GPU's), besides null, zero...
-
-
-@dataclass(slots=True)
-class Outcome:
-    """How the command ended; ``problem`` says why it was stopped, when it was."""
-
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    problem: str = ""
-    protections: list[str] = field(default_factory=list)
-    peak_memory_bytes: int | None = None
 
 
 _PATHS = """
@@ -411,15 +396,6 @@ _ENTER = (
 )
 
 
-def _reader(stream: io.BufferedReader, sink: bytearray, cap: int, over: threading.Event) -> None:
-    while chunk := stream.read1(65536):
-        if len(sink) + len(chunk) > cap:
-            sink.extend(chunk[: max(cap - len(sink), 0)])
-            over.set()
-            return
-        sink.extend(chunk)
-
-
 def run_sandboxed(
     argv: list[str],
     *,
@@ -438,6 +414,31 @@ def run_sandboxed(
     more interpreters whose folders it sees read-only, as it sees ``interpreter``'s. Raises
     ``SandboxUnavailableError`` when no sandbox can be made (and ``limits`` does not allow
     running without one)."""
+    return start_sandboxed(
+        argv,
+        limits=limits,
+        interpreter=interpreter,
+        env=env,
+        binds=binds,
+        pass_fds=pass_fds,
+        private=private,
+        shown=shown,
+    ).finish()
+
+
+def start_sandboxed(
+    argv: list[str],
+    *,
+    limits: Limits,
+    interpreter: str,
+    env: Mapping[str, str],
+    binds: Mapping[str, Path] | None = None,
+    pass_fds: Sequence[int] = (),
+    private: Sequence[Path] = (),
+    shown: Sequence[str] = (),
+) -> Started:
+    """Start ``argv`` as :func:`run_sandboxed` runs it, and return at once: its timeout
+    runs from :meth:`Started.finish` (a bound folder's later files are seen in it)."""
     binds = dict(binds or {})
     for dest in binds:
         if not dest.startswith("/input/"):
@@ -500,88 +501,26 @@ def run_sandboxed(
         if group is not None:
             prefix = ["/bin/sh", "-c", _ENTER, "sh", *map(str, group.procs_files), "--", *prefix]
         command = [*prefix, *_rlimits(limits, group), *argv]
-        return _supervise(
+        started = Started.launch(
             command,
-            limits,
+            limits.timeout_s,
+            limits.max_output_bytes,
             run_env,
             cwd=cwd,
             pass_fds=pass_fds,
             protections=protections,
             group=group,
             bwrapped=not problem,
+            inputs=binds,
+            scratch=scratch,
         )
-    finally:
-        if filter_fd >= 0:
-            os.close(filter_fd)
+    except BaseException:
         if group is not None:
             group.destroy()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _supervise(
-    command: list[str],
-    limits: Limits,
-    env: Mapping[str, str],
-    *,
-    cwd: str,
-    pass_fds: Sequence[int],
-    protections: list[str],
-    group: JobCgroup | None,
-    bwrapped: bool,
-) -> Outcome:
-    stdout, stderr = bytearray(), bytearray()
-    over = threading.Event()
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-    )
-    readers = []
-    for stream, sink in ((proc.stdout, stdout), (proc.stderr, stderr)):
-        assert isinstance(stream, io.BufferedReader)
-        readers.append(
-            threading.Thread(
-                target=_reader, daemon=True, args=(stream, sink, limits.max_output_bytes, over)
-            )
-        )
-    for r in readers:
-        r.start()
-    problem = ""
-    deadline = time.monotonic() + limits.timeout_s
-    while True:
-        try:
-            proc.wait(timeout=0.05)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if over.is_set():
-            break
-        if time.monotonic() >= deadline:
-            problem = f"still running after {limits.timeout_s:g} s; stopped"
-            break
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    peak = group.peak_memory_bytes() if group is not None else None
-    if group is not None:
-        group.destroy()
-    proc.wait()
-    for r in readers:
-        r.join(5)
-    for s in (proc.stdout, proc.stderr):
-        if s is not None:
-            s.close()
-    if over.is_set() and not problem:
-        problem = f"printed more than {limits.max_output_bytes} bytes; stopped"
-    code = proc.returncode
-    if code > 128 and bwrapped:  # bwrap says 128+N when its command died of N
-        with contextlib.suppress(ValueError):
-            code = -signal.Signals(code - 128)
-    if not problem and code < 0:
-        problem = f"killed by signal {signal.Signals(-code).name}"
-    return Outcome(code, bytes(stdout), bytes(stderr), problem, protections, peak)
+        raise
+    finally:
+        if filter_fd >= 0:
+            os.close(filter_fd)  # bwrap has its own copy
+    return started

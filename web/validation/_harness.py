@@ -1,23 +1,40 @@
-"""Running the harness (``_probe.py``) in the sandbox: its environment, the secret it must
-echo, and the result pipe read here, capped; what the pipeline decides from comes back
-checked (``_report``)."""
+"""Running the harness (``_probe.py``) in the sandbox: its environment, the job and the
+secret it must echo, and the result pipe read here, capped; what the pipeline decides from
+comes back checked (``_report``).
+
+Each validation gets a sandbox of its own, started for it and discarded after it. A
+validation worker starts the sandbox of its next job as soon as its current one has ended
+(``warm=True``), so that the interpreter, numpy and opmarket are loaded while it is idle:
+that sandbox is a fresh bubblewrap with its own processes, tmpfs and input folder, which no
+upload has touched before its own job is handed over (on a pipe, with the job's secret),
+and it serves that job only. Nothing passes from one validation to the next: the previous
+sandbox's processes and control group are gone before the next one starts.
+"""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import dataclasses
+import json
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opmarket.web.sandbox._run import Limits, run_sandboxed
+from opmarket.web.sandbox._run import Limits, start_sandboxed
+from opmarket.web.sandbox._started import Outcome, Started
 from opmarket.web.validation._report import HarnessResult, ReportError, parse_harness
 
-__all__ = ["run_probe", "tail"]
+__all__ = ["discard_waiting", "run_probe", "start_ahead", "tail"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
 _RESULT_CAP = 16 * 1024 * 1024
+_INBOX = "/input/job"  # the job's files, bound read-only: empty until its hand-over
 
 
 def _env() -> dict[str, str]:
@@ -54,6 +71,162 @@ def _drain(fd: int, sink: bytearray) -> None:
             sink.extend(chunk)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Kind:
+    """What a sandbox is made with: a job may only use one made for the same."""
+
+    limits: Limits
+    interpreter: str
+    private: tuple[Path, ...]
+
+
+@dataclasses.dataclass(eq=False)
+class _Sandbox:
+    """One started harness waiting for its job: the sandbox, its job pipe, its result
+    pipe's reader, and the host folder bound read-only at ``_INBOX``."""
+
+    kind: _Kind
+    started: Started
+    job_w: int
+    result: bytearray
+    reader: threading.Thread
+    folder: Path
+
+    @classmethod
+    def start(cls, kind: _Kind) -> _Sandbox:
+        folder = Path(tempfile.mkdtemp(prefix=f"opmarket-job-{os.getpid()}-"))  # 0700
+        inbox = folder / "in"
+        inbox.mkdir()
+        inbox.chmod(0o755)  # the sandbox's user reads it (the folder above keeps others out)
+        job_r, job_w = os.pipe()
+        result_r, result_w = os.pipe()
+        raw = bytearray()
+        reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
+        reader.start()
+        try:
+            started = start_sandboxed(
+                [
+                    kind.interpreter,
+                    "-I",
+                    "-S",
+                    "/input/probe.py",
+                    "harness",
+                    str(job_r),
+                    str(result_w),
+                ],
+                limits=kind.limits,
+                interpreter=kind.interpreter,
+                env=_env(),
+                binds={"/input/probe.py": _PROBE, _INBOX: inbox},
+                pass_fds=(job_r, result_w),
+                private=kind.private,
+            )
+        except BaseException:
+            os.close(job_w)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            os.close(job_r)
+            os.close(result_w)  # the reader sees the end once every sandboxed copy is gone
+        sandbox = cls(kind, started, job_w, raw, reader, folder)
+        with _LOCK:
+            _WAITING.add(sandbox)
+        return sandbox
+
+    def hand_over(self, job: dict[str, Any], files: dict[str, Path]) -> bool:
+        """Put ``files`` (names under the inbox: host files) where it reads them, and send
+        it ``job``; False when it ended before it took the job."""
+        with _LOCK:
+            _WAITING.discard(self)
+        if not self.started.alive():
+            return False
+        inbox = self.folder / "in"
+        try:
+            for name, source in files.items():
+                dest = inbox / name
+                dest.parent.mkdir(exist_ok=True)
+                dest.parent.chmod(0o755)
+                shutil.copyfile(source, dest)
+                dest.chmod(0o644)
+        except OSError:
+            self.discard()  # it would wait for ever for a job that never comes
+            raise
+        fd, self.job_w = self.job_w, -1
+        try:
+            with os.fdopen(fd, "wb") as pipe:
+                pipe.write(json.dumps(job).encode())
+        except BrokenPipeError:
+            return False
+        return True
+
+    def _close_job(self) -> None:
+        if self.job_w >= 0:
+            os.close(self.job_w)
+            self.job_w = -1
+
+    def path(self, name: str) -> str:
+        """Where the sandbox reads the inbox's file ``name``."""
+        return self.started.host_path(f"{_INBOX}/{name}")
+
+    def finish(self) -> tuple[Outcome, bytes]:
+        """Its end (see :meth:`Started.finish`) and what it wrote on the result pipe."""
+        self._close_job()
+        try:
+            outcome = self.started.finish()
+        finally:
+            self.reader.join(30)
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return outcome, bytes(self.result)
+
+    def discard(self) -> None:
+        """Kill it and remove its folder: it serves no job."""
+        with _LOCK:
+            _WAITING.discard(self)
+        self._close_job()
+        self.started.discard()
+        self.reader.join(5)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_WAITING: set[_Sandbox] = set()  # started, not yet handed a job: discarded at exit
+_LOCK = threading.Lock()
+# Each worker thread's next sandbox: its processes die with the thread that started them
+# (bubblewrap's --die-with-parent follows the thread), so only that thread uses it.
+_NEXT = threading.local()
+
+
+@atexit.register
+def discard_waiting() -> None:
+    """Discard every started sandbox that no job has used yet."""
+    with _LOCK:
+        waiting = list(_WAITING)
+    for sandbox in waiting:
+        sandbox.discard()
+
+
+def _take(kind: _Kind) -> _Sandbox | None:
+    """This thread's waiting sandbox, if one of ``kind`` was started (another is discarded)."""
+    sandbox: _Sandbox | None = getattr(_NEXT, "sandbox", None)
+    _NEXT.sandbox = None
+    if sandbox is not None and sandbox.kind != kind:
+        sandbox.discard()
+        return None
+    return sandbox
+
+
+def start_ahead(limits: Limits, *, interpreter: str, private: Sequence[Path]) -> None:
+    """Start this thread's next sandbox now (a worker thread before its first job), unless
+    one of that kind waits already."""
+    kind = _Kind(limits, interpreter, tuple(private))
+    sandbox: _Sandbox | None = getattr(_NEXT, "sandbox", None)
+    if sandbox is not None and sandbox.kind == kind and sandbox.started.alive():
+        return
+    if sandbox is not None:
+        sandbox.discard()
+    _NEXT.sandbox = None
+    _NEXT.sandbox = _Sandbox.start(kind)
+
+
 def run_probe(
     wheel: Path,
     filename: str,
@@ -64,47 +237,36 @@ def run_probe(
     interpreter: str,
     private: Sequence[Path],
     deps: Sequence[Path] = (),
-) -> tuple[Any, HarnessResult | str]:
-    """Run the harness in the sandbox: its outcome, and its checked result or why none."""
+    warm: bool = False,
+) -> tuple[Outcome, HarnessResult | str]:
+    """Run the harness in a sandbox of this job's own: its outcome, and its checked result
+    or why none. ``warm``: once it ended, start the next job's sandbox in this thread."""
+    kind = _Kind(limits, interpreter, tuple(private))
+    files = {filename: wheel, **{f"deps/{d.name}": d for d in deps}}
     secret = secrets.token_hex(32)
-    secret_r, secret_w = os.pipe()
-    os.write(secret_w, secret.encode())
-    os.close(secret_w)
-    result_r, result_w = os.pipe()
-    raw = bytearray()
-    reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
-    reader.start()
+    sandbox = _take(kind)
+    for tried in range(2):  # a waiting sandbox that ended meanwhile: a new one, once
+        if sandbox is None:
+            sandbox = _Sandbox.start(kind)
+        job = {
+            "secret": secret,
+            "wheel": sandbox.path(filename),
+            "dist": dist,
+            "gpu": gpu,
+            "deps": [sandbox.path(f"deps/{d.name}") for d in deps],
+        }
+        if sandbox.hand_over(job, files) or tried:
+            break  # a new one that ended before its job: its outcome says why
+        sandbox.discard()
+        sandbox = None
+    assert sandbox is not None
     try:
-        outcome = run_sandboxed(
-            [
-                interpreter,
-                "-I",
-                "-S",
-                "/input/probe.py",
-                "harness",
-                str(secret_r),
-                str(result_w),
-                f"/input/{filename}",
-                dist,
-                *(["--gpu"] if gpu else []),
-                *(a for d in deps for a in ("--dep", f"/input/deps/{d.name}")),
-            ],
-            limits=limits,
-            interpreter=interpreter,
-            env=_env(),
-            binds={
-                "/input/probe.py": _PROBE,
-                f"/input/{filename}": wheel,
-                **{f"/input/deps/{d.name}": d for d in deps},
-            },
-            pass_fds=(secret_r, result_w),
-            private=private,
-        )
+        outcome, raw = sandbox.finish()
     finally:
-        os.close(secret_r)
-        os.close(result_w)  # the reader sees the end once every sandboxed copy is gone too
-        reader.join(30)
+        if warm:  # this job's sandbox is gone: the next one's starts now, apart from it
+            with contextlib.suppress(Exception):  # the next job starts one itself then
+                _NEXT.sandbox = _Sandbox.start(kind)
     try:
-        return outcome, parse_harness(bytes(raw), secret)
+        return outcome, parse_harness(raw, secret)
     except ReportError as exc:
         return outcome, str(exc)

@@ -25,10 +25,19 @@ from opmarket.web.catalog._queries import refresh_summary
 from opmarket.web.gpu._index import store_gpu
 from opmarket.web.routes._cache import prune_changes
 from opmarket.web.sandbox._cgroup import pid_alive, sweep_stale
+from opmarket.web.sandbox._run import SandboxUnavailableError
 from opmarket.web.storage._local import copy_out
 from opmarket.web.validation._deps import CatalogSource
+from opmarket.web.validation._harness import start_ahead
 from opmarket.web.validation._loads import known_environments
-from opmarket.web.validation._pipeline import Previous, Step, Verdict, limits_from, validate_wheel
+from opmarket.web.validation._pipeline import (
+    Previous,
+    Step,
+    Verdict,
+    job_limits,
+    limits_from,
+    validate_wheel,
+)
 from opmarket.web.validation._steps import StepStatus
 from opmarket.web.validation._verdict import announce, rejection_reason
 
@@ -142,6 +151,7 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
             private=[state.settings.data_dir.resolve()],
             dependencies=CatalogSource(state),
             known=known_environments((sys.executable, *state.settings.loads_with)),
+            warm=True,  # the next upload's sandbox starts while this worker is idle
         )
     except Exception as exc:  # never leave a file pending for ever: say why it failed
         log.exception("%s: validation could not run", filename)
@@ -214,7 +224,8 @@ def clean_leftovers(settings: Settings) -> int:
 def validation_worker(state: AppState, threads: int) -> Worker:
     """Worker threads for ``validate`` jobs: leases of one timeout (at least 2 s, at most
     60 s), the queue polled every 0.05 s when idle (a plain read, no lock), given-up jobs
-    rejected, leftovers of dead workers cleaned, the page caches' change log pruned."""
+    rejected, leftovers of dead workers cleaned, the page caches' change log pruned; each
+    thread starts its first validation's sandbox before it looks for a job."""
     settings = state.settings
     return Worker(
         state.queue,
@@ -225,7 +236,19 @@ def validation_worker(state: AppState, threads: int) -> Worker:
         poll_s=0.05,
         abandon={"validate": abandon_validation(state)},
         housekeeping=functools.partial(_housekeeping, state),
+        # the first upload's sandbox too starts before the upload (run_validation: warm)
+        on_thread_start=functools.partial(_start_ahead, state),
     )
+
+
+def _start_ahead(state: AppState) -> None:
+    limits, _ = limits_from(state.settings)
+    with contextlib.suppress(SandboxUnavailableError):  # each job's verdict says so
+        start_ahead(
+            job_limits(limits, state.settings.gpu_available),
+            interpreter=sys.executable,
+            private=[state.settings.data_dir.resolve()],
+        )
 
 
 def _housekeeping(state: AppState) -> None:

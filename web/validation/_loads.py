@@ -25,9 +25,10 @@ import dataclasses
 import json
 import logging
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from opmarket.web.gpu._tools import ToolError, ToolSandbox
@@ -128,6 +129,8 @@ def loads_with(
     as its problem."""
     if not known:
         return None
+    if not _may_hold_libraries(wheel):
+        return []  # the sandboxed check would find no library either: no sandbox started
     plain, _ = split_variant(filename)  # env-check reads the tags from the name
     inside = "/input/" + Path(plain).name
     programs = tuple(dict.fromkeys(k.program for k in known))
@@ -152,6 +155,17 @@ def loads_with(
     if native is False:
         return []
     return [k.row(works, problems) for k, (works, problems) in zip(known, rows, strict=True)]
+
+
+def _may_hold_libraries(wheel: Path) -> bool:
+    """Whether a member's name could be a library env-check reads (``*.so``, ``*.so.N``):
+    the names only, as the upload checks read them here; any doubt says yes."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return True
+    return any((name := PurePosixPath(n).name).endswith(".so") or ".so." in name for n in names)
 
 
 def _all_failed(known: Sequence[Known], why: str) -> list[dict[str, Any]]:

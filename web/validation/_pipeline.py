@@ -39,7 +39,7 @@ from opmarket.web.wheels._inspect import WheelError, WheelInfo, WheelLimits, ins
 if TYPE_CHECKING:
     from opmarket.web._settings import Settings
 
-__all__ = ["Previous", "Step", "Verdict", "limits_from", "validate_wheel"]
+__all__ = ["Previous", "Step", "Verdict", "job_limits", "limits_from", "validate_wheel"]
 
 
 def limits_from(settings: Settings | None) -> tuple[Limits, WheelLimits]:
@@ -64,6 +64,7 @@ class _Run:
     dependencies: WheelSource | None
     verdict: Verdict
     known: Sequence[Known] | None = None  # the "loads with" environments; None: no table
+    warm: bool = False  # start the next job's sandbox once this one's ended (_harness)
     info: WheelInfo | None = None
     deps: list[IndexWheel] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
@@ -85,27 +86,19 @@ def validate_wheel(
     private: Sequence[Path] = (),
     dependencies: WheelSource | None = None,
     known: Sequence[Known] | None = None,
+    warm: bool = False,
 ) -> Verdict:
     """Run every step on the wheel at ``path`` and say what each found; ``private``: host
     folders the plugin must never see (the server's data); ``dependencies``: where its
     requirements beyond the warm environment come from (this index; None: nowhere, and
     what is missing is only reported); ``known``: the environments of the "loads with"
-    table of a file that passed (None: no table). Raises nothing for a bad wheel: every
+    table of a file that passed (None: no table); ``warm``: as a validation worker does,
+    start the sandbox of this thread's next validation once this one's has ended (each
+    sandbox serves one validation: see ``_harness``). Raises nothing for a bad wheel: every
     failure is a failed step (``SandboxUnavailableError`` included). The steps are
     :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
-    limits = limits or Limits()
-    if gpu and not limits.devices:  # the GPU's device files, for its kernels' conformance
-        limits = dataclasses.replace(
-            limits,
-            devices=tuple(
-                sorted(
-                    str(p)
-                    for pattern in ("nvidia*", "dri", "kfd")
-                    for p in Path("/dev").glob(pattern)
-                )
-            ),
-        )
+    limits = job_limits(limits, gpu)
     run = _Run(
         path,
         filename,
@@ -118,11 +111,30 @@ def validate_wheel(
         dependencies,
         Verdict(filename),
         known,
+        warm=warm,
     )
     for step in STEPS:
         if not step(run):
             break
     return run.verdict
+
+
+def job_limits(limits: Limits | None, gpu: bool) -> Limits:
+    """The sandbox's limits for a job: ``limits`` (None: the defaults), with the GPU's
+    device files for its kernels' conformance when ``gpu``."""
+    limits = limits or Limits()
+    if gpu and not limits.devices:
+        limits = dataclasses.replace(
+            limits,
+            devices=tuple(
+                sorted(
+                    str(p)
+                    for pattern in ("nvidia*", "dri", "kfd")
+                    for p in Path("/dev").glob(pattern)
+                )
+            ),
+        )
+    return limits
 
 
 def _inspect(run: _Run) -> bool:
@@ -183,6 +195,7 @@ def _sandboxed(run: _Run) -> bool:
                 interpreter=run.interpreter,
                 private=run.private,
                 deps=wheels,
+                warm=run.warm,
             )
     except SandboxUnavailableError as exc:
         run.add(

@@ -1,14 +1,21 @@
 """The part of validation that runs inside the sandbox: a harness and the plugin's process.
 
-``python -I -S _probe.py harness SECRET_FD RESULT_FD WHEEL DIST [--gpu] [--dep WHEEL]...`` is
-the harness (the standard library only: no site-packages to start). It reads the job's
-secret from SECRET_FD (a pipe the supervisor wrote and closed), makes itself non-dumpable
-(a process of the same user can then neither read its memory nor open its file descriptors
-through /proc, nor ptrace it), unpacks the wheel into ``target`` in its working folder (and
-each ``--dep`` wheel, the dependencies found on this index, into ``deps`` beside it), and
-starts the plugin's process (``_probe.py plugin ...``), which inherits neither the secret
-nor RESULT_FD. When that process ends the harness writes one JSON object to RESULT_FD: the
-secret, how the plugin's process ended, and what it reported on its own pipe.
+``python -I -S _probe.py harness JOB_FD RESULT_FD`` is the harness (the standard library
+only: no site-packages to start). It makes itself non-dumpable (a process of the same user
+can then neither read its memory nor open its file descriptors through /proc, nor ptrace
+it) and starts the plugin's process (``_probe.py plugin REPORT_FD --job FD``), which
+imports what judges the plugin (numpy, opmarket: :data:`_OWN`) and waits on its own pipe.
+Both are started before the job exists, so that a validation worker can start the next
+job's sandbox while it is idle (``_harness``); each serves one job and is then gone.
+
+The job comes on JOB_FD, written and closed by the supervisor: one JSON object with the
+job's secret, the wheel to unpack, its distribution name, whether a GPU is there and the
+dependency wheels found on this index (:func:`read_job`). The harness unpacks the wheel
+into ``target`` in its working folder (each dependency into ``deps`` beside it), hands the
+plugin's process the folder and the name on its pipe (never the secret: it was started
+before the harness read it, and inherits neither JOB_FD nor RESULT_FD), and when that
+process ends writes one JSON object to RESULT_FD: the secret, how the plugin's process
+ended, and what it reported on its own pipe.
 
 The plugin's process imports the plugin: anything it reports is what the plugin's code says
 about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
@@ -159,6 +166,8 @@ def probe(target: str, dist_name: str, gpu: bool) -> dict[str, Any]:
 _OWN = {
     "importlib.metadata": (),
     "numpy": (),
+    "numpy.random": (),  # conformance's generators: loaded while waiting, not per job
+    "ml_dtypes": (),  # numpy's types for bfloat16 and the float8s (opmarket.sdk's dtypes)
     "packaging.utils": (),
     "pluggy": (),
     "opmarket.sdk": ("OpSet", "opset_to_json"),  # lazy exports: their modules, loaded now
@@ -166,19 +175,36 @@ _OWN = {
 }
 
 
+def read_job(fd: int, cap: int = 1024 * 1024) -> dict[str, Any]:
+    """The JSON object written on ``fd`` until its writer closed it ({} when none came:
+    the sandbox was discarded unused, or a writer died)."""
+    data = bytearray()
+    with os.fdopen(fd, "rb") as pipe:
+        while len(data) <= cap and (chunk := pipe.read(65536)):
+            data.extend(chunk)
+    try:
+        job = json.loads(data) if data and len(data) <= cap else {}
+    except ValueError:
+        return {}
+    return job if isinstance(job, dict) else {}
+
+
 def _plugin(argv: list[str]) -> int:
     import importlib
 
-    report_fd, target, dist_name = int(argv[0]), argv[1], argv[2]
+    report_fd, job_fd = int(argv[0]), int(argv[argv.index("--job") + 1])
     for name, exports in _OWN.items():
         module = importlib.import_module(name)
         for export in exports:
             getattr(module, export)
-    if "--deps" in argv:  # after the environment's own folders: importable, never in its
+    job = read_job(job_fd)  # waits here, everything above loaded, until its job comes
+    if not job:
+        return 0
+    if job.get("deps"):  # after the environment's own folders: importable, never in its
         # place (nor scanned for plugins)
-        sys.path.append(argv[argv.index("--deps") + 1])
+        sys.path.append(str(job["deps"]))
     try:
-        result = probe(target, dist_name, "--gpu" in argv)
+        result = probe(str(job["target"]), str(job["dist"]), bool(job.get("gpu")))
     except BaseException:
         result = {"steps": [_step("load", "failed", traceback.format_exc())]}
     sys.stdout.flush()
@@ -219,55 +245,63 @@ def _collect(fd: int, child: subprocess.Popen[bytes]) -> bytearray:
     return data
 
 
-def _dep_args(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Split ``--dep WHEEL`` pairs (the dependencies to unpack) from the other options."""
-    extra: list[str] = []
-    deps: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--dep":
-            deps.append(next(it, ""))
-        else:
-            extra.append(arg)
-    return extra, [d for d in deps if d]
+def _start_plugin() -> tuple[subprocess.Popen[bytes], int, int]:
+    """The plugin's process, importing what judges the plugin; its report pipe's read end
+    and its job pipe's write end."""
+    report_r, report_w = os.pipe()
+    job_r, job_w = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-I", __file__, "plugin", str(report_w), "--job", str(job_r)],
+        pass_fds=(report_w, job_r),
+        close_fds=True,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(report_w)
+    os.close(job_r)
+    return child, report_r, job_w
+
+
+def _send(fd: int, job: dict[str, Any]) -> None:
+    """Hand the plugin's process its job (it may be gone already: its end says why)."""
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(json.dumps(job).encode())
+    except BrokenPipeError:
+        pass
 
 
 def _harness(argv: list[str]) -> int:
-    secret_fd, result_fd, wheel, dist_name = int(argv[0]), int(argv[1]), argv[2], argv[3]
-    with os.fdopen(secret_fd, "rb") as f:
-        secret = f.read(256).decode("ascii", errors="replace")
+    job_fd, result_fd = int(argv[0]), int(argv[1])
+    protected = _non_dumpable()
+    child, report_r, job_w = _start_plugin()
+    job = read_job(job_fd)  # waits here until the supervisor hands over its job
+    if not job:
+        child.kill()
+        return 0
     result = os.fdopen(result_fd, "w")
-    out: dict[str, Any] = {"secret": secret, "protected": _non_dumpable()}
+    out: dict[str, Any] = {"secret": str(job.get("secret", "")), "protected": protected}
     target = Path("target").absolute()
-    extra, deps = _dep_args(argv[4:])
+    deps = [str(d) for d in job.get("deps", [])]
     try:
-        unpack(wheel, target)
+        unpack(str(job["wheel"]), target)
         for dep in deps:  # its dependencies from this index, beside it (_deps)
             unpack(dep, Path("deps").absolute())
     except (OSError, zipfile.BadZipFile) as exc:
+        child.kill()
         out["install_error"] = f"{type(exc).__name__}: {exc}"
         json.dump(out, result)
         result.close()
         return 0
-    read_end, write_end = os.pipe()
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            __file__,
-            "plugin",
-            str(write_end),
-            str(target),
-            dist_name,
-            *extra,
-            *(["--deps", str(Path("deps").absolute())] if deps else []),
-        ],
-        pass_fds=(write_end,),
-        close_fds=True,
-        stdin=subprocess.DEVNULL,
+    _send(
+        job_w,
+        {
+            "target": str(target),
+            "dist": str(job["dist"]),
+            "gpu": bool(job.get("gpu")),
+            "deps": str(Path("deps").absolute()) if deps else "",
+        },
     )
-    os.close(write_end)
-    data = _collect(read_end, child)
+    data = _collect(report_r, child)
     if len(data) > REPORT_CAP:
         out["report_error"] = f"reported more than {REPORT_CAP} bytes"
         child.kill()
