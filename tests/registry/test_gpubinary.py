@@ -19,6 +19,8 @@ from opmarket.web.gpu._tools import cuobjdump_path
 from tests.web.gpu_wheels import NVCC, build_cuda_library
 from tests.web.test_gpu_index import cuobjdump_lists
 
+from .envcheck.conftest import predict
+from .envcheck.test_envcheck_cli import handmade_wheel
 from .envcheck.test_stripped_elf import stripped
 
 _ELF_HEADER = struct.Struct("<4sBBBBB7sHHIQQQIHHHHHH")
@@ -182,3 +184,19 @@ def test_overlapping_segments_are_searched_once_within_the_limits(
         two = _elf(tmp_path, _fatbin(_entry(2, 86)) + _fatbin(_entry(2, 90), _entry(2, 80)))
         assert read_device_code(two).problem == problem
         monkeypatch.undo()
+
+
+def test_env_check_describes_a_stripped_cuda_library_as_the_unstripped_one(
+    cuda_library: Path, tmp_path: Path
+) -> None:
+    data, documents = cuda_library.read_bytes(), []
+    for name, raw in (("plain", data), ("stripped", stripped(data))):
+        (tmp_path / name).mkdir()
+        wheel = handmade_wheel(tmp_path / name / "x-1.0-py3-none-any.whl", raw)
+        documents.append(predict([wheel])[1])
+    plain, damaged = (d["files"][0] for d in documents)
+    assert damaged["notes"] == plain["notes"] and damaged["problems"] == plain["problems"]
+    if not Path("/proc/driver/nvidia/gpus").is_dir():  # no GPU: the note names the code
+        assert [n["detail"] for n in plain["notes"]] == [
+            "no GPU visible: its sm_80/sm_90/compute_75 code does not run here"
+        ]
