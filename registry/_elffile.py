@@ -1,8 +1,9 @@
 """The layout of an ELF file, read without loading it and trusting no number in it: its
 header, its section headers (read a block at a time and never kept), its program headers
-(the PT_LOAD segments, PT_DYNAMIC), its dynamic table, and the tables the dynamic linker
-finds from that table (symbols, names, hashes, versions), described as section headers so
-that :mod:`._elf` and :mod:`._elfsymbols` read them as they read sections.
+(the PT_LOAD segments, those not executable apart, PT_DYNAMIC), its dynamic table, and the
+tables the dynamic linker finds from that table (symbols, names, hashes, versions),
+described as section headers so that :mod:`._elf` and :mod:`._elfsymbols` read them as
+they read sections.
 
 The dynamic linker never looks at sections: it finds the dynamic table through PT_DYNAMIC
 and each table through the dynamic table's addresses (``DT_STRTAB``, ``DT_SYMTAB``, ...),
