@@ -72,6 +72,7 @@ _MAGIC = struct.pack("<I", _FATBIN_MAGIC)
 _KIND_PTX, _KIND_ELF = 1, 2
 _SH_FLAGS, _SH_ADDR = 2, 3  # where in a section header's tuple its flags and address are
 _SHF_ALLOC, _SHT_NOBITS = 2, 8
+_MAX_PAIRS = 1 << 20  # sections times segments matched; past it the segments are searched
 _ENTRY = 32  # the bytes of an entry header read: up to its architecture
 _HEADER = struct.Struct("<IHHQ")  # a container's: magic, version, header size, size
 
@@ -153,8 +154,9 @@ def _collect(elf: _Elf, sass: set[str], ptx: set[str]) -> None:
 
 def _covered(elf: _Elf) -> list[list[int]] | None:
     """The file ranges of the loaded sections, merged; None when the file has no section
-    headers or a loaded section does not lie in a PT_LOAD segment at its address."""
-    if elf.shnum == 0:
+    headers or a loaded section does not lie in a PT_LOAD segment at its address, or it has
+    more sections times segments to match than :data:`_MAX_PAIRS` (a linker's has hundreds)."""
+    if elf.shnum == 0 or elf.shnum * len(elf.loads) > _MAX_PAIRS:
         return None
     ranges = []
     for sh in elf.headers():

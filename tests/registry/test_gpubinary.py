@@ -96,6 +96,14 @@ def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
     assert (code.sass, code.ptx) == (("sm_80", "sm_90"), ("compute_75",))  # as built
 
 
+def test_sections_past_the_matching_limit_are_not_trusted_but_searched(
+    cuda_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = read_device_code(cuda_library)
+    monkeypatch.setattr(_gpubinary, "_MAX_PAIRS", 1)
+    assert read_device_code(cuda_library) == code and code.has_device_code
+
+
 def test_the_stripped_library_carries_what_cuobjdump_lists_in_the_unstripped_one(
     cuda_library: Path, tmp_path: Path
 ) -> None:
