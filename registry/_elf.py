@@ -200,10 +200,15 @@ def _dynamic(elf: _Elf) -> _Dynamic:
 
 def _named(elf: _Elf, wanted: tuple[str, ...]) -> dict[str, bytes]:
     """The bytes of the first section of each name in ``wanted``."""
+    return {name: elf.read(sh) for name, sh in _named_headers(elf, wanted).items()}
+
+
+def _named_headers(elf: _Elf, wanted: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """The header of the first section of each name in ``wanted``."""
     if elf.shstrndx >= elf.shnum:
         return {}
     names = _Names(elf, elf.header(elf.shstrndx), MAX_NAMES)
-    found: dict[str, bytes] = {}
+    found: dict[str, tuple[int, ...]] = {}
     longest = max(map(len, wanted))
     for sh in elf.headers():
         if sh[_SH_NAME] >= names.end - names.start:
@@ -217,7 +222,7 @@ def _named(elf: _Elf, wanted: tuple[str, ...]) -> dict[str, bytes]:
         )
         name = probe.split(b"\0", 1)[0].decode("utf-8", "replace")
         if name in wanted and name not in found:
-            found[name] = elf.read(sh)
+            found[name] = sh
     return found
 
 

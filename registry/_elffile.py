@@ -1,8 +1,9 @@
 """The layout of an ELF file, read without loading it and trusting no number in it: its
 header, its section headers (read a block at a time and never kept), its program headers
-(the PT_LOAD segments, PT_DYNAMIC), its dynamic table, and the tables the dynamic linker
-finds from that table (symbols, names, hashes, versions), described as section headers so
-that :mod:`._elf` and :mod:`._elfsymbols` read them as they read sections.
+(the PT_LOAD segments, those not executable apart, PT_DYNAMIC), its dynamic table, and the
+tables the dynamic linker finds from that table (symbols, names, hashes, versions),
+described as section headers so that :mod:`._elf` and :mod:`._elfsymbols` read them as
+they read sections.
 
 The dynamic linker never looks at sections: it finds the dynamic table through PT_DYNAMIC
 and each table through the dynamic table's addresses (``DT_STRTAB``, ``DT_SYMTAB``, ...),
@@ -49,6 +50,8 @@ _HEADER = {1: "HHIIIIIHHHHHH", 2: "HHIQQQIHHHHHH"}
 _SECTION = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
 _PROGRAM = {1: "IIIIIIII", 2: "IIQQQQQQ"}
 _PH_FIELDS = {1: (0, 1, 2, 4), 2: (0, 2, 3, 5)}
+_PH_FLAGS = {1: 6, 2: 1}  # where p_flags is
+_PF_X = 1
 # A dynamic symbol, and where in its tuple its name, info, other and section index are.
 _SYMBOL = {1: ("IIIBBH", (0, 3, 4, 5)), 2: ("IBBHQQ", (0, 1, 2, 3))}
 _SYMBOL_SIZE = {1: 16, 2: 24}
@@ -96,6 +99,7 @@ class _Elf:
     __slots__ = (
         "_table",
         "_view",
+        "data",
         "dynamic",
         "f",
         "klass",
@@ -113,6 +117,7 @@ class _Elf:
         self.section = struct.Struct(order + _SECTION[klass])
         self.shoff, self.shnum, self.shstrndx = 0, 0, 0
         self.loads: tuple[tuple[int, int, int], ...] = ()  # PT_LOAD: vaddr, filesz, offset
+        self.data: tuple[tuple[int, int, int], ...] = ()  # the PT_LOADs not executable
         self.dynamic: int | None = None  # PT_DYNAMIC's address, None without one
         self._table: tuple[list[tuple[int, int]], int | None] | None = None
         self._view: dict[int, tuple[int, ...] | None] | None = None
@@ -151,20 +156,23 @@ class _Elf:
         return elf
 
     def _segments(self, phoff: int, phentsize: int, phnum: int) -> None:
-        """The PT_LOAD segments and the (last, as ``ld.so`` takes it) PT_DYNAMIC."""
+        """The PT_LOAD segments (and those of them not executable: :attr:`data`) and the
+        (last, as ``ld.so`` takes it) PT_DYNAMIC."""
         program = struct.Struct(self.order + _PROGRAM[self.klass])
         if phentsize != program.size:
             raise _Refused(f"program headers of {phentsize} bytes, not {program.size}")
         if phnum > MAX_SEGMENTS:
             raise _Refused(f"{phnum} program headers; the index reads at most {MAX_SEGMENTS}")
         kind, offset, vaddr, filesz = _PH_FIELDS[self.klass]
-        loads = []
+        loads, data = [], []
         for ph in program.iter_unpack(_exact(self.f, self.size, phnum * program.size, phoff)):
             if ph[kind] == _PT_LOAD:
                 loads.append((ph[vaddr], ph[filesz], ph[offset]))
+                if not ph[_PH_FLAGS[self.klass]] & _PF_X:
+                    data.append(loads[-1])
             elif ph[kind] == _PT_DYNAMIC:
                 self.dynamic = ph[vaddr]
-        self.loads = tuple(loads)
+        self.loads, self.data = tuple(loads), tuple(data)
 
     def at(self, vaddr: int, length: int, what: str) -> tuple[int, int]:
         """The file offset of ``length`` bytes at address ``vaddr`` and the bytes of its

@@ -1,28 +1,80 @@
 """What a CUDA shared library carries, read from its ELF file without a GPU toolkit: the
-libraries it needs (``DT_NEEDED``), its run paths, and the device code in its fat binaries
-(``.nv_fatbin``): SASS for which ``sm_XY``, PTX for which ``compute_XY``.
+libraries it needs (``DT_NEEDED``), its run paths, and the device code in its fat binaries:
+SASS for which ``sm_XY``, PTX for which ``compute_XY``.
 
 The fat binary container (as nvcc writes it, one per translation unit, concatenated in the
-section): a 16-byte header (magic ``0xBA55ED50``, version 1, header size, then the size of
-the entries that follow), then entries, each a header (kind 1 = PTX, 2 = ELF/SASS; its own
-size at offset 4, the payload size at offset 8, the architecture's number, ``80`` for
-sm_80, at offset 28) followed by its payload. Only those fields are read; payloads are
-neither decompressed nor parsed. The index's validation asks ``cuobjdump`` the same
+``.nv_fatbin`` section): a 16-byte header (magic ``0xBA55ED50``, version 1, header size, then
+the size of the entries that follow), then entries, each a header (kind 1 = PTX, 2 =
+ELF/SASS; its own size at offset 4, the payload size at offset 8, the architecture's number,
+``80`` for sm_80, at offset 28) followed by its payload. Only those fields are read; payloads
+are neither decompressed nor parsed. The index's validation asks ``cuobjdump`` the same
 question and compares; doctor uses this reader, so a user's machine needs no toolkit.
+
+The CUDA runtime never looks at sections: the library's constructor registers each fatbin
+(``__cudaRegisterFatBinary``) by a pointer into a loaded segment. So the sections are
+trusted only when every loaded one (``SHF_ALLOC`` with file bytes) lies in a PT_LOAD segment
+at the address its header gives: then the ``.nv_fatbin`` section is read, and the loaded
+bytes no section accounts for (padding, in a linker's file) are searched too. Otherwise
+(section headers stripped by ``sstrip`` or zeroed, or headers that lie) the fatbins are
+found as they are loaded: by their magic in the file bytes of the PT_LOAD segments that are
+not executable (where a linker puts ``.nv_fatbin``, beside ``.rodata``). A file without
+segments (an object file) is read through its section. A magic counts only where a whole
+container follows: version 1, a 16-byte header, a size within its segment, and entries of
+at least 32 bytes that fill it exactly; any other is passed over. A found container is
+skipped whole, so its bytes are not searched. The search is bounded: at most
+:data:`MAX_SCANNED` bytes searched, :data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES`
+entries read and :data:`MAX_STRAYS` magics passed over; past a limit the library is not
+read (:attr:`DeviceCode.problem` says why). Not found: a fatbin in an executable segment
+(a linker puts none there since binutils 2.31's ``-z separate-code``), and one in a
+section that agrees with the segments but is not named ``.nv_fatbin`` (nor is it by
+``cuobjdump``).
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from opmarket.registry._elf import read_library
+from opmarket.registry._elf import _named_headers, read_library
+from opmarket.registry._elffile import (
+    _BAD,
+    _SH_OFFSET,
+    _SH_SIZE,
+    _SH_TYPE,
+    _Elf,
+    _exact,
+    _Refused,
+)
 
-__all__ = ["DeviceCode", "arch_key", "read_device_code"]
+__all__ = [
+    "MAX_ENTRIES",
+    "MAX_FATBINS",
+    "MAX_SCANNED",
+    "MAX_STRAYS",
+    "DeviceCode",
+    "arch_key",
+    "read_device_code",
+]
+
+#: The most bytes of loaded data searched for fatbins (those of the fatbins found aside).
+MAX_SCANNED = 1 << 30
+#: The most fatbin containers found by the scan; nvcc writes one per translation unit.
+MAX_FATBINS = 65_536
+#: The most fatbin entries read by the scan (one per architecture and kind of a container).
+MAX_ENTRIES = 1 << 20
+#: The most magics the scan passes over that begin no whole container.
+MAX_STRAYS = 1_024
 
 _FATBIN_MAGIC = 0xBA55ED50
+_MAGIC = struct.pack("<I", _FATBIN_MAGIC)
 _KIND_PTX, _KIND_ELF = 1, 2
+_SH_FLAGS, _SH_ADDR = 2, 3  # where in a section header's tuple its flags and address are
+_SHF_ALLOC, _SHT_NOBITS = 2, 8
+_MAX_PAIRS = 1 << 20  # sections times segments matched; past it the segments are searched
+_ENTRY = 32  # the bytes of an entry header read: up to its architecture
+_HEADER = struct.Struct("<IHHQ")  # a container's: magic, version, header size, size
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +82,14 @@ class DeviceCode:
     """A shared library's CUDA facts: ``sass`` (``sm_80``...) and ``ptx`` (``compute_75``...)
     sorted by architecture (:func:`arch_key`), ``needed`` its DT_NEEDED names, ``runpath``
     its run paths. Read here from the ELF file, or by the index from ``cuobjdump``'s
-    listing (which leaves ``needed`` and ``runpath`` empty)."""
+    listing (which leaves ``needed`` and ``runpath`` empty). ``problem``: why an ELF file
+    was not read (then all else is empty), "" when it was; equality ignores it."""
 
     sass: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     needed: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
+    problem: str = field(default="", compare=False)
 
     @property
     def cuda_runtime(self) -> int | None:
@@ -61,18 +115,158 @@ def arch_key(name: str) -> tuple[int, str]:
 
 def read_device_code(path: Path) -> DeviceCode:
     """The CUDA facts of the ELF shared library at ``path`` (read by :mod:`._elf`); an
-    empty DeviceCode for a file that is not ELF, is truncated or cannot be read."""
-    library = read_library(path, (".nv_fatbin",))
+    empty DeviceCode for a file that is not ELF, is truncated or cannot be read, or breaks
+    a limit (then with its ``problem``)."""
+    library = read_library(path)
+    if library.problem:
+        return DeviceCode(problem=library.problem)
     sass: set[str] = set()
     ptx: set[str] = set()
-    if ".nv_fatbin" in library.sections:
-        _fatbins(library.sections[".nv_fatbin"], sass, ptx)
+    try:
+        with open(path, "rb") as f:
+            elf = _Elf.parse(f)
+            if elf is not None:
+                _collect(elf, sass, ptx)
+    except _BAD as exc:
+        return DeviceCode(problem=str(exc) or type(exc).__name__)
     return DeviceCode(
         tuple(sorted(sass, key=arch_key)),
         tuple(sorted(ptx, key=arch_key)),
         library.needed,
         library.runpath,
     )
+
+
+def _collect(elf: _Elf, sass: set[str], ptx: set[str]) -> None:
+    """Collect the architectures of the fatbins the runtime would find in ``elf``: those of
+    its ``.nv_fatbin`` section and of the loaded bytes no section accounts for when its
+    sections agree with its segments, else those of all its loaded data."""
+    section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
+    if not elf.loads:  # an object file: sections are all there is
+        if section is not None:
+            _fatbins(elf.read(section), sass, ptx)
+        return
+    covered = _covered(elf)
+    if covered is not None and section is not None:
+        _fatbins(elf.read(section), sass, ptx)
+    _scan(elf, sass, ptx, covered or [])
+
+
+def _covered(elf: _Elf) -> list[list[int]] | None:
+    """The file ranges of the loaded sections, merged; None when the file has no section
+    headers or a loaded section does not lie in a PT_LOAD segment at its address, or it has
+    more sections times segments to match than :data:`_MAX_PAIRS` (a linker's has hundreds)."""
+    if elf.shnum == 0 or elf.shnum * len(elf.loads) > _MAX_PAIRS:
+        return None
+    ranges = []
+    for sh in elf.headers():
+        at, size, vaddr = sh[_SH_OFFSET], sh[_SH_SIZE], sh[_SH_ADDR]
+        if not sh[_SH_FLAGS] & _SHF_ALLOC or sh[_SH_TYPE] == _SHT_NOBITS or not size:
+            continue
+        if not any(
+            offset <= at and at + size <= offset + filesz and vaddr - start == at - offset
+            for start, filesz, offset in elf.loads
+        ):
+            return None
+        ranges.append((at, at + size))
+    return _merged(ranges)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[list[int]]:
+    """``ranges`` (start, end) sorted, those that overlap or touch made one."""
+    merged: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif end > start:
+            merged.append([start, end])
+    return merged
+
+
+def _scan(elf: _Elf, sass: set[str], ptx: set[str], skip: list[list[int]]) -> None:
+    """Collect the architectures of the fatbins in the file bytes of the segments that are
+    not executable, but those in ``skip`` (merged ranges), each byte searched once however
+    the segments overlap."""
+    for _, filesz, offset in elf.data:
+        _exact(elf.f, elf.size, 0, offset + filesz)  # the segment lies in the file
+    ranges, index = [], 0
+    for begin, end in _merged([(offset, offset + filesz) for _, filesz, offset in elf.data]):
+        at = begin  # both lists are sorted and merged: one sweep over skip in all
+        while index < len(skip) and skip[index][0] < end:
+            low, high = skip[index]
+            if low > at:
+                ranges.append((at, low))
+            at = max(at, high)
+            if high > end:
+                break
+            index += 1
+        if at < end:
+            ranges.append((at, end))
+    if ranges:
+        with mmap.mmap(elf.f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            scan = _Scan(view, sass, ptx)
+            for start, end in ranges:
+                scan.search(start, end)
+
+
+class _Scan:
+    """A search of a file's bytes for fatbins, its counts held against the limits."""
+
+    def __init__(self, view: mmap.mmap, sass: set[str], ptx: set[str]) -> None:
+        self.view, self.sass, self.ptx = view, sass, ptx
+        self.scanned = self.fatbins = self.strays = self.entries = 0
+
+    def search(self, at: int, end: int) -> None:
+        """Collect the fatbins from ``at`` to ``end``, each found one skipped whole."""
+        while at < end:
+            stop = min(end, at + MAX_SCANNED - self.scanned + len(_MAGIC) - 1)
+            found = self.view.find(_MAGIC, at, stop)
+            self.scanned += (stop if found < 0 else found) - at
+            if found < 0:
+                if stop < end:
+                    raise _Refused(f"more than {MAX_SCANNED} bytes to search for fatbins")
+                return
+            size = self.container(found, end)
+            if size:
+                self.fatbins += 1
+                if self.fatbins > MAX_FATBINS:
+                    raise _Refused(f"more than {MAX_FATBINS} fatbins in its segments")
+                at = found + size
+            else:
+                self.strays += 1
+                if self.strays > MAX_STRAYS:
+                    raise _Refused(f"more than {MAX_STRAYS} fatbin magics that begin no fatbin")
+                at = found + 1
+
+    def container(self, at: int, end: int) -> int:
+        """The size of the whole fatbin container at ``at``, its architectures collected;
+        0 if none is there: a header other than version 1 of 16 bytes, a size past
+        ``end``, or entries that do not fill it exactly."""
+        if at + 16 > end:
+            return 0
+        _, version, header_size, fat_size = _HEADER.unpack_from(self.view, at)
+        last: int = at + 16 + fat_size
+        if version != 1 or header_size != 16 or fat_size < _ENTRY or last > end:
+            return 0
+        found: list[tuple[int, int]] = []
+        entry = at + 16
+        while entry < last:
+            self.entries += 1
+            if self.entries > MAX_ENTRIES:
+                raise _Refused(f"more than {MAX_ENTRIES} fatbin entries in its segments")
+            if entry + _ENTRY > last:
+                return 0
+            kind, _, entry_size, payload = struct.unpack_from("<HHIQ", self.view, entry)
+            if entry_size < _ENTRY or entry + entry_size + payload > last:
+                return 0
+            found.append((kind, struct.unpack_from("<I", self.view, entry + 28)[0]))
+            entry += entry_size + payload
+        for kind, arch in found:
+            if kind == _KIND_ELF:
+                self.sass.add(f"sm_{arch}")
+            elif kind == _KIND_PTX:
+                self.ptx.add(f"compute_{arch}")
+        return last - at
 
 
 def _fatbins(data: bytes, sass: set[str], ptx: set[str]) -> None:

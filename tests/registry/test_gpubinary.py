@@ -1,0 +1,207 @@
+"""The GPU binary reader finds device code as the CUDA runtime does: a library whose section
+headers were stripped (``sstrip``, a zeroed ``e_shoff``), renamed or lie still registers its
+fatbins from its loaded segments and runs its kernels, so it must be read as carrying what
+the unstripped library carries. Hostile segments are passed over or refused with a reason,
+in bounded work."""
+
+from __future__ import annotations
+
+import struct
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from opmarket.registry import _gpubinary
+from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
+from opmarket.web.gpu._tools import cuobjdump_path
+from tests.web.gpu_wheels import NVCC, build_cuda_library
+from tests.web.test_gpu_index import cuobjdump_lists
+
+from .envcheck.conftest import predict
+from .envcheck.test_envcheck_cli import handmade_wheel
+from .envcheck.test_stripped_elf import stripped
+
+_ELF_HEADER = struct.Struct("<4sBBBBB7sHHIQQQIHHHHHH")
+_PROGRAM = struct.Struct("<IIQQQQQQ")
+_PT_LOAD, _PF_R, _PF_X = 1, 4, 1
+_MAGIC = 0xBA55ED50
+
+
+def _sections(data: bytes) -> tuple[int, int, int]:
+    """Section headers' offset, count and names' index of a 64-bit little-endian file."""
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
+    return shoff, shnum, shstrndx
+
+
+def _fatbin_header(data: bytes) -> int:
+    """Where the ``.nv_fatbin`` section's header is."""
+    shoff, shnum, shstrndx = _sections(data)
+    (names,) = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 24)
+    for index in range(shnum):
+        (name,) = struct.unpack_from("<I", data, shoff + index * 64)
+        if data[names + name :].startswith(b".nv_fatbin\0"):
+            return shoff + index * 64
+    raise AssertionError("no .nv_fatbin section")
+
+
+def hidden(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section is named ``.nv_fatbix`` and holds no file
+    bytes (SHT_NOBITS): no section accounts for the fatbins, which still load."""
+    out = bytearray(data)
+    header = _fatbin_header(data)
+    shoff, _, shstrndx = _sections(data)
+    (names,) = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 24)
+    (name,) = struct.unpack_from("<I", data, header)
+    out[names + name + len(".nv_fatbi")] = ord("x")
+    struct.pack_into("<I", out, header + 4, 8)  # SHT_NOBITS
+    return bytes(out)
+
+
+def lying(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section header points at the ELF header."""
+    out = bytearray(data)
+    struct.pack_into("<Q", out, _fatbin_header(data) + 24, 0)
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def cuda_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real nvcc build: SASS sm_80 and sm_90, PTX compute_75, in two fatbins."""
+    if NVCC is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not installed")
+    return build_cuda_library(tmp_path_factory.mktemp("cuda"))
+
+
+def _companions() -> list[Path]:
+    site = Path(sysconfig.get_paths()["purelib"])
+    return sorted(site.glob("opmarket_*_cuda13/**/*.so"))
+
+
+@pytest.mark.parametrize("damage", [stripped, hidden, lying])
+def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
+    cuda_library: Path, tmp_path: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    libraries = [cuda_library, *_companions()]
+    for library in libraries:
+        damaged = tmp_path / f"damaged-{library.name}"
+        damaged.write_bytes(damage(library.read_bytes()))
+        code = read_device_code(library)
+        assert code.has_device_code and code.cuda_runtime == 13
+        assert read_device_code(damaged) == code
+        assert not code.problem
+    code = read_device_code(cuda_library)
+    assert (code.sass, code.ptx) == (("sm_80", "sm_90"), ("compute_75",))  # as built
+
+
+def test_sections_past_the_matching_limit_are_not_trusted_but_searched(
+    cuda_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = read_device_code(cuda_library)
+    monkeypatch.setattr(_gpubinary, "_MAX_PAIRS", 1)
+    assert read_device_code(cuda_library) == code and code.has_device_code
+
+
+def test_the_stripped_library_carries_what_cuobjdump_lists_in_the_unstripped_one(
+    cuda_library: Path, tmp_path: Path
+) -> None:
+    if cuobjdump_path() is None:
+        pytest.skip("cuobjdump (nvidia-cuda-cuobjdump wheel) is not installed")
+    damaged = tmp_path / "stripped.so"
+    damaged.write_bytes(stripped(cuda_library.read_bytes()))
+    code = read_device_code(damaged)
+    assert (list(code.sass), list(code.ptx)) == cuobjdump_lists(cuda_library)
+
+
+# --- hostile segments: handmade files, no section headers ------------------------------------
+
+
+def _entry(kind: int, arch: int, payload: int = 8) -> bytes:
+    head = struct.pack("<HHIQ", kind, 0x101, 64, payload).ljust(28, b"\0")
+    return (head + struct.pack("<I", arch)).ljust(64, b"\0") + b"\xab" * payload
+
+
+def _fatbin(*entries: bytes, size: int | None = None) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", _MAGIC, 1, 16, len(body) if size is None else size) + body
+
+
+def _elf(folder: Path, data: bytes, segments: int = 1, flags: int = _PF_R) -> Path:
+    """A shared library of ``segments`` PT_LOAD headers, each over all of ``data``."""
+    at = 64 + segments * _PROGRAM.size
+    header = _ELF_HEADER.pack(
+        b"\x7fELF", 2, 1, 1, 0, 0, b"", 3, 62, 1, 0, 64, 0, 0, 64, 56, segments, 64, 0, 0
+    )
+    load = _PROGRAM.pack(_PT_LOAD, flags, at, at, at, len(data), len(data), 0x1000)
+    path = folder / "libhostile.so"
+    path.write_bytes(header + load * segments + data)
+    return path
+
+
+def test_a_true_fatbin_is_found_among_magics_that_begin_none(tmp_path: Path) -> None:
+    broken = [
+        struct.pack("<IHHQ", _MAGIC, 2, 16, 64),  # version 2
+        struct.pack("<IHHQ", _MAGIC, 1, 24, 64),  # a 24-byte header
+        _fatbin(_entry(2, 70), size=80),  # entries that do not fill it
+        _fatbin(struct.pack("<HHIQ", 2, 0, 8, 0).ljust(32, b"\0")),  # an 8-byte entry
+        _fatbin(_entry(2, 75), size=1 << 40),  # past its segment
+    ]
+    true = _fatbin(_entry(2, 86), _entry(1, 80), _entry(4, 90))  # kind 4: neither
+    data = b"".join(b + b"\0" * 8 for b in broken) + true + struct.pack("<I", _MAGIC)
+    code = read_device_code(_elf(tmp_path, data))
+    assert (code.sass, code.ptx, code.problem) == (("sm_86",), ("compute_80",), "")
+
+
+def test_an_executable_segment_is_not_searched(tmp_path: Path) -> None:
+    code = read_device_code(_elf(tmp_path, _fatbin(_entry(2, 86)), flags=_PF_R | _PF_X))
+    assert code == DeviceCode() and not code.problem
+
+
+def test_a_fatbin_past_its_segment_is_passed_over(tmp_path: Path) -> None:
+    code = read_device_code(_elf(tmp_path, _fatbin(_entry(2, 86), size=64 + 9)))
+    assert code == DeviceCode() and not code.problem
+
+
+def test_thousands_of_magics_are_refused(tmp_path: Path) -> None:
+    data = _fatbin(_entry(2, 86)) + struct.pack("<IHHQ", _MAGIC, 2, 16, 0) * (MAX_STRAYS + 1)
+    code = read_device_code(_elf(tmp_path, data))
+    assert code == DeviceCode()
+    assert code.problem == f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+
+
+def test_overlapping_segments_are_searched_once_within_the_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = b"\0" * 4096 + _fatbin(_entry(2, 86))
+    monkeypatch.setattr(_gpubinary, "MAX_SCANNED", len(data))
+    assert read_device_code(_elf(tmp_path, data, segments=1000)).sass == ("sm_86",)
+    monkeypatch.setattr(_gpubinary, "MAX_SCANNED", 4000)
+    code = read_device_code(_elf(tmp_path, data, segments=1000))
+    assert code == DeviceCode() and code.problem == "more than 4000 bytes to search for fatbins"
+    for name, problem in (
+        ("MAX_FATBINS", "more than 1 fatbins in its segments"),
+        ("MAX_ENTRIES", "more than 1 fatbin entries in its segments"),
+    ):
+        monkeypatch.setattr(_gpubinary, "MAX_SCANNED", 1 << 20)
+        monkeypatch.setattr(_gpubinary, name, 1)
+        two = _elf(tmp_path, _fatbin(_entry(2, 86)) + _fatbin(_entry(2, 90), _entry(2, 80)))
+        assert read_device_code(two).problem == problem
+        monkeypatch.undo()
+
+
+def test_env_check_describes_a_stripped_cuda_library_as_the_unstripped_one(
+    cuda_library: Path, tmp_path: Path
+) -> None:
+    data, documents = cuda_library.read_bytes(), []
+    for name, raw in (("plain", data), ("stripped", stripped(data))):
+        (tmp_path / name).mkdir()
+        wheel = handmade_wheel(tmp_path / name / "x-1.0-py3-none-any.whl", raw)
+        documents.append(predict([wheel])[1])
+    plain, damaged = (d["files"][0] for d in documents)
+    assert damaged["notes"] == plain["notes"] and damaged["problems"] == plain["problems"]
+    if not Path("/proc/driver/nvidia/gpus").is_dir():  # no GPU: the note names the code
+        assert [n["detail"] for n in plain["notes"]] == [
+            "no GPU visible: its sm_80/sm_90/compute_75 code does not run here"
+        ]
