@@ -78,6 +78,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.opmarket = state
     install_error_handlers(app)
+    # Inside BodyLimits (added after it: the outer one), which refuses a NUL in the URL.
+    app.add_middleware(_simple.KeptPages, state=state)
     app.add_middleware(
         BodyLimits,
         max_bytes=settings.max_body_bytes,

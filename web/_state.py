@@ -14,6 +14,7 @@ from opmarket.web._limits import UploadSlots
 from opmarket.web._settings import Settings
 from opmarket.web.catalog._db import Database
 from opmarket.web.routes._cache import PageCache
+from opmarket.web.routes._kept import Answer
 from opmarket.web.storage._local import Storage
 
 __all__ = ["AppState", "SessionDep", "StateDep", "app_state"]
@@ -25,7 +26,7 @@ class AppState:
     db: Database
     storage: Storage
     queue: JobQueue
-    pages: PageCache = field(default_factory=lambda: PageCache(1.0))  # /simple/ pages
+    pages: PageCache[Answer] = field(default_factory=lambda: PageCache(1.0))  # /simple/ pages
     uploads: UploadSlots = field(init=False)  # uploads in progress, under the settings' caps
 
     def __post_init__(self) -> None:

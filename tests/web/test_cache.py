@@ -13,6 +13,7 @@ from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import Project, User
 from opmarket.web.routes._cache import (
     INDEX,
+    MISSING,
     RESULT_BUDGET,
     RESULTS,
     PageCache,
@@ -184,6 +185,52 @@ def test_generated_files_stay_within_the_byte_budget() -> None:
         cache.keep_file(project, "page", b"x" * 300, seen=cache.generation, kind="page")
     kept = [p for p in "cdfg" if cache.get_file(p, "page", kind="page") is not None]
     assert kept == ["d", "f", "g"]
+
+
+def test_pages_stay_within_their_byte_budget_and_the_index_goes_last() -> None:
+    log, cache = Log(), PageCache[bytes](ttl=0, page_budget=1000)
+    cache.sync(log.last, log.after)
+    cache.keep(INDEX, 1, b"i" * 100, b"i" * 100, seen=cache.generation)
+    for project in "abcd":
+        cache.keep(project, 1, b"x" * 200, b"y" * 200, seen=cache.generation)
+    assert [k for k in (INDEX, *"abcd") if cache.get(k) is not None] == [INDEX, "c", "d"]
+    cache.keep("e", 1, b"x" * 600, b"y" * 401, seen=cache.generation)  # over it alone
+    assert cache.get("e") is None and cache.get("d") is not None
+    log.add("c")
+    cache.sync(log.last, log.after)  # dropped with its project: its bytes are free again
+    cache.keep("f", 1, b"x" * 200, b"y" * 200, seen=cache.generation)
+    assert [k for k in (INDEX, *"cdf") if cache.get(k) is not None] == ["d", "f"]  # index: c
+
+
+def test_a_not_found_answer_goes_when_the_change_log_names_the_project() -> None:
+    log, cache = Log(), PageCache[bytes](ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    for project in ("new", "a"):
+        cache.keep_missing(project, f"no {project}", seen=cache.generation)
+    log.add("new")  # created (or its first file validated) in another process
+    cache.sync(log.last, log.after)
+    assert cache.get_missing("new") is None and cache.get_missing("a") == "no a"
+    cache.keep_missing("new", "no new", seen=cache.generation)
+    cache.forget("new")  # this process's own change
+    assert cache.get_missing("new") is None
+    seen = cache.generation  # asked before a change that a check then sees: not kept
+    log.add("late")
+    cache.sync(log.last, log.after)
+    cache.keep_missing("late", "no late", seen=seen)
+    assert cache.get_missing("late") is None
+    cache.keep_missing("b", "no b", seen=cache.generation)
+    cache.keep("b", 2, b"<b>", b"{}", seen=cache.generation)  # rendered since: listed now
+    assert cache.get_missing("b") is None
+
+
+def test_not_found_answers_are_capped() -> None:
+    log, cache = Log(), PageCache[bytes](ttl=0)
+    cache.sync(log.last, log.after)
+    for n in range(MISSING + 10):  # made-up names
+        cache.keep_missing(f"p{n}", "no", seen=cache.generation)
+    assert cache.get_missing("p9") is None and cache.get_missing("p10") == "no"
+    assert cache.get_missing(f"p{MISSING + 9}") == "no"
 
 
 class _Hooked(str):

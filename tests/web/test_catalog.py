@@ -84,6 +84,9 @@ def test_op_page_data(catalog: Market) -> None:
         ("CPU", "T=int32", "passed"),
     }
     assert catalog.get("/api/ops/NoSuchOp")[0] == 404
+    for _ in range(2):  # a package that is not there: its page says so, each time
+        status, _, page = catalog.get("/project/OPM_No.Such/")
+        assert status == 404 and b"No package OPM_No.Such here." in page
 
 
 @pytest.mark.slow

@@ -136,6 +136,9 @@ def test_a_verdict_in_one_server_shows_on_the_others_package_details_and_simple_
         )
         return {f["filename"] for f in json.loads(body)["files"]} if status == 200 else set()
 
+    for m in (a, b):  # asked for before it exists: each server keeps the "not found"
+        for _ in range(3):
+            assert m.get(f"/simple/{DIST}/")[0] == 404
     first = _wheel(tmp_path, "1.0.0")
     assert twine(a, token, first).returncode == 0  # A takes it in, B's worker validates it
     assert details(a) in ({}, {first.name: "pending"})  # A keeps it pending until the verdict

@@ -11,7 +11,9 @@ the check's cost follows the number of changes, never the number of projects. Th
 process's own changes drop their pages at once.
 
 Search results and op pages (:meth:`PageCache.keep_result`) draw on every project, so any
-change drops them all, at the same check.
+change drops them all, at the same check. A project's "not found" answer
+(:meth:`PageCache.keep_missing`) goes with its pages: the change that creates the project,
+or validates its first file, names it.
 
 On PostgreSQL ids are handed out when a row is inserted, not when its transaction commits:
 a change can appear below an id already seen. The ids skipped over are remembered and read
@@ -24,13 +26,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
+from typing import Generic, TypeVar
 
 from sqlalchemy import Engine, func, or_, select
 
 __all__ = [
     "FILE_BUDGET",
     "INDEX",
+    "MISSING",
+    "PAGE_BUDGET",
     "RESULTS",
     "RESULT_BUDGET",
     "PageCache",
@@ -103,19 +108,38 @@ RESULT_BUDGET = 16 * 1024 * 1024
 #: least recently used go first.
 FILE_BUDGET = 64 * 1024 * 1024
 
+#: The most bytes of rendered simple pages kept (both content types of each; a project of
+#: ten files weighs about 6 kB, the index of 100,000 projects about 8 MB): past it the
+#: oldest kept go first (the index last), and are rendered again when asked for.
+PAGE_BUDGET = 128 * 1024 * 1024
 
-class PageCache:
+#: The most "not found" answers kept (names asked for that are not listed: made-up names
+#: must not grow the memory of the process); past it the oldest go.
+MISSING = 10_000
+
+#: What a page is kept as (bytes, or answers built from them): only its size is read here.
+P = TypeVar("P", bound=Sized)
+
+
+class PageCache(Generic[P]):
     """Rendered pages and generated files, dropped by :meth:`sync` or :meth:`forget`.
 
-    Files are kept by (project, kind, name), each kind of a project capped separately
-    (``most``: a project's page per base URL the clients use must not crowd out its
-    variants.json files or the reverse), least recently used first out, and all of them
+    Pages are kept by key, both content types of each, within ``page_budget`` bytes, the
+    oldest out first. Files are kept by (project, kind, name), each kind of a project capped
+    separately (``most``: a project's page per base URL the clients use must not crowd out
+    its variants.json files or the reverse), least recently used first out, and all of them
     within :data:`FILE_BUDGET` bytes."""
 
-    def __init__(self, ttl: float, budget: int = FILE_BUDGET) -> None:
+    def __init__(
+        self, ttl: float, budget: int = FILE_BUDGET, page_budget: int = PAGE_BUDGET
+    ) -> None:
         self.ttl = ttl
         self.budget = budget
-        self._pages: dict[str, tuple[object, bytes, bytes]] = {}
+        self.page_budget = page_budget
+        # key -> (serial, html, json), oldest kept first; and their bytes in all
+        self._pages: dict[str, tuple[object, P, P]] = {}
+        self._page_bytes = 0
+        self._missing: dict[str, object] = {}  # project -> its "not found" answer
         # project -> (kind, name) -> bytes, least recently used first; and every file's size
         self._files: dict[str, OrderedDict[tuple[str, str], bytes]] = {}
         self._lru: OrderedDict[tuple[str, str, str], int] = OrderedDict()
@@ -162,6 +186,8 @@ class PageCache:
                 with self._store:
                     self._generation = newest
                     self._pages.clear()  # rendered before the first look, or changes lost
+                    self._page_bytes = 0
+                    self._missing.clear()
                     self._files.clear()
                     self._lru.clear()
                     self._bytes = 0
@@ -177,7 +203,7 @@ class PageCache:
                     for _, project in changes:
                         self._drop(project)
                     if changes:
-                        self._pages.pop(INDEX, None)
+                        self._drop_page(INDEX)
                         self._clear_results()
                 now = time.monotonic()
                 for change_id in got:
@@ -198,13 +224,37 @@ class PageCache:
         self._checked = time.monotonic()
 
     def _drop(self, project: str) -> None:
-        self._pages.pop(project, None)
+        self._drop_page(project)
+        self._missing.pop(project, None)
         for kind, name in self._files.pop(project, {}):
             self._bytes -= self._lru.pop((project, kind, name), 0)
 
-    def get(self, key: str) -> tuple[bytes, bytes] | None:
+    def _drop_page(self, key: str) -> None:
+        gone = self._pages.pop(key, None)
+        if gone is not None:
+            self._page_bytes -= len(gone[1]) + len(gone[2])
+
+    def get(self, key: str) -> tuple[P, P] | None:
+        """The page kept under ``key`` (no lock: one dict read), HTML and JSON."""
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], hit[2])
+
+    def get_missing(self, project: str) -> object:
+        """The "not found" answer kept for ``project`` by :meth:`keep_missing`, or None."""
+        return self._missing.get(project)
+
+    def keep_missing(self, project: str, answer: object, *, seen: object) -> None:
+        """Keep the answer for a project that is not listed (none of that name, or none of
+        its files validated), dropped with its pages when a change names it; as
+        :meth:`keep` does, only when no check moved the generation since ``seen``. Past
+        :data:`MISSING` of them the oldest go."""
+        with self._store:
+            if seen != self._generation or seen is None:
+                return
+            self._missing.pop(project, None)
+            self._missing[project] = answer
+            while len(self._missing) > MISSING:
+                del self._missing[next(iter(self._missing))]
 
     def get_file(self, project: str, filename: str, kind: str = "file") -> bytes | None:
         """A file of ``kind`` generated for ``project`` (a release's variants.json, a
@@ -255,15 +305,21 @@ class PageCache:
         """Read before rendering a page, handed back to ``keep``."""
         return self._generation
 
-    def keep(
-        self, key: str, serial: object, html: bytes, js: bytes, *, seen: object
-    ) -> tuple[bytes, bytes]:
+    def keep(self, key: str, serial: object, html: P, js: P, *, seen: object) -> tuple[P, P]:
         """Keep a page rendered at ``serial``, unless a check moved the generation since
         the render began (``seen``): the page may predate a change the check already
-        handled, so it is served once and not kept."""
+        handled, so it is served once and not kept. Past ``page_budget`` bytes the oldest
+        pages go, the index last."""
+        size = len(html) + len(js)
         with self._store:
-            if seen == self._generation and seen is not None:
-                self._pages[key] = (serial, html, js)
+            if seen != self._generation or seen is None or size > self.page_budget:
+                return html, js
+            self._drop_page(key)
+            self._pages[key] = (serial, html, js)
+            self._missing.pop(key, None)
+            self._page_bytes += size
+            while self._page_bytes > self.page_budget:
+                self._drop_page(next((k for k in self._pages if k != INDEX), INDEX))
         return html, js
 
     def get_result(self, key: tuple[object, ...]) -> tuple[object, bytes] | None:
@@ -295,5 +351,5 @@ class PageCache:
         search result and op page)."""
         with self._store:
             self._drop(key)
-            self._pages.pop(INDEX, None)
+            self._drop_page(INDEX)
             self._clear_results()

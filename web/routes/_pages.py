@@ -22,10 +22,11 @@ from opmarket.web.catalog._models import FileStatus
 from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.catalog._showcase import readme_html
 from opmarket.web.routes._results import (
-    cached_package,
     cached_result,
     cached_search,
+    kept_package,
     look_at_changes,
+    package_details,
 )
 
 __all__ = ["router"]
@@ -141,15 +142,19 @@ async def package(name: str, request: Request) -> HTMLResponse:
     page = state.pages.get_file(normalized, key, kind="page")
     if page is not None:
         return HTMLResponse(page)
-    details = await cached_package(state, normalized)  # the JSON API's, kept alike
-    if details is None:
-        return _render(request, "missing.html", 404, what=f"package {name}")
-    return await run_in_threadpool(_package, state, request, details, key, seen)
+    details = kept_package(state, normalized)  # the JSON API's, kept alike
+    return await run_in_threadpool(_package, state, request, name, details, key=key, seen=seen)
 
 
 def _package(
-    state: AppState, request: Request, details: bytes, key: str, seen: object
+    state: AppState, request: Request, name: str, details: bytes | None, *, key: str, seen: object
 ) -> HTMLResponse:
+    """The page from the project's details (read first when they are not kept: one
+    crossing to a thread for a page not kept, not two)."""
+    if details is None:
+        details = package_details(state, str(canonicalize_name(name)))
+    if details is None:
+        return _render(request, "missing.html", 404, what=f"package {name}")
     found = PackageDetail.model_validate_json(details)
     readme = readme_html(state.storage, found.readme_sha256)
     page = _render(request, "package.html", p=found, readme=Markup(readme))

@@ -28,7 +28,15 @@ from opmarket.web.catalog._catalog import (
 from opmarket.web.catalog._search import SearchQuery
 from opmarket.web.routes._cache import read_changes
 
-__all__ = ["cached_package", "cached_result", "cached_search", "json_body", "look_at_changes"]
+__all__ = [
+    "cached_package",
+    "cached_result",
+    "cached_search",
+    "json_body",
+    "kept_package",
+    "look_at_changes",
+    "package_details",
+]
 
 log = logging.getLogger("opmarket.web")
 M = TypeVar("M", bound=BaseModel)
@@ -98,7 +106,9 @@ async def cached_search(
 DETAILS = "details"
 
 
-def _package(state: AppState, normalized: str) -> bytes | None:
+def package_details(state: AppState, normalized: str) -> bytes | None:
+    """The JSON of the project ``normalized``'s details (None: no such project), read from
+    the database and kept (blocking: in a worker thread)."""
     seen = state.pages.generation  # before reading: a change after it is not kept
     with state.db.session() as session:
         found = get_package(session, normalized)
@@ -113,7 +123,12 @@ async def cached_package(state: AppState, name: str) -> bytes | None:
     it changes."""
     normalized = str(canonicalize_name(name))
     await look_at_changes(state)
-    body = state.pages.get_file(normalized, "", kind=DETAILS)
+    body = kept_package(state, normalized)
     if body is None:
-        body = await run_in_threadpool(_package, state, normalized)
+        body = await run_in_threadpool(package_details, state, normalized)
     return body
+
+
+def kept_package(state: AppState, normalized: str) -> bytes | None:
+    """The JSON of the project ``normalized``'s details if it is kept, else None."""
+    return state.pages.get_file(normalized, "", kind=DETAILS)

@@ -1,35 +1,40 @@
 """The simple repository API as pip, uv and twine use it: PEP 503 HTML and PEP 691 JSON,
 API version 1.1 (PEP 700), PEP 658/714 core metadata, PEP 592 yanking. Only validated files
-are listed; pages are rendered once per change of their project (its serial)."""
+are listed; pages are rendered once per change of their project (its serial), and so is the
+answer for a name that is not listed. A kept page is answered by :class:`KeptPages`, in
+front of the routes: the route's work (matching, parameters, a response object) costs
+several times the page's own."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import html
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, defer
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opmarket.registry._metadata import version_key
-from opmarket.web._errors import HTTPError
+from opmarket.web._errors import HTTPError, error_response
 from opmarket.web._state import AppState
 from opmarket.web.catalog._models import File, FileStatus, Project, Release
 from opmarket.web.catalog._queries import listed_projects
 from opmarket.web.routes._cache import INDEX, read_changes
-from opmarket.web.routes._negotiate import HTML, JSON_V1, OFFERED, negotiate
+from opmarket.web.routes._kept import Answer, answer
+from opmarket.web.routes._negotiate import HTML, HTML_V1, JSON_V1, OFFERED, negotiate
 from opmarket.web.routes._upstream import not_here
 from opmarket.web.routes._variant_files import variant_links
 
-__all__ = ["API_VERSION", "file_url", "router"]
+__all__ = ["API_VERSION", "KeptPages", "file_url", "router"]
 
 API_VERSION = "1.1"
 router = APIRouter(tags=["simple"])
@@ -48,18 +53,20 @@ def _when(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _answer(request: Request, body: bytes, content_type: str) -> Response:
+def _answer(request: Request, pages: tuple[Answer, Answer], chosen: str) -> Response:
     """The page, or 304 when the client's copy (If-None-Match) is current."""
-    etag = f'"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
-    headers = {"Vary": "Accept", "Cache-Control": "max-age=60", "ETag": etag}
-    if etag in request.headers.get("if-none-match", ""):
-        return Response(status_code=304, headers=headers)
-    media = f"{content_type}; charset=utf-8" if content_type == HTML else content_type
-    return Response(body, media_type=media, headers=headers)
+    page = pages[1] if chosen == JSON_V1 else pages[0]
+    return page.response(chosen, request.headers.get("if-none-match", ""))
+
+
+#: The content type for each Accept header seen (clients send a few different ones).
+_negotiated: Callable[[str | None], str | None] = functools.lru_cache(maxsize=256)(negotiate)
 
 
 def _chosen(request: Request) -> str:
-    chosen = negotiate(request.headers.get("accept"), request.query_params.get("format"))
+    fmt = request.query_params.get("format")
+    accept = request.headers.get("accept")
+    chosen = negotiate(accept, fmt) if fmt else _negotiated(accept)
     if chosen is None:
         raise HTTPError(
             406, "not-acceptable", "acceptable here: " + ", ".join(OFFERED), {"Vary": "Accept"}
@@ -80,7 +87,7 @@ def _sync(state: AppState) -> None:
     state.pages.sync(*read_changes(state.db.engine))
 
 
-async def _cached(state: AppState, key: str) -> tuple[bytes, bytes] | None:
+async def _cached(state: AppState, key: str) -> tuple[Answer, Answer] | None:
     if state.pages.due():
         try:
             await run_in_threadpool(_sync, state)
@@ -100,10 +107,14 @@ async def index(request: Request) -> Response:
     pages = await _cached(state, INDEX)
     if pages is None:
         pages = await run_in_threadpool(_index_pages, state)
-    return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
+    return _answer(request, pages, chosen)
 
 
-def _index_pages(state: AppState) -> tuple[bytes, bytes]:
+def _pair(html_page: str, doc: object) -> tuple[Answer, Answer]:
+    return answer(html_page.encode(), HTML, HTML_V1), answer(json.dumps(doc).encode(), JSON_V1)
+
+
+def _index_pages(state: AppState) -> tuple[Answer, Answer]:
     seen = state.pages.generation
     with state.db.engine.connect() as conn:
         count, total = conn.execute(_GENERATION).one()
@@ -118,9 +129,7 @@ def _index_pages(state: AppState) -> tuple[bytes, bytes]:
         f'content="{API_VERSION}"><title>Simple index</title></head>\n<body>\n'
         f"{links}</body></html>\n"
     )
-    return state.pages.keep(
-        INDEX, (int(count), int(total)), page.encode(), json.dumps(doc).encode(), seen=seen
-    )
+    return state.pages.keep(INDEX, (int(count), int(total)), *_pair(page, doc), seen=seen)
 
 
 @router.get("/simple/{project}/", summary="One project's files (PEP 503 / 691 / 700)")
@@ -132,44 +141,58 @@ async def project_page(project: str, request: Request) -> Response:
     normalized = str(canonicalize_name(project))
     pages = await _cached(state, normalized)
     if pages is None:
+        missing = state.pages.get_missing(normalized)
+        if isinstance(missing, HTTPError):  # a new one: a raised one collects tracebacks
+            raise HTTPError(missing.status, missing.code, missing.message, missing.headers)
         pages = await run_in_threadpool(_project_pages, state, normalized)
-    return _answer(request, pages[1] if chosen == JSON_V1 else pages[0], chosen)
+    return _answer(request, pages, chosen)
 
 
-#: File columns the simple pages never read (loading them would parse the JSON of every
-#: file), as loader options built once: built on every miss they cost more than they save.
-_UNSHOWN = tuple(defer(c, raiseload=True) for c in (File.log, File.result, File.opset, File.gpu))
+class _Shown(NamedTuple):
+    """The columns of a validated file that the simple pages show."""
+
+    id: int
+    filename: str
+    sha256: str
+    requires_python: str
+    metadata_sha256: str
+    yanked: bool
+    yanked_reason: str
+    size: int
+    uploaded: datetime
+    validated: datetime | None
+    variant: dict[str, Any] | None
 
 
-def _project_pages(state: AppState, normalized: str) -> tuple[bytes, bytes]:
+#: One query, built once (built on every miss it cost more CPU than running it): the
+#: project (a row even without releases) with the shown columns of its validated files,
+#: plain rows, no objects.
+_PROJECT_FILES = (
+    select(Project.serial, Release.version, *(getattr(File, c) for c in _Shown._fields))
+    .select_from(Project)
+    .outerjoin(Release, Release.project_id == Project.id)
+    .outerjoin(File, and_(File.release_id == Release.id, File.status == FileStatus.VALIDATED))
+    .where(Project.normalized == bindparam("normalized"))
+    .order_by(File.filename)
+)
+
+
+def _project_pages(state: AppState, normalized: str) -> tuple[Answer, Answer]:
     seen = state.pages.generation
-    # One query: the project (a row even without releases) with its validated files, and
-    # none of the columns the pages do not show (the validation's log and result).
-    release = and_(Release.project_id == Project.id)
-    validated = and_(File.release_id == Release.id, File.status == FileStatus.VALIDATED)
-    with state.db.engine.connect() as conn, Session(bind=conn) as session:
-        rows = (
-            session.execute(
-                select(Project.serial, File, Release.version)
-                .select_from(Project)
-                .outerjoin(Release, release)
-                .outerjoin(File, validated)
-                .where(Project.normalized == normalized)
-                .order_by(File.filename)
-                .options(*_UNSHOWN)
-            )
-            .tuples()
-            .all()
-        )
-    if not rows:
-        raise not_here(state.settings, normalized)  # 404, or 307 to the upstream
-    files = [(f, version) for _, f, version in rows if f is not None]
-    if not files:
-        raise HTTPError(404, "not-found", f"no validated files for {normalized!r}")
-    return state.pages.keep(normalized, rows[0][0], *_render(normalized, files), seen=seen)
+    with state.db.engine.connect() as conn:
+        rows = conn.execute(_PROJECT_FILES, {"normalized": normalized}).all()
+    files = [(_Shown._make(row[2:]), str(row.version)) for row in rows if row.id is not None]
+    if files:
+        return state.pages.keep(normalized, rows[0].serial, *_render(normalized, files), seen=seen)
+    if rows:
+        missing = HTTPError(404, "not-found", f"no validated files for {normalized!r}")
+    else:
+        missing = not_here(state.settings, normalized)  # 404, or 307 to the upstream
+    state.pages.keep_missing(normalized, missing, seen=seen)
+    raise missing
 
 
-def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
+def _render(name: str, rows: Sequence[tuple[_Shown, str]]) -> tuple[Answer, Answer]:
     entries: list[dict[str, object]] = []
     links: list[str] = []
     versions: set[str] = set()
@@ -209,4 +232,52 @@ def _render(name: str, rows: Sequence[tuple[File, str]]) -> tuple[bytes, bytes]:
         f'content="{API_VERSION}"><title>Links for {html.escape(name)}</title></head>\n'
         f"<body>\n<h1>Links for {html.escape(name)}</h1>\n{''.join(links)}</body></html>\n"
     )
-    return page.encode(), json.dumps(doc).encode()
+    return _pair(page, doc)
+
+
+class KeptPages:
+    """ASGI middleware: ``GET /simple/`` and ``GET /simple/<name>/`` answered from the page
+    cache, with the answers the routes keep (the same bytes and headers), when the page, or
+    the name's "not found", is kept and the change log is not due for a look. Anything else
+    (a query string, nothing acceptable, a page not kept, the log due) goes on to the
+    routes, which read the log and render."""
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
+            kept = self._kept(scope)
+            if kept is not None:
+                await kept(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _kept(self, scope: Scope) -> Response | None:
+        path: str = scope["path"]
+        if not path.startswith("/simple/") or scope.get("root_path") or self.state.pages.due():
+            return None
+        if path == "/simple/":
+            key = INDEX
+        else:
+            name = path[len("/simple/") : -1]
+            if not path.endswith("/") or not _PROJECT_NAME.fullmatch(name):
+                return None
+            key = str(canonicalize_name(name))
+        accept = if_none_match = None  # the first of each, as the routes read them
+        for header, value in scope["headers"]:
+            if header == b"accept" and accept is None:
+                accept = value.decode("latin-1")
+            elif header == b"if-none-match" and if_none_match is None:
+                if_none_match = value.decode("latin-1")
+        chosen = _negotiated(accept)
+        if chosen is None:
+            return None
+        pages = self.state.pages.get(key)
+        if pages is not None:
+            page = pages[1] if chosen == JSON_V1 else pages[0]
+            return page.response(chosen, if_none_match or "")
+        missing = self.state.pages.get_missing(key) if key else None
+        if isinstance(missing, HTTPError):
+            return error_response(missing.status, missing.code, missing.message, missing.headers)
+        return None

@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Request, Response
 from packaging.utils import canonicalize_name
@@ -60,11 +60,25 @@ def _published_order() -> tuple[Any, Any]:
     return File.validated.asc().nulls_last(), File.id.asc()
 
 
-def _published(f: File) -> tuple[bool, datetime, int]:
+class Published(Protocol):
+    """What a release's variants are merged from: a validated file's row (a
+    :class:`~opmarket.web.catalog._models.File`, or the columns the simple pages read)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def filename(self) -> str: ...
+    @property
+    def validated(self) -> datetime | None: ...
+    @property
+    def variant(self) -> dict[str, Any] | None: ...
+
+
+def _published(f: Published) -> tuple[bool, datetime, int]:
     return (f.validated is None, f.validated or datetime.min, f.id)
 
 
-def release_variants(name: str, rows: Sequence[tuple[File, str]]) -> dict[str, VariantsFile]:
+def release_variants(name: str, rows: Sequence[tuple[Published, str]]) -> dict[str, VariantsFile]:
     """The variants.json of each release among ``rows`` (validated files and their
     versions) that has variant wheels, by version; each merged in the order they were
     published (validated), so a later wheel never changes what a label meant."""
@@ -112,7 +126,7 @@ def merged(name: str, version: str, items: list[tuple[str, dict[str, Any]]]) -> 
 
 
 def variant_links(
-    project: str, rows: Sequence[tuple[File, str]]
+    project: str, rows: Sequence[tuple[Published, str]]
 ) -> tuple[str, list[dict[str, Any]]]:
     """The simple pages' entries for the variants.json files of ``rows``: HTML anchors and
     PEP 691 file objects (same URL and sha256)."""
