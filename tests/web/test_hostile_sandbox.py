@@ -277,6 +277,7 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         env=env,
     )
     wheel = hostile["memory"]  # runs a few seconds: long enough to be killed in the middle
+    others = processes_with("/input/probe.py")  # other tests' servers' started sandboxes
     server, url = _serve(data, env)
     worker = None
     try:
@@ -296,7 +297,7 @@ def test_a_killed_servers_job_is_taken_over_and_its_sandbox_is_gone(
         server.send_signal(signal.SIGKILL)
         server.wait()
         killed = time.monotonic()
-        wait_for(lambda: not processes_with("/input/probe.py"), timeout=10)
+        wait_for(lambda: not processes_with("/input/probe.py", besides=others), timeout=10)
         orphans_gone_s = time.monotonic() - killed
         with sqlite3.connect(data / "opmarket.sqlite3") as db:
             assert db.execute("SELECT status FROM jobs").fetchall() == [("running",)]

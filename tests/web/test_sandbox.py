@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,11 +55,13 @@ def run(code: str, **limits: object) -> Outcome:
     )
 
 
-def processes_with(marker: str) -> list[int]:
-    """Host pids of the interpreters whose command line holds ``marker``."""
+def processes_with(marker: str, *, besides: Collection[int] = ()) -> list[int]:
+    """Host pids of the interpreters whose command line holds ``marker``, less those in
+    ``besides`` (taken before a test starts its own: every validation worker of another
+    test's server keeps a sandbox started ahead, its ``/input/probe.py`` waiting)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) in besides:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")

@@ -179,6 +179,7 @@ def test_a_worker_starts_its_first_uploads_sandbox_before_the_upload(
     serving_only: Market, wheels: Wheels
 ) -> None:
     market = serving_only
+    others = processes_with("/input/probe.py")  # other tests' servers' started sandboxes
     worker = subprocess.Popen(
         [OPMARKET, "worker", "--data", str(market.data)],
         stdout=subprocess.DEVNULL,
@@ -187,7 +188,7 @@ def test_a_worker_starts_its_first_uploads_sandbox_before_the_upload(
     )
     try:
         # Nothing uploaded yet: its thread's sandbox is started and waits for a job.
-        wait_for(lambda: processes_with("/input/probe.py"))
+        wait_for(lambda: processes_with("/input/probe.py", besides=others))
         assert twine(market, market.tokens["alice"], wheels.double_1_0).returncode == 0
         entry = market.wait_for("opm-double", wheels.double_1_0.name)
         assert entry["status"] == "validated", entry["log"]
@@ -195,4 +196,5 @@ def test_a_worker_starts_its_first_uploads_sandbox_before_the_upload(
         worker.terminate()
         _, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
-    wait_for(lambda: not processes_with("/input/probe.py"), timeout=10)  # gone with it
+    # gone with it
+    wait_for(lambda: not processes_with("/input/probe.py", besides=others), timeout=10)
