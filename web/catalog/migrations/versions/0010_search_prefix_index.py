@@ -5,12 +5,6 @@ the row of every match to check it again (the tsvector's GIN index does not say 
 are exact): 20-30 ms to count 19,000 matches at 100,000 projects. ``opmarket_prefixes(search)
 @> ARRAY['conv']`` is exact, so a count reads the index (and the visibility map) only.
 
-The summaries are never scanned in parallel (``parallel_workers = 0``): the planner costs
-the function in the scan's recheck (which exact matches never run) and, the scan looking
-dear, counted 19,000 matches with two parallel workers: 74-83 ms on the busy 2-core
-machine, against 24-35 ms in one process. A catalog's queries read a page or count an
-index; workers only add their start and their contention.
-
 SQLite: nothing changes (its FTS5 table keeps prefixes since 0009).
 
 Revision ID: 0010
@@ -38,7 +32,6 @@ _POSTGRESQL = [
     f"generate_series(1, least(char_length(word), {LONGEST})) AS n $$",
     "CREATE INDEX ix_project_summaries_prefixes ON project_summaries "
     "USING GIN (opmarket_prefixes(search))",
-    "ALTER TABLE project_summaries SET (parallel_workers = 0)",
 ]
 
 
@@ -50,6 +43,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("ALTER TABLE project_summaries RESET (parallel_workers)")
         op.execute("DROP INDEX ix_project_summaries_prefixes")
         op.execute("DROP FUNCTION opmarket_prefixes(tsvector)")
