@@ -133,9 +133,7 @@ def show_plans(url: str) -> None:
             query = SearchQuery(**dict(zip(fields, args, strict=True)))
             search_packages(session, query, limit=50)
             prefix = "EXPLAIN QUERY PLAN " if url.startswith("sqlite") else "EXPLAIN "
-            # The EXPLAINs below are captured too. The last two are the count and the page
-            # (before them: PostgreSQL's reading of the words, the size of a status).
-            ran = list(seen)[-2:]
+            ran = list(seen)  # the EXPLAINs below are captured too
             for (statement, params), what in zip(ran, ("count", "page"), strict=True):
                 with db.engine.connect() as conn:
                     plan = conn.exec_driver_sql(prefix + statement, params).all()

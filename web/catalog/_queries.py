@@ -18,13 +18,10 @@ from datetime import datetime
 
 from packaging.utils import canonicalize_name
 from sqlalchemy import (
-    ARRAY,
     ColumnElement,
     Connection,
     Integer,
-    Text,
     and_,
-    bindparam,
     delete,
     func,
     insert,
@@ -143,14 +140,11 @@ def refresh_summary(session: Session | Connection, project_id: int) -> None:
         )
 
 
-def _tsquery(words: list[str]) -> str:
-    return " & ".join(f"{w}:*" for w in words)
-
-
 def _text_match(dialect: str, words: list[str], *, scan: bool = False) -> ColumnElement[bool]:
     if dialect == "postgresql":
+        query = " & ".join(f"{w}:*" for w in words)
         return literal_column("project_summaries.search").op("@@")(
-            func.to_tsquery(literal_column("'simple'"), _tsquery(words))
+            func.to_tsquery(literal_column("'simple'"), query)
         )
     match = " ".join(f'"{w}"*' for w in words)
     rowids = (
@@ -160,30 +154,6 @@ def _text_match(dialect: str, words: list[str], *, scan: bool = False) -> Column
     )
     # Scanning in name order, "+ 0" keeps SQLite from reading the matches by rowid first.
     return (S.project_id + 0 if scan else S.project_id).in_(rowids)
-
-
-#: The longest prefix PostgreSQL's index of prefixes keeps (migration 0010).
-LONGEST_PREFIX = 12
-_PREFIX = re.compile(r"'([^']+)':\*")
-
-
-def _prefix_match(session: Session, words: list[str]) -> ColumnElement[bool] | None:
-    """On PostgreSQL, the text match of ``words`` in the index of prefixes (migration
-    0010), which counts without reading rows: when PostgreSQL reads the words as prefixes
-    joined by ``&``, each at most :data:`LONGEST_PREFIX` characters (the same rows as
-    ``search @@ query`` then, by construction), else None (its parser made something else
-    of a word: a phrase, say)."""
-    query = func.to_tsquery(literal_column("'simple'"), _tsquery(words))
-    parsed = str(session.scalar(select(query.cast(Text))) or "")
-    prefixes = []
-    for part in parsed.split(" & "):
-        found = _PREFIX.fullmatch(part)
-        if found is None or len(found[1]) > LONGEST_PREFIX:
-            return None
-        prefixes.append(found[1])
-    return func.opmarket_prefixes(literal_column("project_summaries.search")).op("@>")(
-        bindparam("prefixes", prefixes, type_=ARRAY(Text))
-    )
 
 
 def _kernel_conditions(device: str, dtype: str) -> list[ColumnElement[bool]]:
@@ -258,11 +228,6 @@ def search(
         filters.append(S.status == status)
     words = search_words(q)
     text_match = [_text_match(dialect, words)] if words else []
-    if dialect == "postgresql" and words:
-        # Counts read the index of prefixes alone; pages keep the tsvector's filter, which
-        # PostgreSQL tests row by row in name order when words are broad (cheap there).
-        exact = _prefix_match(session, words)
-        text_match = text_match if exact is None else [exact]
     kernels = device or dtype
     may_cap = bool(filters or (words and kernels))
     by_status = (
