@@ -260,3 +260,54 @@ def test_a_write_transaction_on_sqlite_holds_the_lock_from_its_first_read(tmp_pa
     finally:
         other.close()
         db.dispose()
+
+
+def test_migration_0009_indexes_every_prefix_of_a_catalog_made_before_it(tmp_path: Path) -> None:
+    """A catalog searched through 0006's index (prefixes of 2 and 3 characters) finds the
+    same after 0009 (prefixes of 1 to 12), and what is written after it is found too."""
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from opmarket.web.catalog._catalog import search_packages
+    from opmarket.web.catalog._queries import refresh_summary
+    from opmarket.web.catalog._search import SearchQuery
+    from opmarket.web.catalog._seed import seed
+
+    db = Database(f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    def found(queries: list[str]) -> list[list[str]]:
+        with db.session() as session:
+            return [
+                [p.normalized for p in search_packages(session, SearchQuery(q=q)).packages]
+                for q in queries
+            ]
+
+    def table_sql() -> str:
+        with db.engine.connect() as conn:
+            return str(
+                conn.execute(
+                    sa.text("SELECT sql FROM sqlite_master WHERE name = 'project_search'")
+                ).scalar()
+            )
+
+    to("0008")
+    seed(db, 120, random_seed=3)
+    queries = ["a", "co", "conv", "vision gemm", "atten", "flashgemm", "12", "nosuch"]
+    before = found(queries)
+    assert "prefix='2 3'" in table_sql() and any(before) and not all(before)
+    to("head")
+    assert "prefix='1 2 3 4 5 6 7 8 9 10 11 12'" in table_sql()
+    assert found(queries) == before
+    with db.transaction() as session:  # the triggers of 0006 keep the new table
+        session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
+        refresh_summary(session, 1)
+    assert len(found(["zanzib"])[0]) == 1 and found(["zanzibar k"]) == found(["zanzib"])
+    db.dispose()

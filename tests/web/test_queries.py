@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from opmarket.web.catalog._models import (
     FileStatus,
     OpEntry,
     Project,
+    ProjectKernel,
     ProjectSummary,
     Release,
 )
@@ -384,3 +386,82 @@ def test_words_with_kernel_filters_count_what_their_pages_list(
         )
         capped = search(session, SearchQuery(q=word, device=device, dtype=dtype), limit=1000)
         assert (capped.total, capped.capped) == (5, True) and len(capped.rows) > 5
+
+
+def _scan(rows: list[ProjectSummary], q: str, status: str) -> list[str]:
+    """What a search finds, by reading every summary: each word of ``q`` starts a word
+    (a run of letters and digits) of the name, summary or ops."""
+    words = search_words(q)
+    found = []
+    for row in rows:
+        text_words = re.findall(r"[^\W_]+", f"{row.name} {row.summary} {row.ops}".lower())
+        if status and row.status != status:
+            continue
+        if all(any(t.startswith(w) for t in text_words) for w in words):
+            found.append(row.normalized)
+    return sorted(found)
+
+
+_QUERIES = [
+    *SEED_WORDS[:8],
+    *(w[:n] for w in SEED_WORDS[8:16] for n in (1, 2, 3)),
+    "vision>flash",
+    "Vision>Embed",
+    "gemm norm",
+    "conv 1",
+    "7",
+    "%",
+    "_",
+    "co%",
+    "c_nv",
+    "'",
+    "o'conv",
+    '"conv"',
+    "conv*",
+    "ünïcode",
+    "νόρμα",
+    "",
+    "nosuchword",
+]
+
+
+@pytest.mark.parametrize("status", ["", "rejected", "validated", "pending"])
+@pytest.mark.parametrize("status_scan", [0, 10**9])
+def test_searches_find_what_a_scan_of_every_project_finds(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch, status: str, status_scan: int
+) -> None:
+    """Every plan (a status's index read in name order, or each text match looked up)
+    lists what reading every summary lists, for words, prefixes of 1-3 characters,
+    SQL's wildcards and quotes, and letters outside ASCII."""
+    monkeypatch.setattr(_queries, "STATUS_SCAN", status_scan)
+    with seeded.session() as session:
+        rows = list(session.scalars(select(ProjectSummary)).all())
+        for q in _QUERIES:
+            found = search(session, SearchQuery(q=q, status=status), limit=1000)
+            expected = _scan(rows, q, status)
+            assert (found.total, [r.normalized for r in found.rows]) == (
+                len(expected),
+                expected,
+            ), q
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype"), [("CPU", ""), ("gpu", ""), ("", "half"), ("CPU", "float"), ("GPU", "int8")]
+)
+def test_device_and_dtype_count_each_project_once(
+    seeded: Database, device: str, dtype: str
+) -> None:
+    """A device and dtype search counts the projects its pages list, whether a project has
+    one matching (device, dtype) row or several."""
+    with seeded.session() as session:
+        pairs = session.execute(
+            select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
+        ).all()
+        found = search(session, SearchQuery(device=device, dtype=dtype), limit=1000)
+    expected = {
+        p
+        for p, d, t in pairs
+        if (not device or d == device.upper()) and (not dtype or t == dtype.lower())
+    }
+    assert found.total == len(found.rows) == len(expected) > 0
+    assert {r.project_id for r in found.rows} == expected
