@@ -205,3 +205,24 @@ def test_env_check_describes_a_stripped_cuda_library_as_the_unstripped_one(
         assert [n["detail"] for n in plain["notes"]] == [
             "no GPU visible: its sm_80/sm_90/compute_75 code does not run here"
         ]
+
+
+def test_a_hostile_nv_fatbin_section_is_read_within_the_limits() -> None:
+    """The ``.nv_fatbin`` section the segments agree with is read with the scan's limits:
+    a container of more entries than :data:`MAX_ENTRIES` (each 32 bytes, no payload) is
+    refused, not walked; so are more unaligned magics than :data:`MAX_STRAYS`; a real
+    container after a stretch of padding is still found."""
+    from opmarket.registry._elffile import _Refused
+
+    entry = struct.pack("<HHIQ", 2, 0, 32, 0) + bytes(12) + struct.pack("<I", 80)
+    count = _gpubinary.MAX_ENTRIES + 1
+    many = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 32 * count) + entry * count
+    with pytest.raises(_Refused, match="fatbin entries"):
+        _gpubinary._fatbins(many, set(), set())
+    strays = (bytes(3) + struct.pack("<I", 0xBA55ED50) + bytes(1)) * (MAX_STRAYS + 3)
+    with pytest.raises(_Refused, match="magics that begin no fatbin"):
+        _gpubinary._fatbins(strays, set(), set())
+    sass: set[str] = set()
+    one = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 32) + entry
+    _gpubinary._fatbins(bytes(1 << 20) + one, sass, set())
+    assert sass == {"sm_80"}
