@@ -129,14 +129,21 @@ class _Sandbox:
             os.close(job_r)
             os.close(result_w)  # the reader sees the end once every sandboxed copy is gone
         sandbox = cls(kind, started, job_w, raw, reader, folder)
+        global _EXIT_HOOKED
         with _LOCK:
             _WAITING.add(sandbox)
+            if not _EXIT_HOOKED:  # the first sandbox started: none may outlive the process
+                atexit.register(discard_waiting)
+                _EXIT_HOOKED = True
         return sandbox
 
     def hand_over(self, job: dict[str, Any], files: dict[str, Path]) -> bool:
         """Put ``files`` (names under the inbox: host files) where it reads them, and send
-        it ``job``; False when it ended before it took the job."""
-        with _LOCK:
+        it ``job``; False when it ended before it took the job, or was discarded (the
+        process exiting: :func:`discard_waiting` took it first)."""
+        with _LOCK:  # this thread owns it from here on, or another discards it
+            if self not in _WAITING:
+                return False
             _WAITING.discard(self)
         if not self.started.alive():
             return False
@@ -151,7 +158,9 @@ class _Sandbox:
         except OSError:
             self.discard()  # it would wait for ever for a job that never comes
             raise
-        fd, self.job_w = self.job_w, -1
+        fd = self._job_fd()
+        if fd < 0:
+            return False
         try:
             with os.fdopen(fd, "wb") as pipe:
                 pipe.write(json.dumps(job).encode())
@@ -159,10 +168,17 @@ class _Sandbox:
             return False
         return True
 
+    def _job_fd(self) -> int:
+        """The job pipe's descriptor, now this caller's alone to write or close (-1: another
+        took it), so a descriptor is never closed twice nor written after its close."""
+        with _LOCK:
+            fd, self.job_w = self.job_w, -1
+        return fd
+
     def _close_job(self) -> None:
-        if self.job_w >= 0:
-            os.close(self.job_w)
-            self.job_w = -1
+        fd = self._job_fd()
+        if fd >= 0:
+            os.close(fd)
 
     def path(self, name: str) -> str:
         """Where the sandbox reads the inbox's file ``name``."""
@@ -190,16 +206,18 @@ class _Sandbox:
 
 _WAITING: set[_Sandbox] = set()  # started, not yet handed a job: discarded at exit
 _LOCK = threading.Lock()
+_EXIT_HOOKED = False  # discard_waiting registered with atexit (when the first one started)
 # Each worker thread's next sandbox: its processes die with the thread that started them
 # (bubblewrap's --die-with-parent follows the thread), so only that thread uses it.
 _NEXT = threading.local()
 
 
-@atexit.register
 def discard_waiting() -> None:
-    """Discard every started sandbox that no job has used yet."""
+    """Discard every started sandbox that no job has used yet (a hand-over racing this one
+    finds its sandbox gone and says so: it never writes to a closed pipe)."""
     with _LOCK:
         waiting = list(_WAITING)
+        _WAITING.clear()
     for sandbox in waiting:
         sandbox.discard()
 
