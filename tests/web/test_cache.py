@@ -86,6 +86,34 @@ def test_a_change_committed_below_an_id_already_seen_is_not_missed() -> None:
     assert log.reads == ["last"]  # and is no longer
 
 
+def test_an_answer_rendered_before_a_late_change_is_not_kept_after_it() -> None:
+    """A check that only reads a change committed below the newest id seen (PostgreSQL)
+    leaves the newest id as it was: the generation moves all the same, so a "not found"
+    (or a page, a file, a result) read before that commit is not kept after it."""
+    log, cache = Log(), PageCache(ttl=0)
+    log.add("a")
+    cache.sync(log.last, log.after)
+    late = log.add("b", hidden=True)  # id 2 creates "b", its transaction still open
+    log.add("c")  # id 3 commits first
+    cache.sync(log.last, log.after)
+    seen = cache.generation  # a request reads "b": not listed yet...
+    log.hidden.discard(late)  # ..."b" commits, and a check reads the late change
+    cache.sync(log.last, log.after)
+    assert cache.generation != seen
+    cache.keep_missing("b", "no b", seen=seen)
+    cache.keep("b", 1, b"old", b"old", seen=seen)
+    cache.keep_file("b", "page", b"old", seen=seen, kind="page")
+    cache.keep_result(("search",), "old", b"old", seen=seen)
+    assert cache.get_missing("b") is None and cache.get("b") is None
+    assert cache.get_file("b", "page", kind="page") is None
+    assert cache.get_result(("search",)) is None
+    log.reads.clear()
+    cache.sync(log.last, log.after)  # nothing new: the generation stays, answers are kept
+    assert log.reads == ["last"]
+    cache.keep_missing("d", "no d", seen=cache.generation)
+    assert cache.get_missing("d") == "no d"
+
+
 def test_a_page_rendered_across_a_check_is_not_kept() -> None:
     log, cache = Log(), PageCache(ttl=0)
     log.add("a")

@@ -18,7 +18,8 @@ or validates its first file, names it.
 On PostgreSQL ids are handed out when a row is inserted, not when its transaction commits:
 a change can appear below an id already seen. The ids skipped over are remembered and read
 again at each check until they show up (or for a minute, after which they belonged to
-transactions that rolled back).
+transactions that rolled back). A check that reads one moves the generation as any other
+does: a page, or a "not found", rendered before the late change is never kept after it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "FILE_BUDGET",
     "INDEX",
     "MISSING",
+    "NAME_MOST",
     "PAGE_BUDGET",
     "RESULTS",
     "RESULT_BUDGET",
@@ -117,6 +119,11 @@ PAGE_BUDGET = 128 * 1024 * 1024
 #: must not grow the memory of the process); past it the oldest go.
 MISSING = 10_000
 
+#: The longest project name the catalog holds (``projects.normalized`` is String(200)): the
+#: "not found" of a longer name is answered, never kept (made-up names of any length must not
+#: grow the memory of the process; its message, and a 307's Location, repeat the name).
+NAME_MOST = 200
+
 #: What a page is kept as (bytes, or answers built from them): only its size is read here.
 P = TypeVar("P", bound=Sized)
 
@@ -149,6 +156,9 @@ class PageCache(Generic[P]):
         self._result_bytes = 0
         self._checked = float("-inf")
         self._generation: int | None = None  # the newest change seen
+        # Moves at every check that drops anything (a late change below the newest id too):
+        # what keep* compare a render's ``seen`` with.
+        self._version: int | None = None
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
         self._lock = threading.Lock()  # one sync at a time
         # Held while the generation moves and pages go, and by keep*: a render that began
@@ -185,6 +195,7 @@ class PageCache(Generic[P]):
             if self._generation is None or oldest > self._generation + 1:
                 with self._store:
                     self._generation = newest
+                    self._version = (self._version or 0) + 1
                     self._pages.clear()  # rendered before the first look, or changes lost
                     self._page_bytes = 0
                     self._missing.clear()
@@ -200,6 +211,8 @@ class PageCache(Generic[P]):
                 top = max(got | {seen})
                 with self._store:
                     self._generation = top
+                    if changes:  # a gap filled leaves ``top`` as it was: the version moves
+                        self._version = (self._version or 0) + 1
                     for _, project in changes:
                         self._drop(project)
                     if changes:
@@ -246,10 +259,11 @@ class PageCache(Generic[P]):
     def keep_missing(self, project: str, answer: object, *, seen: object) -> None:
         """Keep the answer for a project that is not listed (none of that name, or none of
         its files validated), dropped with its pages when a change names it; as
-        :meth:`keep` does, only when no check moved the generation since ``seen``. Past
-        :data:`MISSING` of them the oldest go."""
+        :meth:`keep` does, only when no check moved the generation since ``seen``, and not
+        for a name longer than :data:`NAME_MOST`. Past :data:`MISSING` of them the oldest
+        go."""
         with self._store:
-            if seen != self._generation or seen is None:
+            if seen != self._version or seen is None or len(project) > NAME_MOST:
                 return
             self._missing.pop(project, None)
             self._missing[project] = answer
@@ -282,7 +296,7 @@ class PageCache(Generic[P]):
         ``most`` files of this kind for the project, or past the byte budget, the least
         recently used go."""
         with self._store:
-            if seen != self._generation or seen is None or len(body) > self.budget:
+            if seen != self._version or seen is None or len(body) > self.budget:
                 return body
             files = self._files.setdefault(project, OrderedDict())
             self._bytes -= self._lru.pop((project, kind, filename), 0)
@@ -302,8 +316,10 @@ class PageCache(Generic[P]):
 
     @property
     def generation(self) -> object:
-        """Read before rendering a page, handed back to ``keep``."""
-        return self._generation
+        """Read before rendering a page, handed back to ``keep``: it moves at every check
+        that drops anything (None before the first), even one that only read a change
+        committed late, below the newest id seen."""
+        return self._version
 
     def keep(self, key: str, serial: object, html: P, js: P, *, seen: object) -> tuple[P, P]:
         """Keep a page rendered at ``serial``, unless a check moved the generation since
@@ -312,7 +328,7 @@ class PageCache(Generic[P]):
         pages go, the index last."""
         size = len(html) + len(js)
         with self._store:
-            if seen != self._generation or seen is None or size > self.page_budget:
+            if seen != self._version or seen is None or size > self.page_budget:
                 return html, js
             self._drop_page(key)
             self._pages[key] = (serial, html, js)
@@ -334,7 +350,7 @@ class PageCache(Generic[P]):
         change drops every result. Past :data:`RESULTS` of them, or :data:`RESULT_BUDGET`
         bytes of JSON, the oldest go."""
         with self._store:
-            if seen != self._generation or seen is None or len(body) > RESULT_BUDGET:
+            if seen != self._version or seen is None or len(body) > RESULT_BUDGET:
                 return
             old = self._results.pop(key, None)
             self._result_bytes += len(body) - (len(old[1]) if old else 0)

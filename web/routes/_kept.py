@@ -2,7 +2,8 @@
 ETag and the exact headers it is sent with, built once when the page is rendered, so a
 request for a kept page costs no hashing and no header building, and the fast path in
 front of the routes (:class:`~opmarket.web.routes._simple.KeptPages`) sends the very bytes
-the route sends."""
+the route sends. A name that is not listed keeps its answer as plain data
+(:class:`Refusal`), never the exception raised for it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 
 from starlette.responses import Response
 
+from opmarket.web._errors import HTTPError, error_response
 from opmarket.web.routes._negotiate import HTML
 
-__all__ = ["Answer", "KeptResponse", "answer"]
+__all__ = ["Answer", "KeptResponse", "Refusal", "answer"]
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -62,3 +64,29 @@ class KeptResponse(Response):
         self.raw_headers = list(headers)
         self.body = body
         self.background = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An error answer as kept (a name that is not listed: 404, or 307 to the upstream):
+    its status, code, message and headers. Not the exception: one that was raised holds
+    its traceback, and with it every frame of the request that raised it (its rows, the
+    request and its scope); a new one is built for each answer."""
+
+    status: int
+    code: str
+    message: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, error: HTTPError) -> Refusal:
+        """The plain data of ``error`` (copies of its strings: nothing else is kept)."""
+        return cls(error.status, error.code, error.message, tuple(error.headers.items()))
+
+    def error(self) -> HTTPError:
+        """A new exception for this answer, to raise."""
+        return HTTPError(self.status, self.code, self.message, dict(self.headers))
+
+    def response(self) -> Response:
+        """The answer as the error handler sends it for :meth:`error`."""
+        return error_response(self.status, self.code, self.message, dict(self.headers))

@@ -24,12 +24,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opmarket.registry._metadata import version_key
-from opmarket.web._errors import HTTPError, error_response
+from opmarket.web._errors import HTTPError
 from opmarket.web._state import AppState
 from opmarket.web.catalog._models import File, FileStatus, Project, Release
 from opmarket.web.catalog._queries import listed_projects
 from opmarket.web.routes._cache import INDEX, read_changes
-from opmarket.web.routes._kept import Answer, answer
+from opmarket.web.routes._kept import Answer, Refusal, answer
 from opmarket.web.routes._negotiate import HTML, HTML_V1, JSON_V1, OFFERED, negotiate
 from opmarket.web.routes._upstream import not_here
 from opmarket.web.routes._variant_files import variant_links
@@ -142,8 +142,8 @@ async def project_page(project: str, request: Request) -> Response:
     pages = await _cached(state, normalized)
     if pages is None:
         missing = state.pages.get_missing(normalized)
-        if isinstance(missing, HTTPError):  # a new one: a raised one collects tracebacks
-            raise HTTPError(missing.status, missing.code, missing.message, missing.headers)
+        if isinstance(missing, Refusal):
+            raise missing.error()  # a new one: a raised one collects tracebacks
         pages = await run_in_threadpool(_project_pages, state, normalized)
     return _answer(request, pages, chosen)
 
@@ -188,7 +188,7 @@ def _project_pages(state: AppState, normalized: str) -> tuple[Answer, Answer]:
         missing = HTTPError(404, "not-found", f"no validated files for {normalized!r}")
     else:
         missing = not_here(state.settings, normalized)  # 404, or 307 to the upstream
-    state.pages.keep_missing(normalized, missing, seen=seen)
+    state.pages.keep_missing(normalized, Refusal.of(missing), seen=seen)
     raise missing
 
 
@@ -278,6 +278,4 @@ class KeptPages:
             page = pages[1] if chosen == JSON_V1 else pages[0]
             return page.response(chosen, if_none_match or "")
         missing = self.state.pages.get_missing(key) if key else None
-        if isinstance(missing, HTTPError):
-            return error_response(missing.status, missing.code, missing.message, missing.headers)
-        return None
+        return missing.response() if isinstance(missing, Refusal) else None
