@@ -134,3 +134,14 @@ def test_what_authors_write_is_escaped(catalog: Market, tmp_path: Path) -> None:
         assert "<script>" not in page
     readme = catalog.get("/project/opm-xss/")[2].decode().split('<div class="readme">')[1]
     assert ">Read me<" in readme and "<script" not in readme  # rendered, sanitized
+
+
+def test_a_capped_count_reads_as_at_least_that_many() -> None:
+    from opmarket.web.routes._pages import DEVICES, DTYPES, STATUSES, _env
+
+    home = _env.get_template("home.html")
+    common = {"packages": [], "devices": DEVICES, "dtypes": DTYPES, "statuses": STATUSES}
+    capped = home.render(total=1000, capped=True, page=1, pages=2, query="q=conv", **common)
+    assert "1,000+ packages · page 1 of 2+" in capped and 'rel="next"' in capped
+    exact = home.render(total=1234, capped=False, page=1, pages=25, query="", **common)
+    assert "1,234 packages · page 1 of 25<" in exact

@@ -245,6 +245,39 @@ def test_combined_filters_count_up_to_the_limit(
         assert not search(session, SearchQuery(device="CPU"), limit=1).capped  # a cheap count
 
 
+def test_words_alone_count_up_to_the_limit(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search by words alone counts its matches up to COUNT_LIMIT (a broad word's full
+    count reads every match), exactly below it; its pages, by offset and by cursor, go on
+    past the count."""
+    with seeded.session() as session:
+        one = session.scalar(select(ProjectSummary.normalized).order_by(ProjectSummary.name))
+        assert one is not None  # e.g. attention-conv-17: few projects have its words
+        everyone = {
+            w: search(session, SearchQuery(q=w), limit=1000)
+            for w in [*SEED_WORDS, "gemm norm", "vision>flash", one]
+        }
+        assert all(not p.capped and p.total == len(p.rows) for p in everyone.values())
+        monkeypatch.setattr(_queries, "COUNT_LIMIT", 5)
+        for q, exact in everyone.items():
+            found = search(session, SearchQuery(q=q), limit=1000)
+            if exact.total <= 5:
+                assert (found.total, found.capped) == (exact.total, False), q
+            else:
+                assert (found.total, found.capped) == (5, True), q
+            assert found.rows == exact.rows, q  # the pages are whole: only the count stops
+        q, exact = next((q, p) for q, p in everyone.items() if p.total > 12)
+        names = [r.normalized for r in exact.rows]
+        by_offset = search(session, SearchQuery(q=q), offset=6, limit=6)
+        by_cursor = search(session, SearchQuery(q=q), after=names[5], limit=6)
+        last = search(session, SearchQuery(q=q), offset=len(names) - 2, limit=6)
+    assert [r.normalized for r in by_offset.rows] == names[6:12] and by_offset.capped
+    assert [r.normalized for r in by_cursor.rows] == names[6:12] and by_cursor.capped
+    assert [r.normalized for r in last.rows] == names[-2:]
+    assert any(0 < p.total <= 5 for p in everyone.values())  # both sides of the cap were seen
+
+
 def test_op_pages_name_each_provider_with_its_kernels_of_that_op(seeded: Database) -> None:
     with seeded.session() as session:
         name = session.scalars(

@@ -142,8 +142,8 @@ class SearchResult(BaseModel):
     total: int
     offset: int
     packages: list[PackageSummary]
-    # True when total is a lower bound: a search that combines filters (q with device,
-    # dtype or status, say) stops counting at 1,000 matches.
+    # True when total is a lower bound: a search with words (q) or that combines filters
+    # (status with anything, say) stops counting at 1,000 matches; the pages go on.
     capped: bool = False
     # The cursor of the next page (pass it as ``after``): the last package's normalized
     # name when this page is full, else None (this page is the last).
