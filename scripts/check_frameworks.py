@@ -43,18 +43,21 @@ TENSORFLOW_TESTS = (
     "tests/bridges/test_litert.py",
     "tests/bridges/test_litert_native.py",
     "tests/bridges/test_litert_vs_tf.py",
+    "tests/bridges/test_tensorflow_gpu.py",
     "tests/bridges/test_shipped_shims.py",
     "tests/bridges/test_agreement.py",
 )
 JAX_TESTS = (
     "tests/bridges/test_jax.py",
     "tests/bridges/test_jax_checks.py",
+    "tests/bridges/test_jax_cuda.py",
     "tests/bridges/test_shipped_shims.py",
     "tests/bridges/test_agreement.py",
 )
 TORCH_TESTS = (
     "tests/bridges/test_torch.py",
     "tests/bridges/test_torch_native.py",
+    "tests/bridges/test_torch_cuda.py",
     "tests/bridges/test_shipped_shims.py",
 )
 
