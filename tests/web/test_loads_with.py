@@ -128,14 +128,18 @@ def lazy_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _symbols_nowhere(library: bytes) -> bytes:
-    """``library`` (64-bit, little-endian) with its dynamic symbol table placed past the end
-    of the file: its headers read, its symbols do not."""
+    """``library`` (64-bit, little-endian) whose dynamic table says its symbol table
+    (DT_SYMTAB, where the loader finds it) is at an address no loaded segment holds: its
+    headers and needed libraries read, its symbols do not."""
     data = bytearray(library)
-    (table,) = struct.unpack_from("<Q", data, 0x28)
-    size, count = struct.unpack_from("<HH", data, 0x3A)
+    (table,) = struct.unpack_from("<Q", data, 0x28)  # e_shoff
+    size, count = struct.unpack_from("<HH", data, 0x3A)  # e_shentsize, e_shnum
     for at in range(table, table + size * count, size):
-        if struct.unpack_from("<I", data, at + 4)[0] == 11:  # SHT_DYNSYM
-            struct.pack_into("<Q", data, at + 24, 2**40)  # sh_offset
+        if struct.unpack_from("<I", data, at + 4)[0] == 6:  # SHT_DYNAMIC
+            offset, length = struct.unpack_from("<QQ", data, at + 24)
+            for entry in range(offset, offset + length, 16):
+                if struct.unpack_from("<q", data, entry)[0] == 6:  # DT_SYMTAB
+                    struct.pack_into("<Q", data, entry + 8, 2**40)
     return bytes(data)
 
 
@@ -177,7 +181,7 @@ def test_a_library_that_needs_a_missing_symbol_does_not_load_and_says_which(
         # The damaged library is a problem row of its own; the server goes on.
         assert by_library["opm_lazy/_broken.so"]["kind"] == "elf"
         assert by_library["opm_lazy/_broken.so"]["detail"] == (
-            "unreadable ELF file: truncated ELF file: a section or table runs past its end"
+            "unreadable ELF file: DT_SYMTAB at 0x10000000000 lies in no loaded segment of the file"
         )
 
     status, _, body = market.get("/project/opm-lazy/")
