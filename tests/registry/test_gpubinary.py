@@ -154,9 +154,10 @@ def test_a_true_fatbin_is_found_among_magics_that_begin_none(tmp_path: Path) -> 
     assert (code.sass, code.ptx, code.problem) == (("sm_86",), ("compute_80",), "")
 
 
-def test_an_executable_segment_is_not_searched(tmp_path: Path) -> None:
+def test_an_executable_segment_is_searched(tmp_path: Path) -> None:
+    """The runtime registers a fatbin by its address, whichever segment holds it."""
     code = read_device_code(_elf(tmp_path, _fatbin(_entry(2, 86)), flags=_PF_R | _PF_X))
-    assert code == DeviceCode() and not code.problem
+    assert (code.sass, code.problem, code.fatbins) == (("sm_86",), "", ((120, 16 + 72),))
 
 
 def test_a_fatbin_past_its_segment_is_passed_over(tmp_path: Path) -> None:

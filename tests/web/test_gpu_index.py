@@ -27,6 +27,7 @@ from opmarket.web.gpu._checks import MAX_LIBRARIES, capability_number, inspect_g
 from opmarket.web.gpu._tools import cuobjdump_path
 from opmarket.web.wheels._inspect import WheelError, inspect_wheel
 from opmarket.web.wheels._variants import VariantError, split_variant, variants_file
+from tests.registry.envcheck.test_stripped_elf import stripped
 
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .gpu_wheels import (
@@ -192,6 +193,38 @@ def test_static_checks_read_the_library_as_cuobjdump_and_readelf_do(
     assert re.search(r"cuobjdump \d+\.\d+\.\d+", log)
     assert "provided by the dependency nvidia-cuda-runtime" in log
     assert "gpu: not run" in log
+
+
+def _broken_section_table(data: bytes) -> bytes:
+    """``data`` whose section header table says entries of 1 byte: no reader of sections
+    can use it; the loader, which reads none, loads the library."""
+    out = bytearray(data)
+    struct.pack_into("<H", out, 0x3A, 1)  # e_shentsize
+    return bytes(out)
+
+
+@needs_cuobjdump
+@pytest.mark.parametrize("damage", [stripped, _broken_section_table])
+def test_a_gpu_library_without_usable_section_headers_passes_as_doctor_reads_it(
+    gpu_wheels: GpuWheels, tmp_path: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    """cuobjdump reads device code through the section headers and finds none in a library
+    without them, which the loader loads and whose kernels the runtime registers: the step
+    hands cuobjdump the fatbins the ELF reader finds in the segments, as doctor reads them."""
+    library = tmp_path / gpu_wheels.library.name
+    library.write_bytes(damage(gpu_wheels.library.read_bytes()))
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-gpu", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed", found
+    assert found.summary is not None
+    sass, ptx = cuobjdump_lists(gpu_wheels.library)  # the library as built
+    assert (found.summary["sass"], found.summary["ptx"]) == (sass, ptx)
+    code = read_device_code(library)  # what doctor and env-check read
+    assert (list(code.sass), list(code.ptx)) == (sass, ptx) and code.cuda_runtime == 13
+    assert found.summary["cuda"] == "13.0"
+    (line,) = [n for n in found.log if n.startswith("opm_gpu/libopm_twice.so: ")]
+    assert "device code listed by cuobjdump from the 2 fatbins opmarket's ELF reader " in line
+    assert "SASS sm_80, sm_90; PTX compute_75" in line
 
 
 @needs_cuobjdump

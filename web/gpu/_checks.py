@@ -10,7 +10,11 @@ For every shared library in the wheel (``*.so``, ``*.so.N``):
   runtime wheel of that major (``nvidia-cuda-runtime>=13,<14``, or ``nvidia-cuda-runtime-cu13``);
 - the device code it carries: SASS (``sm_80``: machine code for one GPU architecture) and
   PTX (``compute_75``: an intermediate form the driver compiles for newer GPUs), listed by
-  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`);
+  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`); where cuobjdump lists none
+  or cannot read the library (it reads section headers, which ``sstrip`` removes and the
+  loader ignores), cuobjdump lists the fatbins opmarket's ELF reader
+  (:mod:`opmarket.registry._gpubinary`) finds in the loaded segments, as doctor and
+  env-check read them, and the log says so;
 - the GPUs it runs on: a compute capability X.Y for which it has SASS (sm_Xy with y <= Y:
   cubins run on later minors of their major; ``sm_90a`` only on 9.0) or PTX at or below
   X.Y (the rules: ``opmarket.registry._cuda_rules``); the lowest such is
@@ -48,6 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from opmarket.registry._cuda_rules import capability_number, parse_arch
 from opmarket.registry._elf import read_library
+from opmarket.registry._gpubinary import DeviceCode, read_device_code
 from opmarket.web.gpu._tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
@@ -308,7 +313,7 @@ def _check_libraries(
                 )
         if tool is not None:
             try:
-                code = list_device_code(tool, local, sandbox)
+                code = _device_code(tool, local, sandbox, notes, unread=bool(elf.problem))
                 lib["sass"], lib["ptx"] = list(code.sass), list(code.ptx)
             except ToolError as exc:
                 check.status = StepStatus.FAILED
@@ -364,6 +369,50 @@ def _check_libraries(
             "compatibility; PTX from a newer toolkit may need a newer driver to compile)"
         )
     return check, True
+
+
+def _device_code(
+    tool: Path, library: Path, sandbox: ToolSandbox, notes: list[str], *, unread: bool
+) -> DeviceCode:
+    """The device code ``cuobjdump`` lists in ``library``; where it lists none or cannot
+    read the library (it reads the section headers, which the loader never does: a library
+    whose headers were stripped loads and runs its kernels all the same), what it lists in
+    the fatbins opmarket's ELF reader finds where the CUDA runtime finds them, in the
+    loaded segments, written one after another to a bare fatbin file; ``notes`` says which
+    source was used, and why the reader read nothing where it read nothing
+    (``unread``: the library's ELF headers were found unreadable and noted already)."""
+    failed: ToolError | None = None
+    try:
+        listed = list_device_code(tool, library, sandbox)
+        if listed.has_device_code:
+            return listed
+    except ToolError as exc:
+        failed, listed = exc, DeviceCode()
+    found = read_device_code(library)
+    if not found.has_device_code:
+        if found.problem and not unread:
+            notes.append(f"its device code cannot be read: {found.problem}")
+        if failed is not None:
+            raise failed
+        return listed
+    fatbin = library.with_suffix(".fatbin")
+    with open(library, "rb") as src, open(fatbin, "wb") as out:
+        for offset, size in found.fatbins:
+            src.seek(offset)
+            out.write(src.read(size) + bytes(-size % 8))  # containers are 8-byte aligned
+    try:
+        listed = list_device_code(tool, fatbin, sandbox, inside="/input/device.fatbin")
+    finally:
+        fatbin.unlink()
+    why = f"cannot read the library: {failed}" if failed else "finds none in the library itself"
+    count = len(found.fatbins)
+    notes.append(
+        f"device code listed by cuobjdump from the {count} fatbin{'s' * (count != 1)} "
+        f"opmarket's ELF reader found in its loaded segments (cuobjdump {why}: its section "
+        "headers are stripped or do not say where the fatbins are; the loader does not "
+        "read them)"
+    )
+    return listed
 
 
 def _audit(check: GpuCheck, path: Path, wheel: WheelName, sandbox: ToolSandbox) -> None:
