@@ -60,6 +60,25 @@ def hidden(data: bytes) -> bytes:
     return bytes(out)
 
 
+def renamed(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section is named ``.nv_fatbix``: its bytes, loaded
+    where they were, still hold the fatbins the library's constructor registers."""
+    out = bytearray(data)
+    shoff, _, shstrndx = _sections(data)
+    (names,) = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 24)
+    (name,) = struct.unpack_from("<I", data, _fatbin_header(data))
+    out[names + name + len(".nv_fatbi")] = ord("x")
+    return bytes(out)
+
+
+def unusable(data: bytes) -> bytes:
+    """``data`` whose section header table says entries of 1 byte: no section can be read
+    from it; the loader reads none."""
+    out = bytearray(data)
+    struct.pack_into("<H", out, 0x3A, 1)  # e_shentsize
+    return bytes(out)
+
+
 def lying(data: bytes) -> bytes:
     """``data`` whose ``.nv_fatbin`` section header points at the ELF header."""
     out = bytearray(data)
@@ -80,7 +99,7 @@ def _companions() -> list[Path]:
     return sorted(site.glob("opmarket_*_cuda13/**/*.so"))
 
 
-@pytest.mark.parametrize("damage", [stripped, hidden, lying])
+@pytest.mark.parametrize("damage", [stripped, hidden, renamed, lying, unusable])
 def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
     cuda_library: Path, tmp_path: Path, damage: Callable[[bytes], bytes]
 ) -> None:
@@ -94,6 +113,26 @@ def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
         assert not code.problem
     code = read_device_code(cuda_library)
     assert (code.sass, code.ptx) == (("sm_80", "sm_90"), ("compute_75",))  # as built
+
+
+def test_a_fatbin_in_the_code_segment_is_found(
+    cuda_library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A linker without ``-z separate-code`` (binutils before 2.31, as CentOS 7's) puts
+    ``.rodata`` and ``.nv_fatbin`` in the one executable segment; stripped, the library
+    still registers its fatbins from there."""
+    library = build_cuda_library(tmp_path_factory.mktemp("nosep"), "-z", "noseparate-code")
+    data = library.read_bytes()
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    (phnum,) = struct.unpack_from("<H", data, 0x38)
+    segments = [_PROGRAM.unpack_from(data, phoff + i * _PROGRAM.size) for i in range(phnum)]
+    fatbin = struct.unpack_from("<Q", data, _fatbin_header(data) + 24)[0]
+    (holder,) = [p for p in segments if p[0] == _PT_LOAD and p[2] <= fatbin < p[2] + p[5]]
+    assert holder[1] & _PF_X  # the fatbins are in the code segment
+    bare = library.with_name("libbare.so")
+    bare.write_bytes(stripped(data))
+    assert read_device_code(bare) == read_device_code(cuda_library)
+    assert read_device_code(bare).has_device_code
 
 
 def test_sections_past_the_matching_limit_are_not_trusted_but_searched(

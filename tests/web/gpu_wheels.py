@@ -39,8 +39,9 @@ GENCODE = (
 RUNTIME = "nvidia-cuda-runtime>=13,<14"
 
 
-def build_cuda_library(workdir: Path) -> Path:
-    """``libopm_twice.so`` with device code; needs nvcc (the caller skips without it)."""
+def build_cuda_library(workdir: Path, *link: str) -> Path:
+    """``libopm_twice.so`` with device code, ``link`` passed to the linker (``-z``,
+    ``noseparate-code``); needs nvcc (the caller skips without it)."""
     assert NVCC is not None
     source = workdir / "twice.cu"
     source.write_text(_KERNEL)
@@ -54,6 +55,7 @@ def build_cuda_library(workdir: Path) -> Path:
             "--cudart",
             "shared",
             *GENCODE,
+            *(f"-Xlinker={arg}" for arg in link),
             "-o",
             str(library),
             str(source),
