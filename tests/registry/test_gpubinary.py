@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from opmarket.registry import _gpubinary
+from opmarket.registry._doctor import gpu_fit
 from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
+from opmarket.registry._machine import Machine
 from opmarket.web.gpu._tools import cuobjdump_path
-from tests.web.gpu_wheels import NVCC, build_cuda_library
+from tests.web.gpu_wheels import NVCC, build_cuda_library, build_stray_library
 from tests.web.test_gpu_index import cuobjdump_lists
 
 from .envcheck.conftest import predict
@@ -266,3 +268,20 @@ def test_a_hostile_nv_fatbin_section_is_read_within_the_limits() -> None:
     one = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 32) + entry
     _gpubinary._fatbins(bytes(1 << 20) + one, sass, set())
     assert sass == {"sm_80"}
+
+
+def test_why_device_code_was_not_read_is_shown_by_env_check_and_doctor(tmp_path: Path) -> None:
+    """A real library (it loads) whose data holds more magics that begin no fatbin than the
+    search passes over: env-check notes why its device code was not read, and doctor's
+    reason for a GPU kernel built from it ends with why."""
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    code = read_device_code(library)
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    assert code.problem == reason and not code.has_device_code
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", library.read_bytes())
+    _, document = predict([wheel])
+    (report,) = document["files"]
+    assert f"its device code cannot be read: {reason}" in [n["detail"] for n in report["notes"]]
+    assert report["works"] and not report["problems"]  # it loads: a note, not a problem
+    fits, why = gpu_fit(Machine(arch="x86_64", cpu="", simd=()), [code])
+    assert (fits, why) == (False, f"no GPU visible; device code not read: {reason}")

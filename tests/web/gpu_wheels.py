@@ -83,6 +83,22 @@ def build_host_library(workdir: Path) -> Path:
     return library
 
 
+def build_stray_library(workdir: Path, strays: int) -> Path:
+    """A C library (the system compiler) whose read-only data holds ``strays`` fatbin
+    magics that begin no fatbin (each followed by version 2): it loads, and the ELF
+    reader's search for fatbins passes over each."""
+    source = workdir / "strays.c"
+    words = ", ".join(["0xBA55ED50u, 2u"] * strays)
+    source.write_text(f"const unsigned int opm_strays[{2 * strays}] = {{{words}}};\n")
+    library = workdir / "libopm_strays.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(library), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return library
+
+
 def gpu_plugin_wheel(
     workdir: Path,
     dist: str,

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from opmarket.registry._elf import needed_libraries, read_library
-from opmarket.registry._gpubinary import DeviceCode, read_device_code
+from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
 from opmarket.web.catalog._models import distribution_key
 from opmarket.web.gpu._checks import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
 from opmarket.web.gpu._tools import cuobjdump_path
@@ -34,6 +34,7 @@ from .gpu_wheels import (
     NVCC,
     build_cuda_library,
     build_host_library,
+    build_stray_library,
     gpu_plugin_wheel,
     nvidia_variant,
 )
@@ -225,6 +226,19 @@ def test_a_gpu_library_without_usable_section_headers_passes_as_doctor_reads_it(
     (line,) = [n for n in found.log if n.startswith("opm_gpu/libopm_twice.so: ")]
     assert "device code listed by cuobjdump from the 2 fatbins opmarket's ELF reader " in line
     assert "SASS sm_80, sm_90; PTX compute_75" in line
+
+
+@needs_cuobjdump
+def test_the_step_says_why_a_librarys_device_code_was_not_read(tmp_path: Path) -> None:
+    """cuobjdump finds no device code in the library, and the ELF reader stops at more
+    magics that begin no fatbin than it passes over: the library's line says so."""
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-strays", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "failed" and found.summary is None
+    (line,) = [n for n in found.log if n.startswith("opm_strays/libopm_strays.so: ")]
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    assert f"its device code cannot be read: {reason}; no device code" in line
 
 
 @needs_cuobjdump
