@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -31,6 +33,7 @@ from tests.registry.envcheck.test_stripped_elf import stripped
 
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .gpu_wheels import (
+    GENCODE,
     NVCC,
     build_cuda_library,
     build_host_library,
@@ -204,8 +207,23 @@ def _broken_section_table(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _renamed_section(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section binutils' objcopy renamed: the bytes, loaded
+    where they were, still hold the fatbins the library's constructor registers."""
+    if shutil.which("objcopy") is None:
+        pytest.skip("binutils (objcopy) is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, renamed = Path(tmp, "plain.so"), Path(tmp, "renamed.so")
+        plain.write_bytes(data)
+        subprocess.run(
+            ["objcopy", "--rename-section", ".nv_fatbin=.rodata.kernels", plain, renamed],
+            check=True,
+        )
+        return renamed.read_bytes()
+
+
 @needs_cuobjdump
-@pytest.mark.parametrize("damage", [stripped, _broken_section_table])
+@pytest.mark.parametrize("damage", [stripped, _broken_section_table, _renamed_section])
 def test_a_gpu_library_without_usable_section_headers_passes_as_doctor_reads_it(
     gpu_wheels: GpuWheels, tmp_path: Path, damage: Callable[[bytes], bytes]
 ) -> None:
@@ -226,6 +244,46 @@ def test_a_gpu_library_without_usable_section_headers_passes_as_doctor_reads_it(
     (line,) = [n for n in found.log if n.startswith("opm_gpu/libopm_twice.so: ")]
     assert "device code listed by cuobjdump from the 2 fatbins opmarket's ELF reader " in line
     assert "SASS sm_80, sm_90; PTX compute_75" in line
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_fatbins_outside_the_nv_fatbin_section_count_as_doctor_counts_them(
+    tmp_path: Path,
+) -> None:
+    """A library that carries, besides its ``.nv_fatbin`` section, a fatbin in its read-only
+    data that it loads itself (as cuFFT does: cuobjdump lists 1 of its 9 SASS
+    architectures): the step lists what the ELF reader (doctor's) finds, through cuobjdump."""
+    assert NVCC is not None
+    source = tmp_path / "twice.cu"
+    build_cuda_library(tmp_path)  # writes twice.cu
+    fatbin = tmp_path / "extra.fatbin"
+    subprocess.run(
+        [NVCC, "-fatbin", "-gencode", "arch=compute_86,code=sm_86", "-o", fatbin, source],
+        check=True,
+        capture_output=True,
+    )
+    words = ", ".join(str(b) for b in fatbin.read_bytes())
+    embed = tmp_path / "embed.c"
+    embed.write_text(
+        f"__attribute__((aligned(8))) const unsigned char opm_kernels[] = {{{words}}};\n"
+    )
+    library = tmp_path / "libopm_both.so"
+    link = ["-shared", "-Xcompiler=-fPIC", "--cudart=shared", "-o", library, source, embed]
+    subprocess.run(
+        [NVCC, *GENCODE, *link],
+        check=True,
+        capture_output=True,
+    )
+    assert cuobjdump_lists(library) == (["sm_80", "sm_90"], ["compute_75"])
+    code = read_device_code(library)
+    assert (code.sass, code.ptx) == (("sm_80", "sm_86", "sm_90"), ("compute_75",))
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-both", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed" and found.summary is not None
+    assert (found.summary["sass"], found.summary["ptx"]) == (list(code.sass), list(code.ptx))
+    (line,) = [n for n in found.log if n.startswith("opm_both/libopm_both.so: ")]
+    assert "(cuobjdump lists only sm_80, sm_90, compute_75 from its sections: " in line
 
 
 @needs_cuobjdump

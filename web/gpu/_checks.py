@@ -52,7 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from opmarket.registry._cuda_rules import capability_number, parse_arch
 from opmarket.registry._elf import read_library
-from opmarket.registry._gpubinary import DeviceCode, read_device_code
+from opmarket.registry._gpubinary import DeviceCode, arch_key, read_device_code
 from opmarket.web.gpu._tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
@@ -374,24 +374,23 @@ def _check_libraries(
 def _device_code(
     tool: Path, library: Path, sandbox: ToolSandbox, notes: list[str], *, unread: bool
 ) -> DeviceCode:
-    """The device code ``cuobjdump`` lists in ``library``; where it lists none or cannot
-    read the library (it reads the section headers, which the loader never does: a library
-    whose headers were stripped loads and runs its kernels all the same), what it lists in
-    the fatbins opmarket's ELF reader finds where the CUDA runtime finds them, in the
-    loaded segments, written one after another to a bare fatbin file; ``notes`` says which
-    source was used, and why the reader read nothing where it read nothing
-    (``unread``: the library's ELF headers were found unreadable and noted already)."""
+    """The device code ``cuobjdump`` lists in ``library``, and where it lists less than
+    opmarket's ELF reader finds (doctor's and env-check's) or cannot read the library, what
+    it lists in the fatbins the reader finds where the runtime finds them, in the loaded
+    segments, written one after another to a bare fatbin file. cuobjdump reads the section
+    headers, which the loader never does: a library whose headers were stripped loads and
+    runs its kernels all the same. ``notes`` says which source was used, and why the reader
+    could not read the device code (``unread``: the ELF headers were found unreadable and
+    noted already)."""
+    found = read_device_code(library)
+    if found.problem and not unread:
+        notes.append(f"its device code cannot be read: {found.problem}")
     failed: ToolError | None = None
     try:
         listed = list_device_code(tool, library, sandbox)
-        if listed.has_device_code:
-            return listed
     except ToolError as exc:
         failed, listed = exc, DeviceCode()
-    found = read_device_code(library)
-    if not found.has_device_code:
-        if found.problem and not unread:
-            notes.append(f"its device code cannot be read: {found.problem}")
+    if not found.has_device_code or _lists_all(listed, found):
         if failed is not None:
             raise failed
         return listed
@@ -399,20 +398,40 @@ def _device_code(
     with open(library, "rb") as src, open(fatbin, "wb") as out:
         for offset, size in found.fatbins:
             src.seek(offset)
-            out.write(src.read(size) + bytes(-size % 8))  # containers are 8-byte aligned
+            left = size
+            while left and (chunk := src.read(min(left, 1 << 20))):  # a block at a time
+                out.write(chunk)
+                left -= len(chunk)
+            out.write(bytes(-size % 8))  # containers are 8-byte aligned
     try:
-        listed = list_device_code(tool, fatbin, sandbox, inside="/input/device.fatbin")
+        extracted = list_device_code(tool, fatbin, sandbox, inside="/input/device.fatbin")
     finally:
         fatbin.unlink()
-    why = f"cannot read the library: {failed}" if failed else "finds none in the library itself"
+    if failed is not None:
+        why = f"cannot read the library: {failed}"
+    elif listed.has_device_code:
+        why = f"lists only {', '.join(listed.sass + listed.ptx)} from its sections"
+    else:
+        why = "finds none in the library itself"
     count = len(found.fatbins)
     notes.append(
         f"device code listed by cuobjdump from the {count} fatbin{'s' * (count != 1)} "
-        f"opmarket's ELF reader found in its loaded segments (cuobjdump {why}: its section "
-        "headers are stripped or do not say where the fatbins are; the loader does not "
-        "read them)"
+        f"opmarket's ELF reader found in its loaded segments, as doctor reads them "
+        f"(cuobjdump {why}: it reads the section headers, which the loader does not)"
     )
-    return listed
+    return DeviceCode(
+        tuple(sorted({*listed.sass, *extracted.sass}, key=arch_key)),
+        tuple(sorted({*listed.ptx, *extracted.ptx}, key=arch_key)),
+    )
+
+
+def _lists_all(listed: DeviceCode, found: DeviceCode) -> bool:
+    """Whether ``listed`` (cuobjdump's) has every architecture ``found`` (the ELF
+    reader's, which has no ``a``/``f`` suffixes) has, SASS and PTX."""
+    return all(
+        {arch_key(a)[0] for a in mine} <= {arch_key(a)[0] for a in theirs}
+        for mine, theirs in ((found.sass, listed.sass), (found.ptx, listed.ptx))
+    )
 
 
 def _audit(check: GpuCheck, path: Path, wheel: WheelName, sandbox: ToolSandbox) -> None:
