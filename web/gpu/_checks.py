@@ -10,11 +10,11 @@ For every shared library in the wheel (``*.so``, ``*.so.N``):
   runtime wheel of that major (``nvidia-cuda-runtime>=13,<14``, or ``nvidia-cuda-runtime-cu13``);
 - the device code it carries: SASS (``sm_80``: machine code for one GPU architecture) and
   PTX (``compute_75``: an intermediate form the driver compiles for newer GPUs), listed by
-  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`); where cuobjdump lists none
-  or cannot read the library (it reads section headers, which ``sstrip`` removes and the
-  loader ignores), cuobjdump lists the fatbins opmarket's ELF reader
-  (:mod:`opmarket.registry._gpubinary`) finds in the loaded segments, as doctor and
-  env-check read them, and the log says so;
+  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`); where cuobjdump cannot
+  read the library or lists fewer architectures than opmarket's ELF reader
+  (:mod:`opmarket.registry._gpubinary`, doctor's and env-check's) finds (cuobjdump reads
+  section headers, which ``sstrip`` removes and the loader ignores), cuobjdump also lists
+  the fatbins the reader finds in the loaded segments, and the log says so;
 - the GPUs it runs on: a compute capability X.Y for which it has SASS (sm_Xy with y <= Y:
   cubins run on later minors of their major; ``sm_90a`` only on 9.0) or PTX at or below
   X.Y (the rules: ``opmarket.registry._cuda_rules``); the lowest such is
