@@ -285,3 +285,35 @@ def test_why_device_code_was_not_read_is_shown_by_env_check_and_doctor(tmp_path:
     assert report["works"] and not report["problems"]  # it loads: a note, not a problem
     fits, why = gpu_fit(Machine(arch="x86_64", cpu="", simd=()), [code])
     assert (fits, why) == (False, f"no GPU visible; device code not read: {reason}")
+
+
+def test_doctor_says_why_an_installed_librarys_device_code_was_not_read(tmp_path: Path) -> None:
+    """``opmarket doctor`` with a plugin installed whose manifest declares a GPU kernel and
+    whose library's device code cannot be read: the GPU kernel's reason names the library
+    and why; the exit code is what it was."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.web.gpu_wheels import gpu_plugin_wheel
+
+    from .envcheck.conftest import BIN
+
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-strays", "1.0.0", library=library)
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel],
+        check=True,
+    )
+    env = {**os.environ, "OPMARKET_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(site)}
+    env.pop("OPMARKET_PLUGINS", None)
+    env.pop("OPMARKET_DISABLE_PLUGINS", None)
+    done = subprocess.run(
+        [BIN / "opmarket", "doctor"], capture_output=True, text=True, check=False, env=env
+    )
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    lines = done.stdout.split("  Test>OpmStrays\n", 1)[1].splitlines()
+    (line,) = [n for n in lines[:3] if n.startswith("    GPU ")]
+    assert line.endswith(f"; device code not read: libopm_strays.so: {reason}"), done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
