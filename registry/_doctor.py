@@ -98,7 +98,18 @@ def _fits(gpu: Gpu, build: DeviceCode) -> str:
 
 
 def gpu_fit(machine: Machine, builds: Sequence[DeviceCode]) -> tuple[bool, str]:
-    """Whether GPU code from ``builds`` can run on this machine, and why (not)."""
+    """Whether GPU code from ``builds`` can run on this machine, and why (not); the reason
+    ends with why a build's device code could not be read (its ``problem``) where one's
+    could not: the answer then stands on the others alone."""
+    fits, why = _gpu_fit(machine, builds)
+    unread = [b.problem for b in builds if b.problem]
+    if unread:
+        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+        why += f"; device code not read: {unread[0]}{more}"
+    return fits, why
+
+
+def _gpu_fit(machine: Machine, builds: Sequence[DeviceCode]) -> tuple[bool, str]:
     if not machine.gpus:
         return False, "no GPU visible"
     code = [b for b in builds if b.has_device_code]
@@ -261,6 +272,9 @@ def examine(machine: Machine) -> tuple[list[OpReport], list[str]]:
     for entry in entries:
         for lib in _libraries(entry.metadata_dir, entry.module):
             code = read_device_code(lib)
+            if code.problem:  # shown in the GPU kernels' reasons, by the library's name
+                problem = f"{lib.name}: {code.problem}"
+                builds[entry.name] = (*builds.get(entry.name, ()), replace(code, problem=problem))
             if code.has_device_code:
                 builds[entry.name] = (*builds.get(entry.name, ()), code)
                 major = code.cuda_runtime

@@ -18,7 +18,10 @@ Every read lies inside the file and inside the segment it is in; at most
 :data:`MAX_SECTIONS` section headers, :data:`MAX_SEGMENTS` program headers,
 :data:`MAX_DYNAMIC` dynamic entries and :data:`MAX_SYMBOLS` dynamic symbols are read (a
 linked library has tens, ten, tens and at most a few hundred thousand); past a limit, or
-where the file breaks the format, :class:`_Refused` says why.
+where the file breaks the format, :class:`_Refused` says why. Section headers that break
+the format or :data:`MAX_SECTIONS` (the wrong entry size, a table past the file's end) are
+set aside when the file has PT_LOAD segments, as the loader never reads them: the file is
+then read as one without section headers; a file without segments is refused.
 """
 
 from __future__ import annotations
@@ -138,22 +141,35 @@ class _Elf:
         phoff, shoff, phentsize, phnum = fields[4], fields[5], fields[8], fields[9]
         shentsize, shnum, shstrndx = fields[10], fields[11], fields[12]
         elf = cls(f, size, klass, order)
+        broken = ""
         if shoff:
-            elf.shoff, elf.shnum = shoff, 1  # section 0, for extended numbering
-            if shentsize != elf.section.size:  # the gABI's size; anything else is not a linker's
-                raise _Refused(f"section headers of {shentsize} bytes, not {elf.section.size}")
-            first = elf.header(0) if shnum == 0 or _XNUM in (shstrndx, phnum) else None
-            if first is not None:  # extended numbering: the counts are in section 0
-                shnum = shnum or first[_SH_SIZE]
-                shstrndx = first[_SH_LINK] if shstrndx == _XNUM else shstrndx
-                phnum = first[_SH_INFO] if phnum == _XNUM else phnum
-            if shnum > MAX_SECTIONS:
-                raise _Refused(f"{shnum} sections; the index reads at most {MAX_SECTIONS}")
-            _exact(f, size, 0, shoff + shnum * elf.section.size)  # the whole table is there
-            elf.shnum, elf.shstrndx = shnum, shstrndx
+            try:
+                phnum = elf._sections(shoff, shentsize, shnum, shstrndx, phnum)
+            except _Refused as exc:  # the loader never reads them: the segments may do
+                elf.shoff, elf.shnum, elf.shstrndx, broken = 0, 0, 0, str(exc)
         if phoff and phnum:
             elf._segments(phoff, phentsize, phnum)
+        if broken and not elf.loads:  # an object file: its sections are all there is
+            raise _Refused(broken)
         return elf
+
+    def _sections(self, shoff: int, shentsize: int, shnum: int, shstrndx: int, phnum: int) -> int:
+        """Take the section header table at ``shoff``; the number of program headers
+        (from section 0 under extended numbering). :class:`_Refused` where the table breaks
+        the format or :data:`MAX_SECTIONS`."""
+        self.shoff, self.shnum = shoff, 1  # section 0, for extended numbering
+        if shentsize != self.section.size:  # the gABI's size; anything else is not a linker's
+            raise _Refused(f"section headers of {shentsize} bytes, not {self.section.size}")
+        first = self.header(0) if shnum == 0 or _XNUM in (shstrndx, phnum) else None
+        if first is not None:  # extended numbering: the counts are in section 0
+            shnum = shnum or first[_SH_SIZE]
+            shstrndx = first[_SH_LINK] if shstrndx == _XNUM else shstrndx
+            phnum = first[_SH_INFO] if phnum == _XNUM else phnum
+        if shnum > MAX_SECTIONS:
+            raise _Refused(f"{shnum} sections; the index reads at most {MAX_SECTIONS}")
+        _exact(self.f, self.size, 0, shoff + shnum * self.section.size)  # all of it is there
+        self.shnum, self.shstrndx = shnum, shstrndx
+        return phnum
 
     def _segments(self, phoff: int, phentsize: int, phnum: int) -> None:
         """The PT_LOAD segments (and those of them not executable: :attr:`data`) and the

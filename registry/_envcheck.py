@@ -27,7 +27,7 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from opmarket.registry._elf import needed_libraries
+from opmarket.registry._elf import needed_libraries, read_library
 from opmarket.registry._environment import Environment, Framework
 from opmarket.registry._gpubinary import read_device_code
 from opmarket.registry._linker import Problem, Process
@@ -301,6 +301,10 @@ def _cuda(
     from opmarket.registry._doctor import gpu_fit
 
     code = read_device_code(library)
+    if code.problem and not read_library(library).problem:  # that one is reported as "elf"
+        report.notes.append(
+            Problem("note", member, f"its device code cannot be read: {code.problem}")
+        )
     if not code.has_device_code and code.cuda_runtime is None:
         return
     if not env.machine.gpus:

@@ -11,23 +11,26 @@ are neither decompressed nor parsed. The index's validation asks ``cuobjdump`` t
 question and compares; doctor uses this reader, so a user's machine needs no toolkit.
 
 The CUDA runtime never looks at sections: the library's constructor registers each fatbin
-(``__cudaRegisterFatBinary``) by a pointer into a loaded segment. So the sections are
-trusted only when every loaded one (``SHF_ALLOC`` with file bytes) lies in a PT_LOAD segment
-at the address its header gives: then the ``.nv_fatbin`` section is read, and the loaded
-bytes no section accounts for (padding, in a linker's file) are searched too. Otherwise
-(section headers stripped by ``sstrip`` or zeroed, or headers that lie) the fatbins are
-found as they are loaded: by their magic in the file bytes of the PT_LOAD segments that are
-not executable (where a linker puts ``.nv_fatbin``, beside ``.rodata``). A file without
-segments (an object file) is read through its section. A magic counts only where a whole
-container follows: version 1, a 16-byte header, a size within its segment, and entries of
-at least 32 bytes that fill it exactly; any other is passed over. A found container is
-skipped whole, so its bytes are not searched. The search is bounded: at most
-:data:`MAX_SCANNED` bytes searched, :data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES`
-entries read and :data:`MAX_STRAYS` magics passed over; past a limit the library is not
-read (:attr:`DeviceCode.problem` says why). Not found: a fatbin in an executable segment
-(a linker puts none there since binutils 2.31's ``-z separate-code``), and one in a
-section that agrees with the segments but is not named ``.nv_fatbin`` (nor is it by
-``cuobjdump``).
+(``__cudaRegisterFatBinary``) by a pointer into the loaded image, whichever segment holds
+it. So the fatbins are found as they are loaded: by their magic in the file bytes of every
+PT_LOAD segment, executable ones included (a linker without ``-z separate-code``, as
+binutils before 2.31, puts ``.rodata`` and ``.nv_fatbin`` in the code segment). Where the
+sections agree with the segments (every loaded one, ``SHF_ALLOC`` with file bytes, lies in
+a PT_LOAD segment at the address its header gives) the ``.nv_fatbin`` section is read as
+``cuobjdump`` reads it and its bytes are not searched again; the rest of the loaded bytes
+are searched all the same, so a fatbin in a section of another name is found. Section
+headers that are stripped (``sstrip``, a zeroed ``e_shoff``), lie, or cannot be read at
+all (the wrong entry size, a table past the file's end, more than :data:`MAX_SECTIONS
+<opmarket.registry._elffile.MAX_SECTIONS>`) are not used; a library with segments is then
+read from them alone, as the loader reads it. A file without segments (an object file) is
+read through its section. A magic counts only where a whole container follows: version 1,
+a 16-byte header, a size within its segment, and entries of at least 32 bytes that fill it
+exactly; any other is passed over. A found container is skipped whole, so its bytes are
+not searched. The search is bounded: at most :data:`MAX_SCANNED` bytes searched,
+:data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES` entries read and :data:`MAX_STRAYS`
+magics passed over; past a limit the library is not read (:attr:`DeviceCode.problem` says
+why). Where each container lies is kept (:attr:`DeviceCode.fatbins`), so the index can
+hand ``cuobjdump`` the fatbins of a library it cannot read itself.
 """
 
 from __future__ import annotations
@@ -83,13 +86,15 @@ class DeviceCode:
     sorted by architecture (:func:`arch_key`), ``needed`` its DT_NEEDED names, ``runpath``
     its run paths. Read here from the ELF file, or by the index from ``cuobjdump``'s
     listing (which leaves ``needed`` and ``runpath`` empty). ``problem``: why an ELF file
-    was not read (then all else is empty), "" when it was; equality ignores it."""
+    was not read (then all else is empty), "" when it was; ``fatbins``: where the fatbin
+    containers read lie in the file (offset, size), in file order. Equality ignores both."""
 
     sass: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     needed: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     problem: str = field(default="", compare=False)
+    fatbins: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def cuda_runtime(self) -> int | None:
@@ -122,11 +127,12 @@ def read_device_code(path: Path) -> DeviceCode:
         return DeviceCode(problem=library.problem)
     sass: set[str] = set()
     ptx: set[str] = set()
+    found: list[tuple[int, int]] = []
     try:
         with open(path, "rb") as f:
             elf = _Elf.parse(f)
             if elf is not None:
-                _collect(elf, sass, ptx)
+                _collect(elf, sass, ptx, found)
     except _BAD as exc:
         return DeviceCode(problem=str(exc) or type(exc).__name__)
     return DeviceCode(
@@ -134,22 +140,29 @@ def read_device_code(path: Path) -> DeviceCode:
         tuple(sorted(ptx, key=arch_key)),
         library.needed,
         library.runpath,
+        fatbins=tuple(sorted(found)),
     )
 
 
-def _collect(elf: _Elf, sass: set[str], ptx: set[str]) -> None:
-    """Collect the architectures of the fatbins the runtime would find in ``elf``: those of
-    its ``.nv_fatbin`` section and of the loaded bytes no section accounts for when its
-    sections agree with its segments, else those of all its loaded data."""
-    section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
+def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, int]]) -> None:
+    """Collect the architectures (and the places, into ``found``) of the fatbins the
+    runtime would find in ``elf``: those of its ``.nv_fatbin`` section when its sections
+    agree with its segments, and those of the rest of its loaded bytes."""
     if not elf.loads:  # an object file: sections are all there is
+        section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
         if section is not None:
-            _fatbins(elf.read(section), sass, ptx)
+            _fatbins(elf.read(section), sass, ptx, found, section[_SH_OFFSET])
         return
-    covered = _covered(elf)
-    if covered is not None and section is not None:
-        _fatbins(elf.read(section), sass, ptx)
-    _scan(elf, sass, ptx, covered or [])
+    try:
+        section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
+        trusted = section is not None and _covered(elf) is not None
+    except _BAD:  # section names past the file, say: the loader never reads them
+        section, trusted = None, False
+    skip: list[list[int]] = []
+    if trusted and section is not None:
+        _fatbins(elf.read(section), sass, ptx, found, section[_SH_OFFSET])
+        skip = _merged([(section[_SH_OFFSET], section[_SH_OFFSET] + section[_SH_SIZE])])
+    _scan(elf, sass, ptx, skip, found)
 
 
 def _covered(elf: _Elf) -> list[list[int]] | None:
@@ -183,14 +196,20 @@ def _merged(ranges: list[tuple[int, int]]) -> list[list[int]]:
     return merged
 
 
-def _scan(elf: _Elf, sass: set[str], ptx: set[str], skip: list[list[int]]) -> None:
-    """Collect the architectures of the fatbins in the file bytes of the segments that are
-    not executable, but those in ``skip`` (merged ranges), each byte searched once however
-    the segments overlap."""
-    for _, filesz, offset in elf.data:
+def _scan(
+    elf: _Elf,
+    sass: set[str],
+    ptx: set[str],
+    skip: list[list[int]],
+    found: list[tuple[int, int]],
+) -> None:
+    """Collect the architectures (and places) of the fatbins in the file bytes of the
+    PT_LOAD segments, but those in ``skip`` (merged ranges), each byte searched once
+    however the segments overlap."""
+    for _, filesz, offset in elf.loads:
         _exact(elf.f, elf.size, 0, offset + filesz)  # the segment lies in the file
     ranges, index = [], 0
-    for begin, end in _merged([(offset, offset + filesz) for _, filesz, offset in elf.data]):
+    for begin, end in _merged([(offset, offset + filesz) for _, filesz, offset in elf.loads]):
         at = begin  # both lists are sorted and merged: one sweep over skip in all
         while index < len(skip) and skip[index][0] < end:
             low, high = skip[index]
@@ -204,7 +223,7 @@ def _scan(elf: _Elf, sass: set[str], ptx: set[str], skip: list[list[int]]) -> No
             ranges.append((at, end))
     if ranges:
         with mmap.mmap(elf.f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            scan = _Scan(view, sass, ptx)
+            scan = _Scan(view, sass, ptx, found)
             for start, end in ranges:
                 scan.search(start, end)
 
@@ -212,8 +231,10 @@ def _scan(elf: _Elf, sass: set[str], ptx: set[str], skip: list[list[int]]) -> No
 class _Scan:
     """A search of a file's bytes for fatbins, its counts held against the limits."""
 
-    def __init__(self, view: mmap.mmap, sass: set[str], ptx: set[str]) -> None:
-        self.view, self.sass, self.ptx = view, sass, ptx
+    def __init__(
+        self, view: mmap.mmap, sass: set[str], ptx: set[str], found: list[tuple[int, int]]
+    ) -> None:
+        self.view, self.sass, self.ptx, self.found = view, sass, ptx, found
         self.scanned = self.fatbins = self.strays = self.entries = 0
 
     def search(self, at: int, end: int) -> None:
@@ -231,6 +252,7 @@ class _Scan:
                 self.fatbins += 1
                 if self.fatbins > MAX_FATBINS:
                     raise _Refused(f"more than {MAX_FATBINS} fatbins in its segments")
+                self.found.append((found, size))
                 at = found + size
             else:
                 self.strays += 1
@@ -269,9 +291,16 @@ class _Scan:
         return last - at
 
 
-def _fatbins(data: bytes, sass: set[str], ptx: set[str]) -> None:
+def _fatbins(
+    data: bytes,
+    sass: set[str],
+    ptx: set[str],
+    found: list[tuple[int, int]] | None = None,
+    base: int = 0,
+) -> None:
     """Collect the architectures of every entry of every container in ``data`` (a
-    ``.nv_fatbin`` section the segments agree with), within the scan's limits: the magic is
+    ``.nv_fatbin`` section the segments agree with, at file offset ``base``; the places of
+    its containers into ``found``), within the scan's limits: the magic is
     found by ``bytes.find``, not 8 bytes at a time in Python, and at most
     :data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES` entries and :data:`MAX_STRAYS`
     unaligned magics are read, so a hostile section costs milliseconds, not minutes."""
@@ -288,6 +317,8 @@ def _fatbins(data: bytes, sass: set[str], ptx: set[str]) -> None:
             raise _Refused(f"more than {MAX_FATBINS} fatbins in its .nv_fatbin section")
         _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, start)
         entry, end = start + header_size, start + header_size + fat_size
+        if found is not None:
+            found.append((base + start, min(end, len(data)) - start))
         while entry + 32 <= min(end, len(data)):
             entries += 1
             if entries > MAX_ENTRIES:

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from opmarket.registry import _gpubinary
+from opmarket.registry._doctor import gpu_fit
 from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
+from opmarket.registry._machine import Machine
 from opmarket.web.gpu._tools import cuobjdump_path
-from tests.web.gpu_wheels import NVCC, build_cuda_library
+from tests.web.gpu_wheels import NVCC, build_cuda_library, build_stray_library
 from tests.web.test_gpu_index import cuobjdump_lists
 
 from .envcheck.conftest import predict
@@ -60,6 +62,25 @@ def hidden(data: bytes) -> bytes:
     return bytes(out)
 
 
+def renamed(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section is named ``.nv_fatbix``: its bytes, loaded
+    where they were, still hold the fatbins the library's constructor registers."""
+    out = bytearray(data)
+    shoff, _, shstrndx = _sections(data)
+    (names,) = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 24)
+    (name,) = struct.unpack_from("<I", data, _fatbin_header(data))
+    out[names + name + len(".nv_fatbi")] = ord("x")
+    return bytes(out)
+
+
+def unusable(data: bytes) -> bytes:
+    """``data`` whose section header table says entries of 1 byte: no section can be read
+    from it; the loader reads none."""
+    out = bytearray(data)
+    struct.pack_into("<H", out, 0x3A, 1)  # e_shentsize
+    return bytes(out)
+
+
 def lying(data: bytes) -> bytes:
     """``data`` whose ``.nv_fatbin`` section header points at the ELF header."""
     out = bytearray(data)
@@ -80,7 +101,7 @@ def _companions() -> list[Path]:
     return sorted(site.glob("opmarket_*_cuda13/**/*.so"))
 
 
-@pytest.mark.parametrize("damage", [stripped, hidden, lying])
+@pytest.mark.parametrize("damage", [stripped, hidden, renamed, lying, unusable])
 def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
     cuda_library: Path, tmp_path: Path, damage: Callable[[bytes], bytes]
 ) -> None:
@@ -94,6 +115,26 @@ def test_a_cuda_library_without_true_section_headers_carries_its_device_code(
         assert not code.problem
     code = read_device_code(cuda_library)
     assert (code.sass, code.ptx) == (("sm_80", "sm_90"), ("compute_75",))  # as built
+
+
+def test_a_fatbin_in_the_code_segment_is_found(
+    cuda_library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A linker without ``-z separate-code`` (binutils before 2.31, as CentOS 7's) puts
+    ``.rodata`` and ``.nv_fatbin`` in the one executable segment; stripped, the library
+    still registers its fatbins from there."""
+    library = build_cuda_library(tmp_path_factory.mktemp("nosep"), "-z", "noseparate-code")
+    data = library.read_bytes()
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    (phnum,) = struct.unpack_from("<H", data, 0x38)
+    segments = [_PROGRAM.unpack_from(data, phoff + i * _PROGRAM.size) for i in range(phnum)]
+    fatbin = struct.unpack_from("<Q", data, _fatbin_header(data) + 24)[0]
+    (holder,) = [p for p in segments if p[0] == _PT_LOAD and p[2] <= fatbin < p[2] + p[5]]
+    assert holder[1] & _PF_X  # the fatbins are in the code segment
+    bare = library.with_name("libbare.so")
+    bare.write_bytes(stripped(data))
+    assert read_device_code(bare) == read_device_code(cuda_library)
+    assert read_device_code(bare).has_device_code
 
 
 def test_sections_past_the_matching_limit_are_not_trusted_but_searched(
@@ -154,9 +195,10 @@ def test_a_true_fatbin_is_found_among_magics_that_begin_none(tmp_path: Path) -> 
     assert (code.sass, code.ptx, code.problem) == (("sm_86",), ("compute_80",), "")
 
 
-def test_an_executable_segment_is_not_searched(tmp_path: Path) -> None:
+def test_an_executable_segment_is_searched(tmp_path: Path) -> None:
+    """The runtime registers a fatbin by its address, whichever segment holds it."""
     code = read_device_code(_elf(tmp_path, _fatbin(_entry(2, 86)), flags=_PF_R | _PF_X))
-    assert code == DeviceCode() and not code.problem
+    assert (code.sass, code.problem, code.fatbins) == (("sm_86",), "", ((120, 16 + 72),))
 
 
 def test_a_fatbin_past_its_segment_is_passed_over(tmp_path: Path) -> None:
@@ -226,3 +268,52 @@ def test_a_hostile_nv_fatbin_section_is_read_within_the_limits() -> None:
     one = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 32) + entry
     _gpubinary._fatbins(bytes(1 << 20) + one, sass, set())
     assert sass == {"sm_80"}
+
+
+def test_why_device_code_was_not_read_is_shown_by_env_check_and_doctor(tmp_path: Path) -> None:
+    """A real library (it loads) whose data holds more magics that begin no fatbin than the
+    search passes over: env-check notes why its device code was not read, and doctor's
+    reason for a GPU kernel built from it ends with why."""
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    code = read_device_code(library)
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    assert code.problem == reason and not code.has_device_code
+    wheel = handmade_wheel(tmp_path / "x-1.0-py3-none-any.whl", library.read_bytes())
+    _, document = predict([wheel])
+    (report,) = document["files"]
+    assert f"its device code cannot be read: {reason}" in [n["detail"] for n in report["notes"]]
+    assert report["works"] and not report["problems"]  # it loads: a note, not a problem
+    fits, why = gpu_fit(Machine(arch="x86_64", cpu="", simd=()), [code])
+    assert (fits, why) == (False, f"no GPU visible; device code not read: {reason}")
+
+
+def test_doctor_says_why_an_installed_librarys_device_code_was_not_read(tmp_path: Path) -> None:
+    """``opmarket doctor`` with a plugin installed whose manifest declares a GPU kernel and
+    whose library's device code cannot be read: the GPU kernel's reason names the library
+    and why; the exit code is what it was."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.web.gpu_wheels import gpu_plugin_wheel
+
+    from .envcheck.conftest import BIN
+
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-strays", "1.0.0", library=library)
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel],
+        check=True,
+    )
+    env = {**os.environ, "OPMARKET_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(site)}
+    env.pop("OPMARKET_PLUGINS", None)
+    env.pop("OPMARKET_DISABLE_PLUGINS", None)
+    done = subprocess.run(
+        [BIN / "opmarket", "doctor"], capture_output=True, text=True, check=False, env=env
+    )
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    lines = done.stdout.split("  Test>OpmStrays\n", 1)[1].splitlines()
+    (line,) = [n for n in lines[:3] if n.startswith("    GPU ")]
+    assert line.endswith(f"; device code not read: libopm_strays.so: {reason}"), done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr

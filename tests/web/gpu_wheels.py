@@ -39,8 +39,9 @@ GENCODE = (
 RUNTIME = "nvidia-cuda-runtime>=13,<14"
 
 
-def build_cuda_library(workdir: Path) -> Path:
-    """``libopm_twice.so`` with device code; needs nvcc (the caller skips without it)."""
+def build_cuda_library(workdir: Path, *link: str) -> Path:
+    """``libopm_twice.so`` with device code, ``link`` passed to the linker (``-z``,
+    ``noseparate-code``); needs nvcc (the caller skips without it)."""
     assert NVCC is not None
     source = workdir / "twice.cu"
     source.write_text(_KERNEL)
@@ -54,6 +55,7 @@ def build_cuda_library(workdir: Path) -> Path:
             "--cudart",
             "shared",
             *GENCODE,
+            *(f"-Xlinker={arg}" for arg in link),
             "-o",
             str(library),
             str(source),
@@ -73,6 +75,22 @@ def build_host_library(workdir: Path) -> Path:
         "return x; }\n"
     )
     library = workdir / "libopm_host.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(library), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return library
+
+
+def build_stray_library(workdir: Path, strays: int) -> Path:
+    """A C library (the system compiler) whose read-only data holds ``strays`` fatbin
+    magics that begin no fatbin (each followed by version 2): it loads, and the ELF
+    reader's search for fatbins passes over each."""
+    source = workdir / "strays.c"
+    words = ", ".join(["0xBA55ED50u, 2u"] * strays)
+    source.write_text(f"const unsigned int opm_strays[{2 * strays}] = {{{words}}};\n")
+    library = workdir / "libopm_strays.so"
     subprocess.run(
         ["cc", "-shared", "-fPIC", "-o", str(library), str(source)],
         check=True,

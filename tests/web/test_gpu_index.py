@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -21,18 +23,21 @@ import pytest
 from sqlalchemy import select
 
 from opmarket.registry._elf import needed_libraries, read_library
-from opmarket.registry._gpubinary import DeviceCode, read_device_code
+from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
 from opmarket.web.catalog._models import distribution_key
 from opmarket.web.gpu._checks import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
 from opmarket.web.gpu._tools import cuobjdump_path
 from opmarket.web.wheels._inspect import WheelError, inspect_wheel
 from opmarket.web.wheels._variants import VariantError, split_variant, variants_file
+from tests.registry.envcheck.test_stripped_elf import stripped
 
 from .conftest import OPMARKET, Market, clean_env, start_market, twine
 from .gpu_wheels import (
+    GENCODE,
     NVCC,
     build_cuda_library,
     build_host_library,
+    build_stray_library,
     gpu_plugin_wheel,
     nvidia_variant,
 )
@@ -192,6 +197,106 @@ def test_static_checks_read_the_library_as_cuobjdump_and_readelf_do(
     assert re.search(r"cuobjdump \d+\.\d+\.\d+", log)
     assert "provided by the dependency nvidia-cuda-runtime" in log
     assert "gpu: not run" in log
+
+
+def _broken_section_table(data: bytes) -> bytes:
+    """``data`` whose section header table says entries of 1 byte: no reader of sections
+    can use it; the loader, which reads none, loads the library."""
+    out = bytearray(data)
+    struct.pack_into("<H", out, 0x3A, 1)  # e_shentsize
+    return bytes(out)
+
+
+def _renamed_section(data: bytes) -> bytes:
+    """``data`` whose ``.nv_fatbin`` section binutils' objcopy renamed: the bytes, loaded
+    where they were, still hold the fatbins the library's constructor registers."""
+    if shutil.which("objcopy") is None:
+        pytest.skip("binutils (objcopy) is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, renamed = Path(tmp, "plain.so"), Path(tmp, "renamed.so")
+        plain.write_bytes(data)
+        subprocess.run(
+            ["objcopy", "--rename-section", ".nv_fatbin=.rodata.kernels", plain, renamed],
+            check=True,
+        )
+        return renamed.read_bytes()
+
+
+@needs_cuobjdump
+@pytest.mark.parametrize("damage", [stripped, _broken_section_table, _renamed_section])
+def test_a_gpu_library_without_usable_section_headers_passes_as_doctor_reads_it(
+    gpu_wheels: GpuWheels, tmp_path: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    """cuobjdump reads device code through the section headers and finds none in a library
+    without them, which the loader loads and whose kernels the runtime registers: the step
+    hands cuobjdump the fatbins the ELF reader finds in the segments, as doctor reads them."""
+    library = tmp_path / gpu_wheels.library.name
+    library.write_bytes(damage(gpu_wheels.library.read_bytes()))
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-gpu", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed", found
+    assert found.summary is not None
+    sass, ptx = cuobjdump_lists(gpu_wheels.library)  # the library as built
+    assert (found.summary["sass"], found.summary["ptx"]) == (sass, ptx)
+    code = read_device_code(library)  # what doctor and env-check read
+    assert (list(code.sass), list(code.ptx)) == (sass, ptx) and code.cuda_runtime == 13
+    assert found.summary["cuda"] == "13.0"
+    (line,) = [n for n in found.log if n.startswith("opm_gpu/libopm_twice.so: ")]
+    assert "device code listed by cuobjdump from the 2 fatbins opmarket's ELF reader " in line
+    assert "SASS sm_80, sm_90; PTX compute_75" in line
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_fatbins_outside_the_nv_fatbin_section_count_as_doctor_counts_them(
+    tmp_path: Path,
+) -> None:
+    """A library that carries, besides its ``.nv_fatbin`` section, a fatbin in its read-only
+    data that it loads itself (as cuFFT does: cuobjdump lists 1 of its 9 SASS
+    architectures): the step lists what the ELF reader (doctor's) finds, through cuobjdump."""
+    assert NVCC is not None
+    source = tmp_path / "twice.cu"
+    build_cuda_library(tmp_path)  # writes twice.cu
+    fatbin = tmp_path / "extra.fatbin"
+    subprocess.run(
+        [NVCC, "-fatbin", "-gencode", "arch=compute_86,code=sm_86", "-o", fatbin, source],
+        check=True,
+        capture_output=True,
+    )
+    words = ", ".join(str(b) for b in fatbin.read_bytes())
+    embed = tmp_path / "embed.c"
+    embed.write_text(
+        f"__attribute__((aligned(8))) const unsigned char opm_kernels[] = {{{words}}};\n"
+    )
+    library = tmp_path / "libopm_both.so"
+    link = ["-shared", "-Xcompiler=-fPIC", "--cudart=shared", "-o", library, source, embed]
+    subprocess.run(
+        [NVCC, *GENCODE, *link],
+        check=True,
+        capture_output=True,
+    )
+    assert cuobjdump_lists(library) == (["sm_80", "sm_90"], ["compute_75"])
+    code = read_device_code(library)
+    assert (code.sass, code.ptx) == (("sm_80", "sm_86", "sm_90"), ("compute_75",))
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-both", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed" and found.summary is not None
+    assert (found.summary["sass"], found.summary["ptx"]) == (list(code.sass), list(code.ptx))
+    (line,) = [n for n in found.log if n.startswith("opm_both/libopm_both.so: ")]
+    assert "(cuobjdump lists only sm_80, sm_90, compute_75 from its sections: " in line
+
+
+@needs_cuobjdump
+def test_the_step_says_why_a_librarys_device_code_was_not_read(tmp_path: Path) -> None:
+    """cuobjdump finds no device code in the library, and the ELF reader stops at more
+    magics that begin no fatbin than it passes over: the library's line says so."""
+    library = build_stray_library(tmp_path, MAX_STRAYS + 1)
+    wheel = gpu_plugin_wheel(tmp_path / "wheel", "opm-strays", "1.0.0", library=library)
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "failed" and found.summary is None
+    (line,) = [n for n in found.log if n.startswith("opm_strays/libopm_strays.so: ")]
+    reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
+    assert f"its device code cannot be read: {reason}; no device code" in line
 
 
 @needs_cuobjdump

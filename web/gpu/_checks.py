@@ -10,7 +10,11 @@ For every shared library in the wheel (``*.so``, ``*.so.N``):
   runtime wheel of that major (``nvidia-cuda-runtime>=13,<14``, or ``nvidia-cuda-runtime-cu13``);
 - the device code it carries: SASS (``sm_80``: machine code for one GPU architecture) and
   PTX (``compute_75``: an intermediate form the driver compiles for newer GPUs), listed by
-  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`);
+  NVIDIA's ``cuobjdump`` (see :mod:`opmarket.web.gpu._tools`); where cuobjdump cannot
+  read the library or lists fewer architectures than opmarket's ELF reader
+  (:mod:`opmarket.registry._gpubinary`, doctor's and env-check's) finds (cuobjdump reads
+  section headers, which ``sstrip`` removes and the loader ignores), cuobjdump also lists
+  the fatbins the reader finds in the loaded segments, and the log says so;
 - the GPUs it runs on: a compute capability X.Y for which it has SASS (sm_Xy with y <= Y:
   cubins run on later minors of their major; ``sm_90a`` only on 9.0) or PTX at or below
   X.Y (the rules: ``opmarket.registry._cuda_rules``); the lowest such is
@@ -48,6 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from opmarket.registry._cuda_rules import capability_number, parse_arch
 from opmarket.registry._elf import read_library
+from opmarket.registry._gpubinary import DeviceCode, arch_key, read_device_code
 from opmarket.web.gpu._tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
@@ -308,7 +313,7 @@ def _check_libraries(
                 )
         if tool is not None:
             try:
-                code = list_device_code(tool, local, sandbox)
+                code = _device_code(tool, local, sandbox, notes, unread=bool(elf.problem))
                 lib["sass"], lib["ptx"] = list(code.sass), list(code.ptx)
             except ToolError as exc:
                 check.status = StepStatus.FAILED
@@ -364,6 +369,69 @@ def _check_libraries(
             "compatibility; PTX from a newer toolkit may need a newer driver to compile)"
         )
     return check, True
+
+
+def _device_code(
+    tool: Path, library: Path, sandbox: ToolSandbox, notes: list[str], *, unread: bool
+) -> DeviceCode:
+    """The device code ``cuobjdump`` lists in ``library``, and where it lists less than
+    opmarket's ELF reader finds (doctor's and env-check's) or cannot read the library, what
+    it lists in the fatbins the reader finds where the runtime finds them, in the loaded
+    segments, written one after another to a bare fatbin file. cuobjdump reads the section
+    headers, which the loader never does: a library whose headers were stripped loads and
+    runs its kernels all the same. ``notes`` says which source was used, and why the reader
+    could not read the device code (``unread``: the ELF headers were found unreadable and
+    noted already)."""
+    found = read_device_code(library)
+    if found.problem and not unread:
+        notes.append(f"its device code cannot be read: {found.problem}")
+    failed: ToolError | None = None
+    try:
+        listed = list_device_code(tool, library, sandbox)
+    except ToolError as exc:
+        failed, listed = exc, DeviceCode()
+    if not found.has_device_code or _lists_all(listed, found):
+        if failed is not None:
+            raise failed
+        return listed
+    fatbin = library.with_suffix(".fatbin")
+    with open(library, "rb") as src, open(fatbin, "wb") as out:
+        for offset, size in found.fatbins:
+            src.seek(offset)
+            left = size
+            while left and (chunk := src.read(min(left, 1 << 20))):  # a block at a time
+                out.write(chunk)
+                left -= len(chunk)
+            out.write(bytes(-size % 8))  # containers are 8-byte aligned
+    try:
+        extracted = list_device_code(tool, fatbin, sandbox, inside="/input/device.fatbin")
+    finally:
+        fatbin.unlink()
+    if failed is not None:
+        why = f"cannot read the library: {failed}"
+    elif listed.has_device_code:
+        why = f"lists only {', '.join(listed.sass + listed.ptx)} from its sections"
+    else:
+        why = "finds none in the library itself"
+    count = len(found.fatbins)
+    notes.append(
+        f"device code listed by cuobjdump from the {count} fatbin{'s' * (count != 1)} "
+        f"opmarket's ELF reader found in its loaded segments, as doctor reads them "
+        f"(cuobjdump {why}: it reads the section headers, which the loader does not)"
+    )
+    return DeviceCode(
+        tuple(sorted({*listed.sass, *extracted.sass}, key=arch_key)),
+        tuple(sorted({*listed.ptx, *extracted.ptx}, key=arch_key)),
+    )
+
+
+def _lists_all(listed: DeviceCode, found: DeviceCode) -> bool:
+    """Whether ``listed`` (cuobjdump's) has every architecture ``found`` (the ELF
+    reader's, which has no ``a``/``f`` suffixes) has, SASS and PTX."""
+    return all(
+        {arch_key(a)[0] for a in mine} <= {arch_key(a)[0] for a in theirs}
+        for mine, theirs in ((found.sass, listed.sass), (found.ptx, listed.ptx))
+    )
 
 
 def _audit(check: GpuCheck, path: Path, wheel: WheelName, sandbox: ToolSandbox) -> None:

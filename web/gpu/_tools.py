@@ -128,10 +128,15 @@ def cuobjdump_version(tool: Path, sandbox: ToolSandbox | None = None) -> str:
     return found.group(1)
 
 
-def list_device_code(tool: Path, library: Path, sandbox: ToolSandbox | None = None) -> DeviceCode:
-    """What ``cuobjdump --list-elf --list-ptx`` finds in ``library``; empty lists for a
-    library without device code. ToolError for anything else it says."""
-    inside = "/input/library.so"
+def list_device_code(
+    tool: Path, library: Path, sandbox: ToolSandbox | None = None, *, inside: str = ""
+) -> DeviceCode:
+    """What ``cuobjdump --list-elf --list-ptx`` finds in ``library`` (a shared library, or
+    a bare fatbin file: fat binary containers one after another, which cuobjdump reads as
+    it reads a library's ``.nv_fatbin`` section), seen in the sandbox as ``inside``
+    (default ``/input/library.so``); empty lists for a file without device code.
+    ToolError for anything else it says."""
+    inside = inside or "/input/library.so"
     done = (sandbox or ToolSandbox()).run(
         [str(tool), "--list-elf", "--list-ptx", inside], {inside: library}
     )
