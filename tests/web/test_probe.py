@@ -5,6 +5,7 @@ sight), and numerical libraries get one thread. Real bwrap, a real wheel, the re
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 
 from opmarket.web import Limits, Verdict, validate_wheel
 from opmarket.web.sandbox._run import sandbox_problem
+from opmarket.web.validation._harness import _PROBE, _probe_code
 
 from .plugins import build_plugin, plugin_source
 
@@ -78,3 +80,12 @@ def test_what_the_plugins_process_loads_leaves_out_protobuf() -> None:
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, check=True)
     assert done.stdout.decode().strip() == "[]"
+
+
+def test_an_interpreter_that_cannot_compile_the_probe_runs_its_source() -> None:
+    # Compiled by the interpreter the sandbox runs (its bytecode is that one's); one that
+    # fails (here a program that only exits 1) leaves the source to run, not no sandbox.
+    assert _probe_code("/bin/false") == ("/input/probe.py", _PROBE)
+    where, code = _probe_code(sys.executable)
+    assert where == "/input/probe.pyc"
+    assert code.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
