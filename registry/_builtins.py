@@ -6,21 +6,17 @@ the same. An op-set that defines an op of the same name takes precedence.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from opmarket.sdk import OpDef, op
+from opmarket.sdk import OpDef, TensorShape, op
 
 __all__ = ["BUILTIN_OPS"]
 
 
 def _builtins() -> dict[str, OpDef]:
     defs = [
-        op("Placeholder")
-        .output("output: dtype")
-        .attr("dtype: type")
-        .attr("shape: shape = { unknown_rank: true }")
-        .doc("A graph input, fed when the graph runs."),
         op("Const")
         .output("output: dtype")
         .attr("value: tensor")
@@ -41,7 +37,24 @@ def _builtins() -> dict[str, OpDef]:
         .aggregate()
         .doc("Adds all inputs elementwise."),
     ]
-    return {d.name: d for d in (b.build() for b in defs)}
+    built = {d.name: d for d in (b.build() for b in defs)}
+    # Placeholder's "shape: shape = { unknown_rank: true }", its default given as the value:
+    # reading it as text would load protobuf into every process that imports the registry
+    # (a validation's plugin process among them), for this one default.
+    placeholder = (
+        op("Placeholder")
+        .output("output: dtype")
+        .attr("dtype: type")
+        .attr("shape: shape")
+        .doc("A graph input, fed when the graph runs.")
+        .build()
+    )
+    unknown = TensorShape(None)
+    attrs = tuple(
+        dataclasses.replace(a, default=unknown) if a.name == "shape" else a
+        for a in placeholder.attrs
+    )
+    return {"Placeholder": dataclasses.replace(placeholder, attrs=attrs), **built}
 
 
 #: The built-in ops by name.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import text_format
-
 from opmarket.sdk._dtypes import DType
 from opmarket.sdk._errors import InvalidArgumentError
 from opmarket.sdk._opdef import AttrType
@@ -249,6 +247,8 @@ def format_value(attr_type: str, value: AttrValue) -> str:
     base, is_list = AttrType.parse(attr_type)
     if is_list:
         return "[" + ", ".join(format_value(base, v) for v in value) + "]"
+    from google.protobuf import text_format  # only here: its import costs most users time
+
     p = value_to_proto(attr_type, value)
     text = text_format.MessageToString(p, as_one_line=True)
     field = _FIELD[attr_type]

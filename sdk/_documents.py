@@ -24,7 +24,6 @@ from opmarket.sdk._specjson import (
     looks_like_spec_document,
     op_to_spec,
 )
-from opmarket.sdk._textformat import opdefs_from_pbtxt, opdefs_to_pbtxt
 from opmarket.sdk._validate import opdef_problems
 
 __all__ = [
@@ -94,6 +93,8 @@ def _parse_document(text: str, source: str) -> Document:
             'JSON, but neither an opmarket op-set ("format": "opmarket.opset") nor a '
             'spec-form document ({"ops": [{"name": ..., "inputs": ["x: T"], ...}]})',
         )
+    from opmarket.sdk._textformat import opdefs_from_pbtxt  # protobuf: loaded for a pbtxt only
+
     ops = opdefs_from_pbtxt(text, source)
     return Document(source, OpSet(tuple(ops)), "tf-pbtxt", _problems_of(ops, source))
 
@@ -171,6 +172,8 @@ def render_document(
     if fmt == "json":
         return encode_opset(ops, kernels, name=name, version=version)
     if fmt == "tf-pbtxt":
+        from opmarket.sdk._textformat import opdefs_to_pbtxt  # protobuf: loaded for a pbtxt only
+
         return opdefs_to_pbtxt(ops)
     specs, problems = [], []
     for op in ops:

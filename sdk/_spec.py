@@ -15,7 +15,6 @@ from typing import Any
 from opmarket.sdk._attrproto import format_value, proto_field_for, value_from_proto
 from opmarket.sdk._dtypes import COMPOUND_TYPES, DType, dtype_from_spec_name
 from opmarket.sdk._opdef import ArgDef, AttrDef, AttrType
-from opmarket.sdk._prototext import parse_proto_text, unescape_c
 from opmarket.sdk._tfproto import messages
 
 __all__ = [
@@ -162,6 +161,9 @@ def parse_attr_default(attr_type: str, text: str) -> tuple[bool, Any]:
         to_parse = f"{fld}: {text}"
     if base == "tensor" and not _nests_under_limit(to_parse):
         return False, f"the tensor nests deeper than {_MAX_TENSOR_NEST} levels"
+    # protobuf's modules are loaded only for a default to read (most specs have none)
+    from opmarket.sdk._prototext import parse_proto_text
+
     proto = messages()["AttrValue"]()
     if not parse_proto_text(to_parse, proto):
         example = _DEFAULT_EXAMPLES.get(base, "")
@@ -212,6 +214,8 @@ def parse_attr(spec: str, attrs: list[MutableAttr], errors: list[str]) -> None:
             spec = _strip_leading(spec[1:])
             attr.allowed_values = []
             if spec.startswith(('"', "'")):
+                from opmarket.sdk._prototext import unescape_c  # it loads protobuf: rare
+
                 typ = "string"
                 while True:
                     got = _consume_quoted('"', spec) or _consume_quoted("'", spec)

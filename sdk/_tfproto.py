@@ -1,17 +1,20 @@
 """TensorFlow's OpDef protobuf schema, declared in code so no protoc step is needed.
 
 Field names and numbers follow tensorflow/core/framework/{types,tensor_shape,resource_handle,
-tensor,attr_value,full_type,op_def}.proto. The message classes are built on first use.
+tensor,attr_value,full_type,op_def}.proto. The message classes are built on first use, and
+protobuf is imported then too: most users of the SDK (a plugin declaring its ops, the
+validation sandbox loading one) never build a message, and its import costs tens of ms.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
-
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from typing import TYPE_CHECKING, Any
 
 from opmarket.sdk._dtypes import DType
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 __all__ = ["FULL_TYPE_IDS", "messages"]
 
@@ -55,17 +58,17 @@ FULL_TYPE_IDS: dict[str, int] = {
     "TFT_LEGACY_VARIANT": 10203,
 }
 
-_F = descriptor_pb2.FieldDescriptorProto
+# Scalar field types: the names of FieldDescriptorProto's TYPE_* values.
 _T = {
-    "string": _F.TYPE_STRING,
-    "bytes": _F.TYPE_BYTES,
-    "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64,
-    "uint32": _F.TYPE_UINT32,
-    "uint64": _F.TYPE_UINT64,
-    "float": _F.TYPE_FLOAT,
-    "double": _F.TYPE_DOUBLE,
-    "bool": _F.TYPE_BOOL,
+    "string": "TYPE_STRING",
+    "bytes": "TYPE_BYTES",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "uint32": "TYPE_UINT32",
+    "uint64": "TYPE_UINT64",
+    "float": "TYPE_FLOAT",
+    "double": "TYPE_DOUBLE",
+    "bool": "TYPE_BOOL",
 }
 
 # message name -> [(field, number, type, repeated, oneof index or None)]
@@ -198,6 +201,9 @@ _PACKED = {("TensorProto", "half_val")} | {
 
 
 def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    from google.protobuf import descriptor_pb2
+
+    field = descriptor_pb2.FieldDescriptorProto
     fdp = descriptor_pb2.FileDescriptorProto(
         name="opmarket/tensorflow_opdef.proto", package=_PKG, syntax="proto3"
     )
@@ -221,14 +227,14 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
             msg.options.map_entry = True
         for name, number, ftype, repeated, oneof in fields:
             f = msg.field.add(name=name, number=number, json_name=name)
-            f.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
+            f.label = field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL
             if ftype in _T:
-                f.type = _T[ftype]
+                f.type = field.Type.Value(_T[ftype])
             elif ftype.startswith("enum:"):
-                f.type = _F.TYPE_ENUM
+                f.type = field.TYPE_ENUM
                 f.type_name = ftype[len("enum:") :]
             else:
-                f.type = _F.TYPE_MESSAGE
+                f.type = field.TYPE_MESSAGE
                 f.type_name = ftype
             if oneof is not None:
                 f.oneof_index = oneof
@@ -240,6 +246,8 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 @cache
 def messages() -> dict[str, Any]:
     """Message classes by name: ``OpDef``, ``OpList``, ``AttrValue``, ``TensorProto``, ..."""
+    from google.protobuf import descriptor_pool, message_factory
+
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_file_descriptor())
     out: dict[str, Any] = {}

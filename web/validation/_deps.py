@@ -12,6 +12,7 @@ named in a failed step, as an installer would fail to install the wheel.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from dataclasses import dataclass, field
 from email.parser import BytesParser
@@ -137,6 +138,13 @@ def _fits(filename: str, tags: frozenset[object]) -> bool:
     return any(t in tags for t in file_tags)
 
 
+@functools.cache
+def _interpreter_tags() -> frozenset[object]:
+    """The wheel tags this interpreter installs: the same for the whole process, and a few
+    milliseconds to list, which each validation spent again."""
+    return frozenset(sys_tags())
+
+
 class CatalogSource:
     """This index as a :class:`WheelSource`: the newest validated, unyanked wheel of the
     requirement's project whose version it allows and whose tags this interpreter installs,
@@ -144,7 +152,7 @@ class CatalogSource:
 
     def __init__(self, state: AppState) -> None:
         self.state = state
-        self.tags = frozenset(sys_tags())
+        self.tags = _interpreter_tags()
 
     def find(self, req: Requirement) -> IndexWheel | None:
         """The newest fitting validated wheel of ``req``'s project, or None."""

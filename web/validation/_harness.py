@@ -16,10 +16,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import json
+import logging
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -33,6 +36,9 @@ from opmarket.web.validation._report import HarnessResult, ReportError, parse_ha
 __all__ = ["discard_waiting", "run_probe", "start_ahead", "tail"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
+_COMPILE = "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)"
+
+log = logging.getLogger("opmarket.web.validation")
 _RESULT_CAP = 16 * 1024 * 1024
 _INBOX = "/input/job"  # the job's files, bound read-only: empty until its hand-over
 
@@ -55,6 +61,32 @@ def _env() -> dict[str, str]:
         if name in os.environ:
             env[name] = os.environ[name]
     return env
+
+
+@functools.cache
+def _probe_code(interpreter: str) -> tuple[str, Path]:
+    """Where the sandbox runs the harness from, and the host file bound there: ``_probe.py``
+    compiled once per process by ``interpreter`` (its bytecode is that interpreter's), so
+    that neither of a sandbox's two processes parses it again (a script given as source is
+    compiled at every start, and never cached). Its source, when it cannot be compiled."""
+    folder = Path(tempfile.mkdtemp(prefix=f"opmarket-job-{os.getpid()}-probe-"))  # 0700
+    atexit.register(shutil.rmtree, folder, True)
+    code = folder / "probe.pyc"
+    try:
+        subprocess.run(
+            [interpreter, "-I", "-S", "-c", _COMPILE, str(_PROBE), str(code)],
+            capture_output=True,
+            timeout=120,
+            check=True,
+            cwd="/",
+        )
+        code.chmod(0o644)  # the sandbox's user reads it through its bind
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning(
+            "%s could not compile %s (%s): the sandbox runs its source", interpreter, _PROBE, exc
+        )
+        return "/input/probe.py", _PROBE
+    return "/input/probe.pyc", code
 
 
 def tail(data: bytes, limit: int = 4000) -> str:
@@ -104,20 +136,13 @@ class _Sandbox:
         reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
         reader.start()
         try:
+            probe, code = _probe_code(kind.interpreter)
             started = start_sandboxed(
-                [
-                    kind.interpreter,
-                    "-I",
-                    "-S",
-                    "/input/probe.py",
-                    "harness",
-                    str(job_r),
-                    str(result_w),
-                ],
+                [kind.interpreter, "-I", "-S", probe, "harness", str(job_r), str(result_w)],
                 limits=kind.limits,
                 interpreter=kind.interpreter,
                 env=_env(),
-                binds={"/input/probe.py": _PROBE, _INBOX: inbox},
+                binds={probe: code, _INBOX: inbox},
                 pass_fds=(job_r, result_w),
                 private=kind.private,
             )
