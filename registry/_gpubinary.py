@@ -151,7 +151,7 @@ def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, in
     if not elf.loads:  # an object file: sections are all there is
         section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
         if section is not None:
-            _fatbins(elf.read(section), sass, ptx, found, section[_SH_OFFSET])
+            _section(elf, section, sass, ptx, found)
         return
     try:
         section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
@@ -160,9 +160,23 @@ def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, in
         section, trusted = None, False
     skip: list[list[int]] = []
     if trusted and section is not None:
-        _fatbins(elf.read(section), sass, ptx, found, section[_SH_OFFSET])
+        _section(elf, section, sass, ptx, found)
         skip = _merged([(section[_SH_OFFSET], section[_SH_OFFSET] + section[_SH_SIZE])])
     _scan(elf, sass, ptx, skip, found)
+
+
+def _section(
+    elf: _Elf, section: tuple[int, ...], sass: set[str], ptx: set[str], found: list[tuple[int, int]]
+) -> None:
+    """Collect the architectures (and places) of the fatbins of ``section`` (the
+    ``.nv_fatbin``), searched through a read-only map of the file, not read into memory: the
+    index reads an upload's libraries in its own process, and a section may be most of a
+    1 GiB file."""
+    at, size = section[_SH_OFFSET], section[_SH_SIZE]
+    _exact(elf.f, elf.size, 0, at + size)  # the whole section lies in the file
+    if size:
+        with mmap.mmap(elf.f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            _fatbins(view, sass, ptx, found, begin=at, end=at + size)
 
 
 def _covered(elf: _Elf) -> list[list[int]] | None:
@@ -292,21 +306,25 @@ class _Scan:
 
 
 def _fatbins(
-    data: bytes,
+    data: bytes | mmap.mmap,
     sass: set[str],
     ptx: set[str],
     found: list[tuple[int, int]] | None = None,
-    base: int = 0,
+    *,
+    begin: int = 0,
+    end: int | None = None,
 ) -> None:
-    """Collect the architectures of every entry of every container in ``data`` (a
-    ``.nv_fatbin`` section the segments agree with, at file offset ``base``; the places of
-    its containers into ``found``), within the scan's limits: the magic is
-    found by ``bytes.find``, not 8 bytes at a time in Python, and at most
-    :data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES` entries and :data:`MAX_STRAYS`
-    unaligned magics are read, so a hostile section costs milliseconds, not minutes."""
-    start = fatbins = entries = strays = 0
-    while (start := data.find(_MAGIC, start)) >= 0 and start + 16 <= len(data):
-        if start % 8:  # containers are 8-byte aligned: a magic elsewhere is data
+    """Collect the architectures of every entry of every container in ``data`` from
+    ``begin`` to ``end`` (its end by default: a ``.nv_fatbin`` section the segments agree
+    with, or the map of its file; the places of its containers, offsets in ``data``, into
+    ``found``), within the scan's limits: the magic is found by ``find``, not 8 bytes at a
+    time in Python, and at most :data:`MAX_FATBINS` containers, :data:`MAX_ENTRIES` entries
+    and :data:`MAX_STRAYS` unaligned magics are read, so a hostile section costs
+    milliseconds, not minutes."""
+    limit = len(data) if end is None else end
+    start, fatbins, entries, strays = begin, 0, 0, 0
+    while (start := data.find(_MAGIC, start, limit)) >= 0 and start + 16 <= limit:
+        if (start - begin) % 8:  # containers are 8-byte aligned: a magic elsewhere is data
             strays += 1
             if strays > MAX_STRAYS:
                 raise _Refused(f"more than {MAX_STRAYS} fatbin magics that begin no fatbin")
@@ -316,10 +334,10 @@ def _fatbins(
         if fatbins > MAX_FATBINS:
             raise _Refused(f"more than {MAX_FATBINS} fatbins in its .nv_fatbin section")
         _magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, start)
-        entry, end = start + header_size, start + header_size + fat_size
+        entry, last = start + header_size, start + header_size + fat_size
         if found is not None:
-            found.append((base + start, min(end, len(data)) - start))
-        while entry + 32 <= min(end, len(data)):
+            found.append((start, min(last, limit) - start))
+        while entry + 32 <= min(last, limit):
             entries += 1
             if entries > MAX_ENTRIES:
                 raise _Refused(f"more than {MAX_ENTRIES} fatbin entries in its .nv_fatbin section")
@@ -332,4 +350,4 @@ def _fatbins(
             if entry_size == 0:
                 break
             entry += entry_size + payload
-        start = max(end, start + 16)
+        start = max(last, start + 16)

@@ -317,3 +317,42 @@ def test_doctor_says_why_an_installed_librarys_device_code_was_not_read(tmp_path
     (line,) = [n for n in lines[:3] if n.startswith("    GPU ")]
     assert line.endswith(f"; device code not read: libopm_strays.so: {reason}"), done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_large_nv_fatbin_section_is_read_without_its_size_in_memory(tmp_path: Path) -> None:
+    """The index reads each uploaded library's device code in its own process: a linked
+    library whose ``.nv_fatbin`` section (agreeing with the segments) is large is searched
+    through a read-only map of the file, not copied into the process's memory, so a
+    section of hundreds of MiB (a 1 GiB upload limit, zeros compress 200 to 1) costs no
+    data memory. Run with the data limit (``RLIMIT_DATA``) a few MiB above what the
+    interpreter already uses, in a real subprocess."""
+    import subprocess
+    import sys
+
+    size = 96 << 20
+    source = tmp_path / "big.c"
+    source.write_text(
+        '__attribute__((section(".nv_fatbin"), aligned(8), used))\n'
+        f"const unsigned char opm_big[{size}] = {{1}};\n"
+    )
+    library = tmp_path / "libopm_big.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", library, source], check=True, capture_output=True
+    )
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from opmarket.registry._gpubinary import read_device_code\n"
+        "read_device_code(Path(sys.argv[1]))  # everything it imports, loaded\n"
+        "status = open('/proc/self/status').read()\n"
+        "used = int(status.split('VmData:')[1].split()[0]) * 1024\n"
+        "limit = used + (32 << 20)\n"
+        "resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))\n"
+        "code = read_device_code(Path(sys.argv[1]))\n"
+        "print(repr(code.problem), code.sass)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, library], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["''", "()"]

@@ -89,6 +89,17 @@ def _probe_code(interpreter: str) -> tuple[str, Path]:
     return "/input/probe.pyc", code
 
 
+def _compiled_probe(interpreter: str) -> tuple[str, Path]:
+    """:func:`_probe_code`, compiled again where its file is gone: it lies in the temporary
+    folder for the process's life, which may be months, and a cleaner of that folder
+    removes files not read for days; every sandbox after would fail to start."""
+    probe, code = _probe_code(interpreter)
+    if not code.exists():
+        _probe_code.cache_clear()
+        probe, code = _probe_code(interpreter)
+    return probe, code
+
+
 def tail(data: bytes, limit: int = 4000) -> str:
     text = data.decode("utf-8", errors="replace").strip()
     return text if len(text) <= limit else "...\n" + text[-limit:]
@@ -136,7 +147,7 @@ class _Sandbox:
         reader = threading.Thread(target=_drain, args=(result_r, raw), daemon=True)
         reader.start()
         try:
-            probe, code = _probe_code(kind.interpreter)
+            probe, code = _compiled_probe(kind.interpreter)
             started = start_sandboxed(
                 [kind.interpreter, "-I", "-S", probe, "harness", str(job_r), str(result_w)],
                 limits=kind.limits,
