@@ -18,7 +18,10 @@ binutils before 2.31, puts ``.rodata`` and ``.nv_fatbin`` in the code segment). 
 sections agree with the segments (every loaded one, ``SHF_ALLOC`` with file bytes, lies in
 a PT_LOAD segment at the address its header gives) the ``.nv_fatbin`` section is read as
 ``cuobjdump`` reads it and its bytes are not searched again; the rest of the loaded bytes
-are searched all the same, so a fatbin in a section of another name is found. Section
+are searched all the same, so a fatbin in a section of another name is found, but for
+``__nv_relfatbin``: relocatable device code (``-rdc``) kept for a later device link, which
+the runtime never registers (stripped of its section headers, a library's relocatable code
+can no longer be told apart, and counts). Section
 headers that are stripped (``sstrip``, a zeroed ``e_shoff``), lie, or cannot be read at
 all (the wrong entry size, a table past the file's end, more than :data:`MAX_SECTIONS
 <opmarket.registry._elffile.MAX_SECTIONS>`) are not used; a library with segments is then
@@ -71,6 +74,7 @@ MAX_ENTRIES = 1 << 20
 MAX_STRAYS = 1_024
 
 _FATBIN_MAGIC = 0xBA55ED50
+_RELOCATABLE = "__nv_relfatbin"
 _MAGIC = struct.pack("<I", _FATBIN_MAGIC)
 _KIND_PTX, _KIND_ELF = 1, 2
 _SH_FLAGS, _SH_ADDR = 2, 3  # where in a section header's tuple its flags and address are
@@ -154,14 +158,17 @@ def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, in
             _section(elf, section, sass, ptx, found)
         return
     try:
-        section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
+        named = _named_headers(elf, (".nv_fatbin", _RELOCATABLE))
+        section = named.get(".nv_fatbin")
         trusted = section is not None and _covered(elf) is not None
     except _BAD:  # section names past the file, say: the loader never reads them
-        section, trusted = None, False
+        named, section, trusted = {}, None, False
     skip: list[list[int]] = []
     if trusted and section is not None:
         _section(elf, section, sass, ptx, found)
-        skip = _merged([(section[_SH_OFFSET], section[_SH_OFFSET] + section[_SH_SIZE])])
+        # __nv_relfatbin holds relocatable device code (-rdc) for a later device link:
+        # the runtime never registers it, and cuobjdump does not list it as the library's.
+        skip = _merged([(sh[_SH_OFFSET], sh[_SH_OFFSET] + sh[_SH_SIZE]) for sh in named.values()])
     _scan(elf, sass, ptx, skip, found)
 
 

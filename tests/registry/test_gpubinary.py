@@ -7,6 +7,7 @@ in bounded work."""
 from __future__ import annotations
 
 import struct
+import subprocess
 import sysconfig
 from collections.abc import Callable
 from pathlib import Path
@@ -154,6 +155,46 @@ def test_the_stripped_library_carries_what_cuobjdump_lists_in_the_unstripped_one
     damaged.write_bytes(stripped(cuda_library.read_bytes()))
     code = read_device_code(damaged)
     assert (list(code.sass), list(code.ptx)) == cuobjdump_lists(cuda_library)
+
+
+def test_relocatable_device_code_is_not_counted_as_the_librarys(tmp_path: Path) -> None:
+    """A library built with ``-rdc`` keeps its relocatable device code (here PTX for
+    compute_90) in ``__nv_relfatbin`` for a later device link; the runtime registers only
+    the device-linked ``.nv_fatbin`` (SASS sm_80), and cuobjdump lists only that."""
+    if NVCC is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not installed")
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "__global__ void twice(float *x) { x[threadIdx.x] *= 2; }\n"
+        'extern "C" void run(float *x) { twice<<<1, 32>>>(x); }\n'
+    )
+    library = tmp_path / "librdc.so"
+    gencode = [
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_90,code=compute_90",
+    ]
+    subprocess.run(
+        [
+            NVCC,
+            "-shared",
+            "-rdc=true",
+            "-Xcompiler",
+            "-fPIC",
+            *gencode,
+            "-o",
+            str(library),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert b"__nv_relfatbin" in library.read_bytes()  # the build keeps relocatable code
+    code = read_device_code(library)
+    assert (code.sass, code.ptx) == (("sm_80",), ())
+    if cuobjdump_path() is not None:
+        assert (list(code.sass), list(code.ptx)) == cuobjdump_lists(library)
 
 
 # --- hostile segments: handmade files, no section headers ------------------------------------
