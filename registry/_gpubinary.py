@@ -60,6 +60,7 @@ __all__ = [
     "MAX_SCANNED",
     "MAX_STRAYS",
     "DeviceCode",
+    "EntryBudget",
     "arch_key",
     "read_device_code",
 ]
@@ -122,10 +123,29 @@ def arch_key(name: str) -> tuple[int, str]:
     return (int(digits or 0), name)
 
 
-def read_device_code(path: Path) -> DeviceCode:
+class EntryBudget:
+    """Fatbin entries left to read, shared by every read it is given to: each read makes its
+    own of :data:`MAX_ENTRIES` by default; the index gives one to all of a wheel's
+    libraries, which it reads in its own process (so a wheel of many libraries dense with
+    entries costs one library's worth of CPU, not one per library)."""
+
+    def __init__(self, entries: int | None = None, where: str = "") -> None:
+        self.total = MAX_ENTRIES if entries is None else entries
+        self.left, self.where = self.total, where
+
+    def take(self, where: str) -> None:
+        """Count one entry read; past the budget the read is refused."""
+        self.left -= 1
+        if self.left < 0:
+            raise _Refused(f"more than {self.total} fatbin entries {self.where or where}")
+
+
+def read_device_code(path: Path, budget: EntryBudget | None = None) -> DeviceCode:
     """The CUDA facts of the ELF shared library at ``path`` (read by :mod:`._elf`); an
     empty DeviceCode for a file that is not ELF, is truncated or cannot be read, or breaks
-    a limit (then with its ``problem``)."""
+    a limit (then with its ``problem``). ``budget``: the entries it may read (shared with
+    other reads given the same one), :data:`MAX_ENTRIES` of its own by default."""
+    budget = EntryBudget() if budget is None else budget
     library = read_library(path)
     if library.problem:
         return DeviceCode(problem=library.problem)
@@ -136,7 +156,7 @@ def read_device_code(path: Path) -> DeviceCode:
         with open(path, "rb") as f:
             elf = _Elf.parse(f)
             if elf is not None:
-                _collect(elf, sass, ptx, found)
+                _collect(elf, sass, ptx, found, budget)
     except _BAD as exc:
         return DeviceCode(problem=str(exc) or type(exc).__name__)
     return DeviceCode(
@@ -148,14 +168,20 @@ def read_device_code(path: Path) -> DeviceCode:
     )
 
 
-def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, int]]) -> None:
+def _collect(
+    elf: _Elf,
+    sass: set[str],
+    ptx: set[str],
+    found: list[tuple[int, int]],
+    budget: EntryBudget,
+) -> None:
     """Collect the architectures (and the places, into ``found``) of the fatbins the
     runtime would find in ``elf``: those of its ``.nv_fatbin`` section when its sections
     agree with its segments, and those of the rest of its loaded bytes."""
     if not elf.loads:  # an object file: sections are all there is
         section = _named_headers(elf, (".nv_fatbin",)).get(".nv_fatbin")
         if section is not None:
-            _section(elf, section, sass, ptx, found)
+            _section(elf, section, sass, ptx, found, budget=budget)
         return
     try:
         named = _named_headers(elf, (".nv_fatbin", _RELOCATABLE))
@@ -165,15 +191,21 @@ def _collect(elf: _Elf, sass: set[str], ptx: set[str], found: list[tuple[int, in
         named, section, trusted = {}, None, False
     skip: list[list[int]] = []
     if trusted and section is not None:
-        _section(elf, section, sass, ptx, found)
+        _section(elf, section, sass, ptx, found, budget=budget)
         # __nv_relfatbin holds relocatable device code (-rdc) for a later device link:
         # the runtime never registers it, and cuobjdump does not list it as the library's.
         skip = _merged([(sh[_SH_OFFSET], sh[_SH_OFFSET] + sh[_SH_SIZE]) for sh in named.values()])
-    _scan(elf, sass, ptx, skip, found)
+    _scan(elf, sass, ptx, skip, found, budget=budget)
 
 
 def _section(
-    elf: _Elf, section: tuple[int, ...], sass: set[str], ptx: set[str], found: list[tuple[int, int]]
+    elf: _Elf,
+    section: tuple[int, ...],
+    sass: set[str],
+    ptx: set[str],
+    found: list[tuple[int, int]],
+    *,
+    budget: EntryBudget,
 ) -> None:
     """Collect the architectures (and places) of the fatbins of ``section`` (the
     ``.nv_fatbin``), searched through a read-only map of the file, not read into memory: the
@@ -183,7 +215,7 @@ def _section(
     _exact(elf.f, elf.size, 0, at + size)  # the whole section lies in the file
     if size:
         with mmap.mmap(elf.f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            _fatbins(view, sass, ptx, found, begin=at, end=at + size)
+            _fatbins(view, sass, ptx, found, begin=at, end=at + size, budget=budget)
 
 
 def _covered(elf: _Elf) -> list[list[int]] | None:
@@ -223,6 +255,8 @@ def _scan(
     ptx: set[str],
     skip: list[list[int]],
     found: list[tuple[int, int]],
+    *,
+    budget: EntryBudget,
 ) -> None:
     """Collect the architectures (and places) of the fatbins in the file bytes of the
     PT_LOAD segments, but those in ``skip`` (merged ranges), each byte searched once
@@ -244,7 +278,7 @@ def _scan(
             ranges.append((at, end))
     if ranges:
         with mmap.mmap(elf.f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            scan = _Scan(view, sass, ptx, found)
+            scan = _Scan(view, sass, ptx, found, budget)
             for start, end in ranges:
                 scan.search(start, end)
 
@@ -253,10 +287,16 @@ class _Scan:
     """A search of a file's bytes for fatbins, its counts held against the limits."""
 
     def __init__(
-        self, view: mmap.mmap, sass: set[str], ptx: set[str], found: list[tuple[int, int]]
+        self,
+        view: mmap.mmap,
+        sass: set[str],
+        ptx: set[str],
+        found: list[tuple[int, int]],
+        budget: EntryBudget,
     ) -> None:
         self.view, self.sass, self.ptx, self.found = view, sass, ptx, found
-        self.scanned = self.fatbins = self.strays = self.entries = 0
+        self.budget = budget
+        self.scanned = self.fatbins = self.strays = 0
 
     def search(self, at: int, end: int) -> None:
         """Collect the fatbins from ``at`` to ``end``, each found one skipped whole."""
@@ -294,9 +334,7 @@ class _Scan:
         found: list[tuple[int, int]] = []
         entry = at + 16
         while entry < last:
-            self.entries += 1
-            if self.entries > MAX_ENTRIES:
-                raise _Refused(f"more than {MAX_ENTRIES} fatbin entries in its segments")
+            self.budget.take("in its segments")
             if entry + _ENTRY > last:
                 return 0
             kind, _, entry_size, payload = struct.unpack_from("<HHIQ", self.view, entry)
@@ -320,6 +358,7 @@ def _fatbins(
     *,
     begin: int = 0,
     end: int | None = None,
+    budget: EntryBudget | None = None,
 ) -> None:
     """Collect the architectures of every entry of every container in ``data`` from
     ``begin`` to ``end`` (its end by default: a ``.nv_fatbin`` section the segments agree
@@ -329,7 +368,8 @@ def _fatbins(
     and :data:`MAX_STRAYS` unaligned magics are read, so a hostile section costs
     milliseconds, not minutes."""
     limit = len(data) if end is None else end
-    start, fatbins, entries, strays = begin, 0, 0, 0
+    budget = EntryBudget() if budget is None else budget
+    start, fatbins, strays = begin, 0, 0
     while (start := data.find(_MAGIC, start, limit)) >= 0 and start + 16 <= limit:
         if (start - begin) % 8:  # containers are 8-byte aligned: a magic elsewhere is data
             strays += 1
@@ -345,9 +385,7 @@ def _fatbins(
         if found is not None:
             found.append((start, min(last, limit) - start))
         while entry + 32 <= min(last, limit):
-            entries += 1
-            if entries > MAX_ENTRIES:
-                raise _Refused(f"more than {MAX_ENTRIES} fatbin entries in its .nv_fatbin section")
+            budget.take("in its .nv_fatbin section")
             kind, _, entry_size, payload = struct.unpack_from("<HHIQ", data, entry)
             (arch,) = struct.unpack_from("<I", data, entry + 28)
             if kind == _KIND_ELF:

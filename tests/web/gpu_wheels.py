@@ -109,10 +109,11 @@ def gpu_plugin_wheel(
     gpu_kernel: bool = True,
     filename: str = "",
     variant: dict[str, object] | bytes | None = None,
+    more: tuple[Path, ...] = (),
 ) -> Path:
     """A plugin wheel whose CPU kernel is Python and whose manifest also declares a GPU
-    kernel (``gpu_kernel``) carried by ``library``; ``variant``: a variant.json
-    (or its bytes, as given)."""
+    kernel (``gpu_kernel``) carried by ``library`` (and ``more`` libraries beside it);
+    ``variant``: a variant.json (or its bytes, as given)."""
     package = dist.replace("-", "_")
     op_name = f"Test>{package.title().replace('_', '')}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -129,8 +130,8 @@ def gpu_plugin_wheel(
         f"{package}/opmarket.opset.json": json.dumps(manifest, indent=2).encode(),
         f"{info}/entry_points.txt": f"[opmarket]\n{package} = {package}\n".encode(),
     }
-    if library is not None:
-        extra[f"{package}/{library.name}"] = library.read_bytes()
+    for each in (library, *more) if library is not None else more:
+        extra[f"{package}/{each.name}"] = each.read_bytes()
     if variant is not None:
         raw = variant if isinstance(variant, bytes) else json.dumps(variant, indent=2).encode()
         extra[f"{info}/variant.json"] = raw

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from opmarket.registry import _gpubinary
 from opmarket.registry._elf import needed_libraries, read_library
-from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, read_device_code
+from opmarket.registry._gpubinary import MAX_STRAYS, DeviceCode, EntryBudget, read_device_code
 from opmarket.web.catalog._models import distribution_key
 from opmarket.web.gpu._checks import MAX_LIBRARIES, capability_number, inspect_gpu, runs_on
 from opmarket.web.gpu._tools import cuobjdump_path
@@ -297,6 +298,38 @@ def test_the_step_says_why_a_librarys_device_code_was_not_read(tmp_path: Path) -
     (line,) = [n for n in found.log if n.startswith("opm_strays/libopm_strays.so: ")]
     reason = f"more than {MAX_STRAYS} fatbin magics that begin no fatbin"
     assert f"its device code cannot be read: {reason}; no device code" in line
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_a_wheels_libraries_share_one_budget_of_fatbin_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step runs the ELF reader in the index's own process: the fatbin entries it reads
+    count for the whole wheel, so a wheel of many libraries dense with entries costs one
+    library's worth of CPU there, not one each. Past the budget a library's line says so,
+    and cuobjdump's listing (in the sandbox) stands."""
+    first = build_cuda_library(tmp_path)
+    second = first.with_name("libopm_again.so")
+    shutil.copyfile(first, second)
+    budget = EntryBudget()
+    assert read_device_code(first, budget).has_device_code
+    per_library = budget.total - budget.left
+    monkeypatch.setattr(_gpubinary, "MAX_ENTRIES", per_library + per_library // 2)
+    assert read_device_code(second).has_device_code  # each alone is within the limit
+    wheel = gpu_plugin_wheel(
+        tmp_path / "wheel", "opm-dense", "1.0.0", library=first, more=(second,)
+    )
+    found = inspect_gpu(wheel)
+    assert found is not None and found.status == "passed", found.log if found else None
+    (line,) = [n for n in found.log if n.startswith("opm_dense/libopm_again.so: ")]
+    limit = per_library + per_library // 2
+    assert (
+        f"its device code cannot be read: more than {limit} fatbin entries in the wheel's libraries"
+        in line
+    )
+    (other,) = [n for n in found.log if n.startswith("opm_dense/libopm_twice.so: ")]
+    assert "cannot be read" not in other
 
 
 @needs_cuobjdump

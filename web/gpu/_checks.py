@@ -52,7 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from opmarket.registry._cuda_rules import capability_number, parse_arch
 from opmarket.registry._elf import read_library
-from opmarket.registry._gpubinary import DeviceCode, arch_key, read_device_code
+from opmarket.registry._gpubinary import DeviceCode, EntryBudget, arch_key, read_device_code
 from opmarket.web.gpu._tools import (
     AUDITWHEEL_EXCLUDE,
     ToolError,
@@ -274,6 +274,9 @@ def _check_libraries(
             check.log.append(str(exc))
     libraries: list[dict[str, Any]] = []
     majors: dict[int, int] = {}  # CUDA major -> lowest minor allowed
+    # The ELF reader runs in this process: the wheel's libraries share one library's budget
+    # of fatbin entries (about a second of CPU), however many they are.
+    budget = EntryBudget(where="in the wheel's libraries")
     for index, member in enumerate(members):
         local = tmp / f"{index}.so"
         with zf.open(member) as src, open(local, "wb") as out:
@@ -313,7 +316,9 @@ def _check_libraries(
                 )
         if tool is not None:
             try:
-                code = _device_code(tool, local, sandbox, notes, unread=bool(elf.problem))
+                code = _device_code(
+                    tool, local, sandbox, notes, unread=bool(elf.problem), budget=budget
+                )
                 lib["sass"], lib["ptx"] = list(code.sass), list(code.ptx)
             except ToolError as exc:
                 check.status = StepStatus.FAILED
@@ -372,7 +377,13 @@ def _check_libraries(
 
 
 def _device_code(
-    tool: Path, library: Path, sandbox: ToolSandbox, notes: list[str], *, unread: bool
+    tool: Path,
+    library: Path,
+    sandbox: ToolSandbox,
+    notes: list[str],
+    *,
+    unread: bool,
+    budget: EntryBudget,
 ) -> DeviceCode:
     """The device code ``cuobjdump`` lists in ``library``, and where it lists less than
     opmarket's ELF reader finds (doctor's and env-check's) or cannot read the library, what
@@ -381,8 +392,9 @@ def _device_code(
     headers, which the loader never does: a library whose headers were stripped loads and
     runs its kernels all the same. ``notes`` says which source was used, and why the reader
     could not read the device code (``unread``: the ELF headers were found unreadable and
-    noted already)."""
-    found = read_device_code(library)
+    noted already; ``budget``: the fatbin entries the reader may still read for the
+    wheel)."""
+    found = read_device_code(library, budget)
     if found.problem and not unread:
         notes.append(f"its device code cannot be read: {found.problem}")
     failed: ToolError | None = None
