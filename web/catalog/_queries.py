@@ -25,6 +25,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     literal_column,
     select,
     table,
@@ -179,6 +180,15 @@ def _kernel_match(device: str, dtype: str, *, per_row: bool) -> ColumnElement[bo
     return S.project_id.in_(select(ProjectKernel.project_id).where(and_(*conditions)))
 
 
+def _names_device(device: str) -> ColumnElement[bool]:
+    """The summary's ``devices`` (its latest file's devices, space-separated) has ``device``
+    among them: tested in the row already read, where project_kernels needs a lookup per
+    row. A device name with a space in it could make it true for a project without that
+    device, never false for one with it: a cheap test before the exact one, not instead."""
+    padded = literal(" ") + S.devices + literal(" ")
+    return func.strpos(padded, f" {device.upper()} ") > 0
+
+
 #: Above this many matches, SQLite reads the summaries in name order and tests each row
 #: (about 50 x N / total rows read for a page) instead of sorting every match. (PostgreSQL's
 #: planner makes this choice itself, from its statistics.)
@@ -283,7 +293,13 @@ def search(
         # the count stops at COUNT_LIMIT (a lower bound then: Page.capped); PostgreSQL
         # stops reading the GIN index's matches there too.
         by_set = [*filters, *text_match]
-        if kernels:
+        if kernels and device and dialect == "postgresql":
+            # The devices column first, then project_kernels' primary key for the rows
+            # that pass: a per-row lookup for about as many rows as are counted, where a
+            # semi-join read every kernel row of the device (18 of 21 ms for a word and
+            # GPU at 100,000 projects).
+            by_set += [_names_device(device), _kernel_match(device, dtype, per_row=True)]
+        elif kernels:
             by_set.append(_kernel_match(device, dtype, per_row=False))
         matches = select(S.project_id).where(*by_set)
         if may_cap:
@@ -296,7 +312,9 @@ def search(
     predicates = [*filters]
     if words:
         predicates.append(_text_match(dialect, words, scan=scan or by_status))
-    if kernels:
+    if kernels and device and dialect == "postgresql":
+        predicates += [_names_device(device), _kernel_match(device, dtype, per_row=True)]
+    elif kernels:
         predicates.append(_kernel_match(device, dtype, per_row=scan))
     if after:
         predicates.append(S.normalized > after)
