@@ -19,6 +19,7 @@ from opmarket.web.catalog._db import Database, migrate
 from opmarket.web.catalog._models import Base
 
 from .conftest import Backend
+from .postgres import PostgresServer
 
 
 def _not_search_index(
@@ -310,4 +311,87 @@ def test_migration_0009_indexes_every_prefix_of_a_catalog_made_before_it(tmp_pat
         session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
         refresh_summary(session, 1)
     assert len(found(["zanzib"])[0]) == 1 and found(["zanzibar k"]) == found(["zanzib"])
+    db.dispose()
+
+
+def test_postgresql_connections_plan_in_one_process_without_jit(postgres: PostgresServer) -> None:
+    """Every connection of the catalog's engine plans without parallel workers or JIT
+    compilation (both cost more than the catalog's small queries save)."""
+    import sqlalchemy as sa
+
+    db = Database(postgres.new_database("settings"), pool_size=2, max_overflow=0)
+    try:
+        with db.engine.connect() as first, db.engine.connect() as second:
+            for conn in (first, second):
+                assert conn.execute(sa.text("SHOW max_parallel_workers_per_gather")).scalar() == "0"
+                assert conn.execute(sa.text("SHOW jit")).scalar() == "off"
+        with db.transaction() as session:  # a rolled back transaction keeps them too
+            session.execute(sa.text("SELECT 1"))
+        with db.session() as session:
+            assert session.execute(sa.text("SHOW jit")).scalar() == "off"
+    finally:
+        db.dispose()
+
+
+def test_migration_0010_empties_the_search_index_pending_list(postgres: PostgresServer) -> None:
+    """A PostgreSQL catalog made before 0010 (its GIN index with a pending list of new
+    entries) finds the same after it, with the list moved into the index and no new one
+    growing: what is written after it is found too."""
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from opmarket.web.catalog._catalog import search_packages
+    from opmarket.web.catalog._queries import refresh_summary
+    from opmarket.web.catalog._search import SearchQuery
+    from opmarket.web.catalog._seed import seed
+
+    db = Database(postgres.new_database("m0010"))
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    def found(queries: list[str]) -> list[list[str]]:
+        with db.session() as session:
+            return [
+                [p.normalized for p in search_packages(session, SearchQuery(q=q)).packages]
+                for q in queries
+            ]
+
+    def index() -> tuple[object, int]:
+        """The index's options, and the pages of its pending list (its metapage's)."""
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pageinspect"))
+            options = conn.execute(
+                sa.text("SELECT reloptions FROM pg_class WHERE relname = :n"),
+                {"n": "ix_project_summaries_search"},
+            ).scalar()
+            pending = conn.execute(
+                sa.text(
+                    "SELECT n_pending_pages FROM gin_metapage_info("
+                    "get_raw_page('ix_project_summaries_search', 0))"
+                )
+            ).scalar()
+        return options, int(pending)
+
+    to("0009")
+    seed(db, 120, random_seed=3)
+    queries = ["a", "co", "conv", "vision gemm", "atten", "12", "nosuch"]
+    before = found(queries)
+    options, pending = index()
+    assert options is None and pending > 0  # seeded through the pending list
+    to("head")
+    assert index() == (["fastupdate=off"], 0)
+    assert found(queries) == before and any(before)
+    with db.transaction() as session:
+        session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
+        refresh_summary(session, 1)
+    assert index()[1] == 0
+    assert len(found(["zanzib"])[0]) == 1
+    to("0009")
+    assert index()[0] is None
     db.dispose()
