@@ -42,13 +42,14 @@ def _expected(
             continue
         if status and row.status != status:
             continue
-        if any(
+        if (device or dtype) and not any(
             p == row.project_id
             and (not device or d == device.upper())
             and (not dtype or t == dtype.lower())
             for p, d, t in pairs
         ):
-            found.append(row.normalized)
+            continue
+        found.append(row.normalized)
     return sorted(found)
 
 
@@ -83,7 +84,7 @@ def test_device_filters_list_what_project_kernels_holds(
         cases = [
             (q, device, dtype, status)
             for q in ("", words, "conv", "vision gemm", f"{SEED_WORDS[3]} {SEED_WORDS[5]}")
-            for device in ("GPU", "my gpu", "CPU", "")
+            for device in ("GPU", "my gpu", "CPU", "o'd\\u", "")
             for dtype in ("", "float", "half")
             for status in ("", "rejected")
             if device or dtype
@@ -103,3 +104,31 @@ def test_device_filters_list_what_project_kernels_holds(
         assert odd_ids
         assert not odd_ids & {r.project_id for r in gpu.rows}
         session.rollback()
+
+
+def test_words_count_alike_on_either_side_of_the_prefix_index(seeded: Database) -> None:
+    """PostgreSQL counts words of ASCII letters and digits of at most 12 characters in its
+    index of every prefix (0011), and any other word as before: both find what a scan of
+    every summary finds, with and without a device (on SQLite, the one plan)."""
+    assert _queries.PREFIX_MOST == 12
+    with seeded.session() as session:
+        rows = list(session.scalars(select(ProjectSummary)).all())
+        ops = sorted({w for r in rows for w in re.findall(r"[^\W_]+", r.ops.lower())})
+        long = next(w for w in ops if len(w) >= 13)  # an op name as one word, e.g. fusedattention
+        pairs = {
+            (p, d, t)
+            for p, d, t in session.execute(
+                select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
+            )
+        }
+        words = [long[:12], long[:13], long, f"{long[:12]} {long[:4]}", "c", "1", "ünï", "ab1c2"]
+        for q in words:
+            for device in ("", "GPU", "cpu"):
+                asked = SearchQuery(q=q, device=device)
+                found = search(session, asked, limit=1000)
+                expected = _expected(rows, pairs, asked)
+                assert (found.total, [r.normalized for r in found.rows]) == (
+                    len(expected),
+                    expected,
+                ), (q, device)
+                assert found.total > 0 or device or q in ("ünï", "ab1c2"), q

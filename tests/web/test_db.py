@@ -25,11 +25,15 @@ from .postgres import PostgresServer
 def _not_search_index(
     obj: object, name: str | None, type_: str, reflected: bool, _: object
 ) -> bool:
-    # The full-text index is not a model: SQLite's FTS5 tables, PostgreSQL's tsvector column.
+    # The full-text index is not a model: SQLite's FTS5 tables, PostgreSQL's tsvector column
+    # and its GIN indexes (0006's, and 0011's over an expression).
     if type_ == "table" and reflected and (name or "").startswith("project_search"):
         return False
-    search = {"column": "search", "index": "ix_project_summaries_search"}
-    return not (reflected and search.get(type_) == name)
+    search = {
+        "column": {"search"},
+        "index": {"ix_project_summaries_search", "ix_project_summaries_prefixes"},
+    }
+    return not (reflected and name in search.get(type_, set()))
 
 
 def test_migrations_build_exactly_the_models(tmp_path: Path, database: Backend) -> None:
@@ -341,9 +345,7 @@ def test_migration_0010_empties_the_search_index_pending_list(postgres: Postgres
     from alembic import command
     from alembic.config import Config
 
-    from opmarket.web.catalog._catalog import search_packages
     from opmarket.web.catalog._queries import refresh_summary
-    from opmarket.web.catalog._search import SearchQuery
     from opmarket.web.catalog._seed import seed
 
     db = Database(postgres.new_database("m0010"))
@@ -356,11 +358,13 @@ def test_migration_0010_empties_the_search_index_pending_list(postgres: Postgres
             (command.upgrade if revision == "head" else command.downgrade)(config, revision)
 
     def found(queries: list[str]) -> list[list[str]]:
-        with db.session() as session:
-            return [
-                [p.normalized for p in search_packages(session, SearchQuery(q=q)).packages]
-                for q in queries
-            ]
+        """What 0006's column finds (the search's counts need 0011 too)."""
+        sql = sa.text(
+            "SELECT normalized FROM project_summaries WHERE search @@ "
+            "to_tsquery('simple', :q) ORDER BY normalized"
+        )
+        with db.engine.connect() as conn:
+            return [list(conn.execute(sql, {"q": q}).scalars()) for q in queries]
 
     def index() -> tuple[object, int]:
         """The index's options, and the pages of its pending list (its metapage's)."""
@@ -380,7 +384,7 @@ def test_migration_0010_empties_the_search_index_pending_list(postgres: Postgres
 
     to("0009")
     seed(db, 120, random_seed=3)
-    queries = ["a", "co", "conv", "vision gemm", "atten", "12", "nosuch"]
+    queries = ["a:*", "co:*", "conv:*", "vision:* & gemm:*", "atten:*", "12:*", "nosuch:*"]
     before = found(queries)
     options, pending = index()
     assert options is None and pending > 0  # seeded through the pending list
@@ -391,7 +395,92 @@ def test_migration_0010_empties_the_search_index_pending_list(postgres: Postgres
         session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
         refresh_summary(session, 1)
     assert index()[1] == 0
-    assert len(found(["zanzib"])[0]) == 1
+    assert len(found(["zanzib:*"])[0]) == 1
     to("0009")
     assert index()[0] is None
+    db.dispose()
+
+
+def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
+    postgres: PostgresServer,
+) -> None:
+    """A PostgreSQL catalog made before 0011 counts the same after it, through the index of
+    every prefix (the plan says so), and what is written after it is counted too."""
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from opmarket.web.catalog import _queries
+    from opmarket.web.catalog._queries import refresh_summary, search
+    from opmarket.web.catalog._search import SearchQuery
+    from opmarket.web.catalog._seed import seed
+
+    db = Database(postgres.new_database("m0011"))
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    asked = [
+        SearchQuery(q=q, device=device)
+        for q in ("a", "co", "conv", "vision gemm", "attention", "12", "nosuch")
+        for device in ("", "GPU")
+    ]
+
+    def found() -> list[tuple[int, bool, list[str]]]:
+        with db.session() as session:
+            pages = [search(session, a, limit=1000) for a in asked]
+        return [(p.total, p.capped, [r.normalized for r in p.rows]) for p in pages]
+
+    def count_plan(q: str) -> str:
+        statements: list[tuple[str, object]] = []
+
+        def keep(_c: object, _cur: object, statement: str, params: object, *_: object) -> None:
+            statements.append((statement, params))
+
+        sa.event.listen(db.engine, "before_cursor_execute", keep)
+        with db.session() as session:
+            search(session, SearchQuery(q=q, device="GPU"))
+        sa.event.remove(db.engine, "before_cursor_execute", keep)
+        count = next(s for s in statements if "count(" in s[0])
+        with db.engine.connect() as conn:
+            return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + count[0], count[1]))
+
+    to("0010")
+    seed(db, 150, random_seed=5)
+    old = _queries.PREFIX_MOST
+    try:  # no word short enough for the prefix index: counted as before 0011
+        _queries.PREFIX_MOST = 0
+        before = found()
+    finally:
+        _queries.PREFIX_MOST = old
+    assert any(total for total, _, _ in before) and not all(total for total, _, _ in before)
+    to("head")
+    assert "ix_project_summaries_prefixes" in count_plan("vision gemm")
+    assert found() == before
+    old = _queries.COUNT_LIMIT
+    try:  # counts that stop, through the new index
+        _queries.COUNT_LIMIT = 3
+        assert [(min(t, 3), t > 3) for t, _, _ in before] == [(t, c) for t, c, _ in found()]
+    finally:
+        _queries.COUNT_LIMIT = old
+    with db.transaction() as session:
+        session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
+        refresh_summary(session, 1)
+        devices = session.scalar(
+            sa.text("SELECT devices FROM project_summaries WHERE project_id = 1")
+        )
+    with db.session() as session:
+        assert search(session, SearchQuery(q="zanzib")).total == 1
+        gpu = search(session, SearchQuery(q="zanzib", device="GPU")).total
+    assert gpu == (1 if "GPU" in str(devices).split() else 0)
+    to("0010")
+    with db.engine.connect() as conn:
+        assert (
+            conn.execute(sa.text("SELECT to_regclass('ix_project_summaries_prefixes')")).scalar()
+            is None
+        )
     db.dispose()

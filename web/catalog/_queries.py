@@ -22,6 +22,7 @@ from sqlalchemy import (
     Connection,
     Integer,
     and_,
+    cast,
     delete,
     func,
     insert,
@@ -32,6 +33,7 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.orm import Session
 
 from opmarket.registry._metadata import version_key
@@ -189,6 +191,32 @@ def _names_device(device: str) -> ColumnElement[bool]:
     return func.strpos(padded, f" {device.upper()} ") > 0
 
 
+#: PostgreSQL's index of every prefix of every word, and of the devices (migration 0011):
+#: the counts of searches whose words are all ASCII letters and digits (one word each to
+#: PostgreSQL's parser, as to ours) of at most PREFIX_MOST characters read it.
+PREFIX_MOST = 12
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_PREFIXES: ColumnElement[str] = literal_column(
+    "opmarket_search_prefixes(project_summaries.name || ' ' || project_summaries.summary"
+    " || ' ' || project_summaries.ops, project_summaries.devices)"
+)
+
+
+def _prefix_match(words: list[str], device: str) -> ColumnElement[bool] | None:
+    """The words (and the device) as exact words of the prefix index: ``conv gemm`` is two
+    lists read side by side, where ``conv:* & gemm:*`` merges 60 lists per word first;
+    None when a word is not one the index holds. A device is `` GPU`` there (no word
+    starts with a space), from the devices column: a device name with a space in it is
+    not one word of it, so such a device is left to the caller's exact test alone."""
+    if not all(len(w) <= PREFIX_MOST and _ASCII_WORD.fullmatch(w) for w in words):
+        return None
+    query: ColumnElement[object] = func.to_tsquery(literal_column("'simple'"), " & ".join(words))
+    if device and " " not in device:
+        name = f" {device.upper()}".replace("\\", "\\\\").replace("'", "''")
+        query = query.op("&&")(cast(literal(f"'{name}'"), TSQUERY))
+    return _PREFIXES.op("@@")(query)
+
+
 #: Above this many matches, SQLite reads the summaries in name order and tests each row
 #: (about 50 x N / total rows read for a page) instead of sorting every match. (PostgreSQL's
 #: planner makes this choice itself, from its statistics.)
@@ -292,7 +320,8 @@ def search(
         # Words or filters: counting every match can read tens of thousands of rows, so
         # the count stops at COUNT_LIMIT (a lower bound then: Page.capped); PostgreSQL
         # stops reading the GIN index's matches there too.
-        by_set = [*filters, *text_match]
+        prefixes = _prefix_match(words, device) if words and dialect == "postgresql" else None
+        by_set = [*filters, *(text_match if prefixes is None else [prefixes])]
         if kernels and device and dialect == "postgresql":
             # The devices column first, then project_kernels' primary key for the rows
             # that pass: a per-row lookup for about as many rows as are counted, where a
