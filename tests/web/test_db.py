@@ -31,7 +31,11 @@ def _not_search_index(
         return False
     search = {
         "column": {"search"},
-        "index": {"ix_project_summaries_search", "ix_project_summaries_prefixes"},
+        "index": {
+            "ix_project_summaries_search",
+            "ix_project_summaries_prefixes",
+            "ix_project_kernels_spaced",  # PostgreSQL's, partial: see 0011
+        },
     }
     return not (reflected and name in search.get(type_, set()))
 
@@ -460,6 +464,9 @@ def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
     assert any(total for total, _, _ in before) and not all(total for total, _, _ in before)
     to("head")
     assert "ix_project_summaries_prefixes" in count_plan("vision gemm")
+    with db.engine.connect() as conn:
+        spaced = "SELECT 1 FROM project_kernels WHERE device LIKE '% %'"
+        assert "ix_project_kernels_spaced" in str(conn.execute(sa.text("EXPLAIN " + spaced)).all())
     assert found() == before
     old = _queries.COUNT_LIMIT
     try:  # counts that stop, through the new index
@@ -479,8 +486,6 @@ def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
     assert gpu == (1 if "GPU" in str(devices).split() else 0)
     to("0010")
     with db.engine.connect() as conn:
-        assert (
-            conn.execute(sa.text("SELECT to_regclass('ix_project_summaries_prefixes')")).scalar()
-            is None
-        )
+        for index in ("ix_project_summaries_prefixes", "ix_project_kernels_spaced"):
+            assert conn.execute(sa.text("SELECT to_regclass(:i)"), {"i": index}).scalar() is None
     db.dispose()
