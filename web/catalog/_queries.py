@@ -6,7 +6,9 @@ Search is full text on both databases: SQLite's FTS5 table ``project_search`` an
 PostgreSQL ``tsvector`` column with a GIN index (both made by migration 0006) over a
 project's name, summary and the op names of its latest file. A query is split into words
 (letters and digits); every word must start a word of the project (``doub`` finds
-``opm-double``, ``test>double`` finds the op ``Test>Double``).
+``opm-double``, ``test>double`` finds the op ``Test>Double``). PostgreSQL counts matches
+through a second GIN index, of every prefix of every word and of the devices (migration
+0011), where two words, or a word and a device, meet before any row is read.
 """
 
 from __future__ import annotations
