@@ -19,16 +19,25 @@ from opmarket.web.catalog._db import Database, migrate
 from opmarket.web.catalog._models import Base
 
 from .conftest import Backend
+from .postgres import PostgresServer
 
 
 def _not_search_index(
     obj: object, name: str | None, type_: str, reflected: bool, _: object
 ) -> bool:
-    # The full-text index is not a model: SQLite's FTS5 tables, PostgreSQL's tsvector column.
+    # The full-text index is not a model: SQLite's FTS5 tables, PostgreSQL's tsvector column
+    # and its GIN indexes (0006's, and 0011's over an expression).
     if type_ == "table" and reflected and (name or "").startswith("project_search"):
         return False
-    search = {"column": "search", "index": "ix_project_summaries_search"}
-    return not (reflected and search.get(type_) == name)
+    search = {
+        "column": {"search"},
+        "index": {
+            "ix_project_summaries_search",
+            "ix_project_summaries_prefixes",
+            "ix_project_kernels_spaced",  # PostgreSQL's, partial: see 0011
+        },
+    }
+    return not (reflected and name in search.get(type_, set()))
 
 
 def test_migrations_build_exactly_the_models(tmp_path: Path, database: Backend) -> None:
@@ -310,4 +319,173 @@ def test_migration_0009_indexes_every_prefix_of_a_catalog_made_before_it(tmp_pat
         session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
         refresh_summary(session, 1)
     assert len(found(["zanzib"])[0]) == 1 and found(["zanzibar k"]) == found(["zanzib"])
+    db.dispose()
+
+
+def test_postgresql_connections_plan_in_one_process_without_jit(postgres: PostgresServer) -> None:
+    """Every connection of the catalog's engine plans without parallel workers or JIT
+    compilation (both cost more than the catalog's small queries save)."""
+    import sqlalchemy as sa
+
+    db = Database(postgres.new_database("settings"), pool_size=2, max_overflow=0)
+    try:
+        with db.engine.connect() as first, db.engine.connect() as second:
+            for conn in (first, second):
+                assert conn.execute(sa.text("SHOW max_parallel_workers_per_gather")).scalar() == "0"
+                assert conn.execute(sa.text("SHOW jit")).scalar() == "off"
+        with db.transaction() as session:  # a rolled back transaction keeps them too
+            session.execute(sa.text("SELECT 1"))
+        with db.session() as session:
+            assert session.execute(sa.text("SHOW jit")).scalar() == "off"
+    finally:
+        db.dispose()
+
+
+def test_migration_0010_empties_the_search_index_pending_list(postgres: PostgresServer) -> None:
+    """A PostgreSQL catalog made before 0010 (its GIN index with a pending list of new
+    entries) finds the same after it, with the list moved into the index and no new one
+    growing: what is written after it is found too."""
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from opmarket.web.catalog._queries import refresh_summary
+    from opmarket.web.catalog._seed import seed
+
+    db = Database(postgres.new_database("m0010"))
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    def found(queries: list[str]) -> list[list[str]]:
+        """What 0006's column finds (the search's counts need 0011 too)."""
+        sql = sa.text(
+            "SELECT normalized FROM project_summaries WHERE search @@ "
+            "to_tsquery('simple', :q) ORDER BY normalized"
+        )
+        with db.engine.connect() as conn:
+            return [list(conn.execute(sql, {"q": q}).scalars()) for q in queries]
+
+    def index() -> tuple[object, int]:
+        """The index's options, and the pages of its pending list (its metapage's)."""
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pageinspect"))
+            options = conn.execute(
+                sa.text("SELECT reloptions FROM pg_class WHERE relname = :n"),
+                {"n": "ix_project_summaries_search"},
+            ).scalar()
+            pending = conn.execute(
+                sa.text(
+                    "SELECT n_pending_pages FROM gin_metapage_info("
+                    "get_raw_page('ix_project_summaries_search', 0))"
+                )
+            ).scalar()
+        return options, int(pending)
+
+    to("0009")
+    seed(db, 120, random_seed=3)
+    queries = ["a:*", "co:*", "conv:*", "vision:* & gemm:*", "atten:*", "12:*", "nosuch:*"]
+    before = found(queries)
+    options, pending = index()
+    assert options is None and pending > 0  # seeded through the pending list
+    to("head")
+    assert index() == (["fastupdate=off"], 0)
+    assert found(queries) == before and any(before)
+    with db.transaction() as session:
+        session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
+        refresh_summary(session, 1)
+    assert index()[1] == 0
+    assert len(found(["zanzib:*"])[0]) == 1
+    to("0009")
+    assert index()[0] is None
+    db.dispose()
+
+
+def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
+    postgres: PostgresServer,
+) -> None:
+    """A PostgreSQL catalog made before 0011 counts the same after it, through the index of
+    every prefix (the plan says so), and what is written after it is counted too."""
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from opmarket.web.catalog import _queries
+    from opmarket.web.catalog._queries import refresh_summary, search
+    from opmarket.web.catalog._search import SearchQuery
+    from opmarket.web.catalog._seed import seed
+
+    db = Database(postgres.new_database("m0011"))
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    asked = [
+        SearchQuery(q=q, device=device)
+        for q in ("a", "co", "conv", "vision gemm", "attention", "12", "nosuch")
+        for device in ("", "GPU")
+    ]
+
+    def found() -> list[tuple[int, bool, list[str]]]:
+        with db.session() as session:
+            pages = [search(session, a, limit=1000) for a in asked]
+        return [(p.total, p.capped, [r.normalized for r in p.rows]) for p in pages]
+
+    def count_plan(q: str) -> str:
+        statements: list[tuple[str, object]] = []
+
+        def keep(_c: object, _cur: object, statement: str, params: object, *_: object) -> None:
+            statements.append((statement, params))
+
+        sa.event.listen(db.engine, "before_cursor_execute", keep)
+        with db.session() as session:
+            search(session, SearchQuery(q=q, device="GPU"))
+        sa.event.remove(db.engine, "before_cursor_execute", keep)
+        count = next(s for s in statements if "count(" in s[0])
+        with db.engine.connect() as conn:
+            return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + count[0], count[1]))
+
+    to("0010")
+    seed(db, 150, random_seed=5)
+    old = _queries.PREFIX_MOST
+    try:  # no word short enough for the prefix index: counted as before 0011
+        _queries.PREFIX_MOST = 0
+        before = found()
+    finally:
+        _queries.PREFIX_MOST = old
+    assert any(total for total, _, _ in before) and not all(total for total, _, _ in before)
+    to("head")
+    assert "ix_project_summaries_prefixes" in count_plan("vision gemm")
+    with db.engine.connect() as conn:
+        spaced = "SELECT 1 FROM project_kernels WHERE device LIKE '% %'"
+        assert "ix_project_kernels_spaced" in str(conn.execute(sa.text("EXPLAIN " + spaced)).all())
+    assert found() == before
+    old = _queries.COUNT_LIMIT
+    try:  # counts that stop, through the new index
+        _queries.COUNT_LIMIT = 3
+        assert [(min(t, 3), t > 3) for t, _, _ in before] == [(t, c) for t, c, _ in found()]
+    finally:
+        _queries.COUNT_LIMIT = old
+    with db.transaction() as session:
+        session.execute(sa.text("UPDATE projects SET summary = 'zanzibar kernels' WHERE id = 1"))
+        refresh_summary(session, 1)
+        devices = session.scalar(
+            sa.text("SELECT devices FROM project_summaries WHERE project_id = 1")
+        )
+    with db.session() as session:
+        assert search(session, SearchQuery(q="zanzib")).total == 1
+        gpu = search(session, SearchQuery(q="zanzib", device="GPU")).total
+    assert gpu == (1 if "GPU" in str(devices).split() else 0)
+    to("0010")
+    with db.engine.connect() as conn:
+        for index in ("ix_project_summaries_prefixes", "ix_project_kernels_spaced"):
+            assert conn.execute(sa.text("SELECT to_regclass(:i)"), {"i": index}).scalar() is None
     db.dispose()
