@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import select
+import signal
 import socket
 import threading
 import uuid
@@ -225,6 +226,29 @@ def test_slow_and_waiting_uploads_hold_no_database_connection(
         for sock in waiters:
             sock.close()
     assert seen == {"/simple/": {200}, "/api/packages": {200}, "/": {200}, "/simple/opm-x/": {404}}
+
+
+def test_an_upload_whose_client_left_holds_no_wait_and_the_server_stops(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """An upload waits (600 s here) for a verdict nobody gives; its client leaves. The wait
+    ends with the connection, so a server asked to stop (SIGTERM) stops: before, it held
+    every such wait to its end and had to be killed."""
+    gen = start_market(
+        tmp_path_factory.mktemp("left"), validation_workers=0, flags=("--upload-wait", "600")
+    )
+    market = next(gen)
+    try:
+        wheel = handmade_wheel(tmp_path, "left-behind", "1.0", {})
+        with socket.create_connection(_address(market)) as sock:
+            sock.sendall(_upload_request(market, "alice", wheel))
+            _eventually(lambda: _pending(market, "left-behind"), "upload not accepted")
+        market.proc.terminate()
+        # uvicorn stops, then ends by the signal it caught: far less than the 600 s the
+        # upload would wait
+        assert market.proc.wait(120) in (0, -signal.SIGTERM)
+    finally:
+        gen.close()
 
 
 def test_a_kept_simple_page_is_served_while_the_database_is_away(

@@ -51,7 +51,15 @@ async def upload(request: Request, state: StateDep, who: UploaderDep) -> Respons
         if accepted.new
         else "identical file already uploaded",
     }
-    return await upload_answer(state, who.user.name, body, accepted.new)
+    return await upload_answer(
+        state, who.user.name, body, accepted.new, gone=_disconnected(request)
+    )
+
+
+async def _disconnected(request: Request) -> None:
+    """Ends when the client has disconnected (the body was read whole before)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _receive(request: Request, state: AppState, who: Uploader) -> Accepted:

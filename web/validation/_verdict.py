@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +152,35 @@ async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> 
                     _waiting.pop(filename, None)
 
 
-async def upload_answer(state: AppState, user: str, body: dict[str, Any], new: bool) -> Response:
+async def _unless_gone(
+    waiting: Coroutine[Any, Any, Decided | None], gone: Coroutine[Any, Any, None] | None
+) -> Decided | None:
+    """What ``waiting`` gives, or None as soon as ``gone`` ends first (the client left:
+    nobody will read the answer, and the server need not hold the wait until its end)."""
+    if gone is None:
+        return await waiting
+    verdict, left = asyncio.ensure_future(waiting), asyncio.ensure_future(gone)
+    try:
+        await asyncio.wait({verdict, left}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (verdict, left):
+            task.cancel()
+        await asyncio.gather(verdict, left, return_exceptions=True)
+    return verdict.result() if not verdict.cancelled() else None
+
+
+async def upload_answer(
+    state: AppState,
+    user: str,
+    body: dict[str, Any],
+    new: bool,
+    *,
+    gone: Coroutine[Any, Any, None] | None = None,
+) -> Response:
     """The answer to an accepted upload ``body``: after up to ``upload_wait_s`` for its
     verdict, 200 ``validated`` or ``pending``, or 400 with the reason of a rejection.
+    ``gone`` ends when the client disconnects: the wait stops then (the upload is stored
+    and its validation goes on; a shutting-down server is not held by waits nobody reads).
 
     The JSON is indented: ``twine upload --verbose`` prints it as it is.
     """
@@ -163,7 +189,9 @@ async def upload_answer(state: AppState, user: str, body: dict[str, Any], new: b
     wait = state.settings.upload_wait_s
     decided = None
     if status == FileStatus.PENDING and wait > 0:
-        decided = await wait_for_verdict(state, filename, wait)
+        decided = await _unless_gone(wait_for_verdict(state, filename, wait), gone)
+    elif gone is not None:
+        gone.close()  # never awaited
     code = 200
     if decided is not None:
         body = {**body, "status": decided.status}
