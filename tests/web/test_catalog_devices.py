@@ -132,3 +132,36 @@ def test_words_count_alike_on_either_side_of_the_prefix_index(seeded: Database) 
                     expected,
                 ), (q, device)
                 assert found.total > 0 or device or q in ("ünï", "ab1c2"), q
+
+
+def test_words_postgresql_reads_as_two_count_as_they_list(seeded: Database) -> None:
+    """PostgreSQL's parser reads ``1e5abc`` as the number ``1e5`` then ``abc`` (a phrase of
+    two words, which the prefix index, without positions, never matches): such a word is
+    counted as before 0011, so the count says what the page lists."""
+    with seeded.session() as session:  # rolled back at the end: other tests see the seed
+        odd = session.scalars(select(ProjectSummary).limit(4)).all()
+        for row in odd:
+            session.execute(
+                update(ProjectSummary)
+                .where(ProjectSummary.project_id == row.project_id)
+                .values(summary="scaled by 1e5abc and 12e3x")
+            )
+        session.flush()
+        rows = list(session.scalars(select(ProjectSummary)).all())
+        pairs = {
+            (p, d, t)
+            for p, d, t in session.execute(
+                select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
+            )
+        }
+        for q in ("1e5abc", "1e5ab", "12e3x", "12e3x scaled", "1e5"):
+            for device in ("", "CPU"):
+                asked = SearchQuery(q=q, device=device)
+                found = search(session, asked, limit=1000)
+                expected = _expected(rows, pairs, asked)
+                assert (found.total, [r.normalized for r in found.rows]) == (
+                    len(expected),
+                    expected,
+                ), (q, device)
+                assert expected or device, q
+        session.rollback()

@@ -216,6 +216,10 @@ def _spaced_devices(session: Session) -> bool:
 #: PostgreSQL's parser, as to ours) of at most PREFIX_MOST characters read it.
 PREFIX_MOST = 12
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+#: A word PostgreSQL's parser reads as two: a number with an exponent, then letters
+#: (``1e5abc`` is ``1e5 <-> abc``, a phrase, which the prefix index, without positions,
+#: never matches).
+_SPLIT_WORD = re.compile(r"[0-9]+e[0-9]+[a-z]")
 _PREFIXES: ColumnElement[str] = literal_column(
     "opmarket_search_prefixes(project_summaries.name || ' ' || project_summaries.summary"
     " || ' ' || project_summaries.ops, project_summaries.devices)"
@@ -228,7 +232,10 @@ def _prefix_match(words: list[str], device: str) -> ColumnElement[bool] | None:
     None when a word is not one the index holds. A device is `` GPU`` there (no word
     starts with a space), from the devices column: a device name with a space in it is
     not one word of it, so such a device is left to the caller's exact test alone."""
-    if not all(len(w) <= PREFIX_MOST and _ASCII_WORD.fullmatch(w) for w in words):
+    if not all(
+        len(w) <= PREFIX_MOST and _ASCII_WORD.fullmatch(w) and not _SPLIT_WORD.match(w)
+        for w in words
+    ):
         return None
     query: ColumnElement[object] = func.to_tsquery(literal_column("'simple'"), " & ".join(words))
     if device and " " not in device:
