@@ -297,6 +297,9 @@ def search(
     words = search_words(q)
     text_match = [_text_match(dialect, words)] if words else []
     kernels = device or dtype
+    # PostgreSQL's device filter, made once for the count and the page (it may ask the
+    # database whether a device name has a space).
+    by_device = _device_match(session, device, dtype) if device and dialect == "postgresql" else []
     may_cap = bool(filters or words)
     by_status = (
         dialect == "sqlite" and bool(words and status) and _few(session, status, STATUS_SCAN)
@@ -349,12 +352,12 @@ def search(
         # stops reading the GIN index's matches there too.
         prefixes = _prefix_match(words, device) if words and dialect == "postgresql" else None
         by_set = [*filters, *(text_match if prefixes is None else [prefixes])]
-        if kernels and device and dialect == "postgresql":
+        if by_device:
             # The devices column first, then project_kernels' primary key for the rows
             # that pass: a per-row lookup for about as many rows as are counted, where a
             # semi-join read every kernel row of the device (18 of 21 ms for a word and
             # GPU at 100,000 projects).
-            by_set += _device_match(session, device, dtype)
+            by_set += by_device
         elif kernels:
             by_set.append(_kernel_match(device, dtype, per_row=False))
         matches = select(S.project_id).where(*by_set)
@@ -368,8 +371,8 @@ def search(
     predicates = [*filters]
     if words:
         predicates.append(_text_match(dialect, words, scan=scan or by_status))
-    if kernels and device and dialect == "postgresql":
-        predicates += _device_match(session, device, dtype)
+    if by_device:
+        predicates += by_device
     elif kernels:
         predicates.append(_kernel_match(device, dtype, per_row=scan))
     if after:
