@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from opmarket.web.catalog import _queries
 from opmarket.web.catalog._db import Database
@@ -53,6 +55,32 @@ def _expected(
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """Every summary and (project, device, dtype) row, read once: what a plain scan finds."""
+
+    rows: list[ProjectSummary]
+    pairs: set[tuple[int, str, str]]
+
+    @classmethod
+    def of(cls, session: Session) -> _Scan:
+        kernels = select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
+        return cls(
+            list(session.scalars(select(ProjectSummary)).all()),
+            {(p, d, t) for p, d, t in session.execute(kernels)},
+        )
+
+    def check(self, session: Session, asked: SearchQuery) -> int:
+        """Search as the catalog does; its total and rows must be the scan's. The total."""
+        found = search(session, asked, limit=1000)
+        expected = _expected(self.rows, self.pairs, asked)
+        assert (found.total, [r.normalized for r in found.rows]) == (
+            len(expected),
+            expected,
+        ), asked
+        return found.total
+
+
 @pytest.mark.parametrize("scan_above", [0, 10**9])
 def test_device_filters_list_what_project_kernels_holds(
     seeded: Database, monkeypatch: pytest.MonkeyPatch, scan_above: int
@@ -73,13 +101,7 @@ def test_device_filters_list_what_project_kernels_holds(
             )
             session.add(ProjectKernel(project_id=row.project_id, device="MY GPU", dtype="float"))
         session.flush()
-        rows = list(session.scalars(select(ProjectSummary)).all())
-        pairs = {
-            (p, d, t)
-            for p, d, t in session.execute(
-                select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
-            )
-        }
+        scan = _Scan.of(session)
         words = odd[0].name.split("-")[0]
         cases = [
             (q, device, dtype, status)
@@ -90,13 +112,7 @@ def test_device_filters_list_what_project_kernels_holds(
             if device or dtype
         ]
         for q, device, dtype, status in cases:
-            asked = SearchQuery(q=q, device=device, dtype=dtype, status=status)
-            found = search(session, asked, limit=1000)
-            expected = _expected(rows, pairs, asked)
-            assert (found.total, [r.normalized for r in found.rows]) == (
-                len(expected),
-                expected,
-            ), (q, device, dtype, status)
+            scan.check(session, SearchQuery(q=q, device=device, dtype=dtype, status=status))
         gpu = search(session, SearchQuery(q=words, device="GPU"), limit=1000)
         mine = search(session, SearchQuery(q=words, device="my gpu"), limit=1000)
         odd_ids = {r.project_id for r in odd if r.name.startswith(words)}
@@ -115,23 +131,12 @@ def test_words_count_alike_on_either_side_of_the_prefix_index(seeded: Database) 
         rows = list(session.scalars(select(ProjectSummary)).all())
         ops = sorted({w for r in rows for w in re.findall(r"[^\W_]+", r.ops.lower())})
         long = next(w for w in ops if len(w) >= 13)  # an op name as one word, e.g. fusedattention
-        pairs = {
-            (p, d, t)
-            for p, d, t in session.execute(
-                select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
-            )
-        }
+        scan = _Scan.of(session)
         words = [long[:12], long[:13], long, f"{long[:12]} {long[:4]}", "c", "1", "ünï", "ab1c2"]
         for q in words:
             for device in ("", "GPU", "cpu"):
-                asked = SearchQuery(q=q, device=device)
-                found = search(session, asked, limit=1000)
-                expected = _expected(rows, pairs, asked)
-                assert (found.total, [r.normalized for r in found.rows]) == (
-                    len(expected),
-                    expected,
-                ), (q, device)
-                assert found.total > 0 or device or q in ("ünï", "ab1c2"), q
+                found = scan.check(session, SearchQuery(q=q, device=device))
+                assert found or device or q in ("ünï", "ab1c2"), q
 
 
 def test_words_postgresql_reads_as_two_count_as_they_list(seeded: Database) -> None:
@@ -147,21 +152,8 @@ def test_words_postgresql_reads_as_two_count_as_they_list(seeded: Database) -> N
                 .values(summary="scaled by 1e5abc and 12e3x")
             )
         session.flush()
-        rows = list(session.scalars(select(ProjectSummary)).all())
-        pairs = {
-            (p, d, t)
-            for p, d, t in session.execute(
-                select(ProjectKernel.project_id, ProjectKernel.device, ProjectKernel.dtype)
-            )
-        }
+        scan = _Scan.of(session)
         for q in ("1e5abc", "1e5ab", "12e3x", "12e3x scaled", "1e5"):
             for device in ("", "CPU"):
-                asked = SearchQuery(q=q, device=device)
-                found = search(session, asked, limit=1000)
-                expected = _expected(rows, pairs, asked)
-                assert (found.total, [r.normalized for r in found.rows]) == (
-                    len(expected),
-                    expected,
-                ), (q, device)
-                assert expected or device, q
+                assert scan.check(session, SearchQuery(q=q, device=device)) or device, q
         session.rollback()

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,22 @@ def _not_search_index(
         },
     }
     return not (reflected and name in search.get(type_, set()))
+
+
+def _migrate(db: Database) -> Callable[[str], None]:
+    """``to(revision)``: upgrades or downgrades ``db``'s schema to ``revision`` ("head" up)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
+
+    def to(revision: str) -> None:
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+
+    return to
 
 
 def test_migrations_build_exactly_the_models(tmp_path: Path, database: Backend) -> None:
@@ -275,8 +292,6 @@ def test_migration_0009_indexes_every_prefix_of_a_catalog_made_before_it(tmp_pat
     """A catalog searched through 0006's index (prefixes of 2 and 3 characters) finds the
     same after 0009 (prefixes of 1 to 12), and what is written after it is found too."""
     import sqlalchemy as sa
-    from alembic import command
-    from alembic.config import Config
 
     from opmarket.web.catalog._catalog import search_packages
     from opmarket.web.catalog._queries import refresh_summary
@@ -284,13 +299,7 @@ def test_migration_0009_indexes_every_prefix_of_a_catalog_made_before_it(tmp_pat
     from opmarket.web.catalog._seed import seed
 
     db = Database(f"sqlite:///{tmp_path / 'c.sqlite3'}")
-    config = Config()
-    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
-
-    def to(revision: str) -> None:
-        with db.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+    to = _migrate(db)
 
     def found(queries: list[str]) -> list[list[str]]:
         with db.session() as session:
@@ -346,20 +355,12 @@ def test_migration_0010_empties_the_search_index_pending_list(postgres: Postgres
     entries) finds the same after it, with the list moved into the index and no new one
     growing: what is written after it is found too."""
     import sqlalchemy as sa
-    from alembic import command
-    from alembic.config import Config
 
     from opmarket.web.catalog._queries import refresh_summary
     from opmarket.web.catalog._seed import seed
 
     db = Database(postgres.new_database("m0010"))
-    config = Config()
-    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
-
-    def to(revision: str) -> None:
-        with db.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+    to = _migrate(db)
 
     def found(queries: list[str]) -> list[list[str]]:
         """What 0006's column finds (the search's counts need 0011 too)."""
@@ -414,8 +415,6 @@ def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
     """A PostgreSQL catalog made before 0011 counts the same after it, through the index of
     every prefix (the plan says so), and what is written after it is counted too."""
     import sqlalchemy as sa
-    from alembic import command
-    from alembic.config import Config
 
     from opmarket.web.catalog import _queries
     from opmarket.web.catalog._queries import refresh_summary, search
@@ -423,13 +422,7 @@ def test_migration_0011_counts_searches_in_an_index_of_every_prefix(
     from opmarket.web.catalog._seed import seed
 
     db = Database(postgres.new_database("m0011"))
-    config = Config()
-    config.set_main_option("script_location", "opmarket.web.catalog:migrations")
-
-    def to(revision: str) -> None:
-        with db.engine.begin() as connection:
-            config.attributes["connection"] = connection
-            (command.upgrade if revision == "head" else command.downgrade)(config, revision)
+    to = _migrate(db)
 
     asked = [
         SearchQuery(q=q, device=device)
