@@ -79,6 +79,12 @@ class JobCgroup:
                     return int((folder / name).read_text())
         return None
 
+    def reset_peak(self) -> bool:
+        """Start counting the peak memory again (for the next job of a sandbox that serves
+        several); whether it could be (cgroup v1 only: v2's ``memory.peak`` is not reset
+        for all readers)."""
+        return any(_write(f / "memory.max_usage_in_bytes", "0") for f in self.folders)
+
     def destroy(self) -> None:
         """Kill every process left in the job's groups, then remove the groups."""
         for folder in self.folders:

@@ -10,6 +10,10 @@ other ABIs a process can switch to, such as i386 and x32 on x86_64, and is what 
 container runtimes build theirs with) and modelled on Flatpak's, allows everything but:
 
 - the kernel keyring (``add_key``, ``keyctl``, ``request_key``): EPERM;
+- SysV IPC objects and POSIX message queues (``shmget``, ``semget``, ``msgget``,
+  ``mq_open``), which outlive the processes that made them (a sandbox serves several jobs,
+  ``validation/_probe``): EPERM. Shared memory and semaphores as files in ``/dev/shm``
+  (``shm_open``, ``sem_open``, multiprocessing's locks) are removed between jobs;
 - new namespaces: ``unshare`` and ``clone`` with any ``CLONE_NEW*`` flag, ``setns``:
   EPERM; ``clone3``, whose flags sit in memory a filter cannot read: ENOSYS, so that libc
   falls back to ``clone``;
@@ -37,6 +41,11 @@ _DENIED = (
     "add_key",
     "keyctl",
     "request_key",
+    # SysV IPC and POSIX message queues: objects that outlive the processes that made them
+    "shmget",
+    "semget",
+    "msgget",
+    "mq_open",
     # namespaces (clone and unshare by flag, below)
     "setns",
     # mounts and roots

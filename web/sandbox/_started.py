@@ -150,14 +150,17 @@ class Started:
                 return str(self.inputs[dest]) + inside[len(dest) :]
         return inside
 
-    def finish(self) -> Outcome:
-        """Wait for its end, at most ``timeout_s`` from now; then kill what is left
-        of it, remove its group, and say how it ended."""
-        problem = ""
-        deadline = time.monotonic() + self.timeout_s
+    def finish(self, deadline: float | None = None, *, stop: str = "") -> Outcome:
+        """Wait for its end, at most ``timeout_s`` from now (or until ``deadline``, a
+        ``time.monotonic()`` time: a job's, handed over earlier); then kill what is left
+        of it, remove its group, and say how it ended. ``stop``: end it now, for that
+        reason."""
+        problem = stop
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout_s
         ended = _Ended(self.proc.pid)
         try:
-            while self.proc.poll() is None and not self.over.is_set():
+            while not stop and self.proc.poll() is None and not self.over.is_set():
                 if time.monotonic() >= deadline:
                     problem = f"still running after {self.timeout_s:g} s; stopped"
                     break
