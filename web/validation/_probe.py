@@ -1,21 +1,36 @@
-"""The part of validation that runs inside the sandbox: a harness and the plugin's process.
+"""The part of validation that runs inside the sandbox: a harness, and a zygote that forks
+each job's plugin process.
 
-``python -I -S _probe.py harness JOB_FD RESULT_FD`` is the harness (the standard library
-only: no site-packages to start). It makes itself non-dumpable (a process of the same user
-can then neither read its memory nor open its file descriptors through /proc, nor ptrace
-it) and starts the plugin's process (``_probe.py plugin REPORT_FD --job FD``), which
-imports what judges the plugin (numpy, opmarket: :data:`_OWN`) and waits on its own pipe.
-Both are started before the job exists, so that a validation worker can start the next
-job's sandbox while it is idle (``_harness``); each serves one job and is then gone.
+``python -I -S _probe.py harness JOB_FD RESULT_FD [--serve]`` is the harness (the standard
+library only: no site-packages to start). It makes itself non-dumpable (a process of the
+same user can then neither read its memory nor open its file descriptors through /proc, nor
+ptrace it) and starts the zygote (``_probe.py zygote SOCKET_FD``), which imports what judges
+the plugin (numpy, opmarket: :data:`_OWN`), makes itself non-dumpable, closes every file it
+does not need, and then forks one plugin process per job. No plugin's code ever runs in the
+zygote: each plugin process starts as a copy of an interpreter that loaded only that. Both
+are started before the job exists, so that a validation worker starts its sandbox while it
+is idle (``_harness``).
 
-The job comes on JOB_FD, written and closed by the supervisor: one JSON object with the
-job's secret, the wheel to unpack, its distribution name, whether a GPU is there and the
-dependency wheels found on this index (:func:`read_job`). The harness unpacks the wheel
-into ``target`` in its working folder (each dependency into ``deps`` beside it), hands the
-plugin's process the folder and the name on its pipe (never the secret: it was started
-before the harness read it, and inherits neither JOB_FD nor RESULT_FD), and when that
-process ends writes one JSON object to RESULT_FD: the secret, how the plugin's process
-ended, and what it reported on its own pipe.
+Jobs come on JOB_FD and results go on RESULT_FD as frames (:func:`write_frame`): a job is
+one JSON object with the job's secret, the wheel to unpack, its distribution name, whether
+a GPU is there, the dependency wheels found on this index and the output cap. The harness
+unpacks the wheel into ``target`` in its working folder (each dependency into ``deps``
+beside it) and asks the zygote for a plugin process, handing it four pipes: its job (the
+folder and the name, written by the harness: never the secret, and never seen by the
+zygote), its report, its stdout and its stderr. When that process has ended the harness
+writes one frame: the secret, how the process ended, what it printed (capped) and what it
+reported on its report pipe.
+
+Without ``--serve`` the harness serves one job and ends (its sandbox ends with it). With
+``--serve``, which only a bubblewrap sandbox gets (its own PID namespace, tmpfs folders and
+IPC namespace; the harness checks that it is one), it serves jobs until JOB_FD ends, and
+between two jobs puts the sandbox back as it found it (:func:`_restore`): every process
+but the sandbox's init, the harness and the zygote killed, the tmpfs folders holding what
+they held at the start, the zygote resumed (a job may have stopped it), and harness and
+zygote checked unchanged in what a process of the same user may change in another
+(resource limits, priority, CPU affinity, scheduling). A result says ``reusable`` only when
+all of that held; the supervisor ends the sandbox otherwise. SysV IPC and POSIX message
+queues, which would outlive a job's processes, are refused by the seccomp filter.
 
 The plugin's process imports the plugin: anything it reports is what the plugin's code says
 about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
@@ -25,10 +40,17 @@ business) and runs with the interpreter's standard library and opmarket only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import resource
 import select
+import shutil
+import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
 import traceback
@@ -176,9 +198,52 @@ _OWN = {
 }
 
 
-def read_job(fd: int, cap: int = 1024 * 1024) -> dict[str, Any]:
-    """The JSON object written on ``fd`` until its writer closed it ({} when none came:
-    the sandbox was discarded unused, or a writer died)."""
+#: Most bytes of a job frame the harness reads (the supervisor writes it).
+JOB_CAP = 1024 * 1024
+_HEADER = struct.Struct(">I")
+#: The sandbox's writable folders (private tmpfs): what a job writes there is removed.
+SCRATCH = ("/job", "/tmp", "/dev/shm")
+#: Most entries the tmpfs folders may hold between two jobs for the sandbox to serve again.
+_MOST_ENTRIES = 10_000
+
+
+def write_frame(fd: int, value: dict[str, Any]) -> None:
+    """Write ``value`` on ``fd`` as one frame: its JSON's length (4 bytes, big-endian),
+    then its JSON."""
+    data = json.dumps(value).encode()
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, min(size - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data.extend(chunk)
+    return bytes(data)
+
+
+def read_frame(fd: int, cap: int = JOB_CAP) -> dict[str, Any] | None:
+    """The next frame's JSON object on ``fd``; None when it ended (or sent a frame over
+    ``cap`` bytes or one that is not a JSON object: its writer is the supervisor, and
+    nothing it did not mean is served)."""
+    header = _read_exactly(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = _read_exactly(fd, size) if size <= cap else None
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_job(fd: int, cap: int = JOB_CAP) -> dict[str, Any]:
+    """The JSON object written on ``fd`` until its writer closed it ({} when none came)."""
     data = bytearray()
     with os.fdopen(fd, "rb") as pipe:
         while len(data) <= cap and (chunk := pipe.read(65536)):
@@ -190,10 +255,52 @@ def read_job(fd: int, cap: int = 1024 * 1024) -> dict[str, Any]:
     return job if isinstance(job, dict) else {}
 
 
-def _plugin(argv: list[str]) -> int:
+#: ``ioprio_get``'s number, where the standard library has no call for it.
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _non_dumpable() -> bool:
+    try:
+        return int(_libc().prctl(4, 0, 0, 0, 0)) == 0  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _fingerprint() -> list[Any]:
+    """What another process of the same user may change in this one: its resource limits
+    (``prlimit``), I/O priority, priority, CPU affinity and scheduling."""
+    names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
+    ioprio = _IOPRIO_GET.get(os.uname().machine)
+    return [
+        [[n, *resource.getrlimit(getattr(resource, n))] for n in names],
+        _libc().syscall(ioprio, 1, 0) if ioprio else None,  # IOPRIO_WHO_PROCESS, itself
+        os.getpriority(os.PRIO_PROCESS, 0),
+        sorted(os.sched_getaffinity(0)),
+        os.sched_getscheduler(0),
+        os.sched_getparam(0).sched_priority,
+    ]
+
+
+def _spent() -> bool:
+    """Whether this process used half its CPU time limit (``RLIMIT_CPU``, which counts
+    every job it served): it must not serve another, which could find the limit hit."""
+    soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return soft != resource.RLIM_INFINITY and used.ru_utime + used.ru_stime > soft / 2
+
+
+# -- the zygote and its plugin processes ----------------------------------------------
+
+
+def _load_own() -> None:
     import importlib
 
-    report_fd, job_fd = int(argv[0]), int(argv[argv.index("--job") + 1])
     # Imports make many objects and free few: with the collector on, its passes over the
     # young objects would cost a third of the imports' CPU and find almost nothing. What
     # they made is then moved out of the collector's sight (freeze), and the plugin's code
@@ -207,7 +314,55 @@ def _plugin(argv: list[str]) -> int:
     finally:
         gc.freeze()
         gc.enable()
-    job = read_job(job_fd)  # waits here, everything above loaded, until its job comes
+
+
+def _zygote(argv: list[str]) -> int:
+    sock = socket.socket(fileno=int(argv[0]))
+    _load_own()
+    protected = _non_dumpable()
+    os.closerange(3, sock.fileno())  # nothing a plugin process could share with it
+    os.closerange(sock.fileno() + 1, 1 << 16)
+    start = _fingerprint()
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            return 0
+        if not message:
+            return 0  # the harness ended
+        if json.loads(message).get("check"):
+            same = _fingerprint() == start and not _spent()
+            sock.send(json.dumps({"same": same}).encode())
+            continue
+        if len(fds) != 4 or not protected:
+            return 1  # the harness sent no pipes, or the zygote could not be protected
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                sock.close()
+                code = _plugin(*fds)
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        _, status = os.waitpid(pid, 0)
+        sock.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+
+
+def _plugin(job_fd: int, report_fd: int, out_fd: int, err_fd: int) -> int:
+    """One job's plugin process, forked from the zygote: its output on its own pipes, its
+    job read from the harness, the plugin probed, the report written."""
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    for name in ("random", "numpy.random"):  # seeded anew, as in a process of its own
+        module = sys.modules.get(name)
+        if module is not None:
+            module.seed()
+    job = read_job(job_fd)
     if not job:
         return 0
     if job.get("deps"):  # after the environment's own folders: importable, never in its
@@ -217,78 +372,128 @@ def _plugin(argv: list[str]) -> int:
         result = probe(str(job["target"]), str(job["dist"]), bool(job.get("gpu")))
     except BaseException:
         result = {"steps": [_step("load", "failed", traceback.format_exc())]}
-    sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
     with os.fdopen(report_fd, "w") as report:
         json.dump(result, report)
     return 0
 
 
-def _non_dumpable() -> bool:
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(4, 0, 0, 0, 0)) == 0  # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError):
-        return False
+# -- the harness ----------------------------------------------------------------------
 
 
-def _collect(fd: int, child: subprocess.Popen[bytes]) -> bytearray:
-    """What the plugin's process wrote on its report pipe, read until it ended (processes
-    it forked may hold the pipe open: its end is not waited for) or wrote too much."""
-    data = bytearray()
-    os.set_blocking(fd, False)
-    ended = False
-    while len(data) <= REPORT_CAP:
-        ready, _, _ = select.select([fd], [], [], 0.05)
+class _Zygote:
+    """The harness's zygote: its process and the socket it takes orders on."""
+
+    def __init__(self) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", __file__, "zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            close_fds=True,
+            stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+
+    def answer(self, timeout: float | None) -> dict[str, Any] | None:
+        """Its next message (None: it ended, or said nothing within ``timeout``)."""
         try:
-            chunk = os.read(fd, 65536) if ready or ended else None
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            message = self.sock.recv(65536) if ready else b""
+            value = json.loads(message) if message else None
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def unchanged(self) -> bool:
+        """Whether it says nothing changed it since it started (see :func:`_fingerprint`)."""
+        try:
+            self.sock.send(b'{"check": true}')
+        except OSError:
+            return False
+        answer = self.answer(10.0)
+        return answer is not None and answer.get("same") is True
+
+
+class _Streams:
+    """The plugin process's report, stdout and stderr, each read up to its cap."""
+
+    def __init__(self, report: int, out: int, err: int, cap: int) -> None:
+        self.caps = {report: REPORT_CAP, out: cap, err: cap}
+        self.data = {fd: bytearray() for fd in self.caps}
+        self.open = set(self.caps)
+        self.over: set[int] = set()
+        for fd in self.caps:
+            os.set_blocking(fd, False)
+
+    def read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 65536)
         except BlockingIOError:
-            chunk = b"" if ended else None
-        if chunk == b"":
-            break
-        if chunk:
-            data.extend(chunk)
-        elif child.poll() is not None:
-            ended = True  # read what is left, then stop
-    os.close(fd)
-    return data
+            return
+        if not chunk:
+            self.open.discard(fd)
+        elif len(self.data[fd]) + len(chunk) > self.caps[fd]:
+            self.over.add(fd)  # the rest is not read: the process is stopped
+            self.open.discard(fd)
+        else:
+            self.data[fd].extend(chunk)
+
+    def close(self) -> None:
+        for fd in self.caps:
+            os.close(fd)
 
 
-def _start_plugin() -> tuple[subprocess.Popen[bytes], int, int]:
-    """The plugin's process, importing what judges the plugin; its report pipe's read end
-    and its job pipe's write end."""
-    report_r, report_w = os.pipe()
-    job_r, job_w = os.pipe()
-    child = subprocess.Popen(
-        [sys.executable, "-I", __file__, "plugin", str(report_w), "--job", str(job_r)],
-        pass_fds=(report_w, job_r),
-        close_fds=True,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(report_w)
-    os.close(job_r)
-    return child, report_r, job_w
-
-
-def _send(fd: int, job: dict[str, Any]) -> None:
-    """Hand the plugin's process its job (it may be gone already: its end says why)."""
+def _collect(streams: _Streams, zygote: _Zygote, pid: int) -> int | None:
+    """Read the plugin process's pipes until it ended (processes it forked may hold them
+    open: their end is not waited for), stopping it when one says more than its cap; its
+    exit code, as the zygote saw it (None: the zygote ended, and with it what knew it)."""
     try:
-        with os.fdopen(fd, "wb") as pipe:
-            pipe.write(json.dumps(job).encode())
-    except BrokenPipeError:
-        pass
+        ended_fd = os.pidfd_open(pid)  # its end, even while a job keeps the zygote stopped
+    except OSError:
+        ended_fd = -1  # it ended long ago, or an old kernel: the zygote says when
+    code: int | None = None
+    ended = heard = False
+    try:
+        while True:
+            waiting: list[Any] = [*streams.open]
+            waiting += [] if heard else [zygote.sock]
+            waiting += [] if ended or ended_fd < 0 else [ended_fd]
+            ready, _, _ = select.select(waiting, [], [], 0 if ended else None)
+            if ended and not ready:
+                break  # what was written before its end is read
+            for item in ready:
+                if item is zygote.sock:
+                    answer = zygote.answer(0)
+                    code = answer.get("exit") if answer else None
+                    ended = heard = True
+                elif item == ended_fd:
+                    ended = True
+                else:
+                    streams.read(item)
+            if streams.over:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if ended and heard and not streams.open:
+                break
+    finally:
+        if ended_fd >= 0:
+            os.close(ended_fd)
+    for _ in range(0 if heard else 20):  # a job may have stopped the zygote: resume it
+        with contextlib.suppress(OSError):
+            os.kill(zygote.proc.pid, signal.SIGCONT)
+        answer = zygote.answer(0.1)
+        if answer is not None or zygote.proc.poll() is not None:
+            return answer.get("exit") if answer else None
+    return code
 
 
-def _harness(argv: list[str]) -> int:
-    job_fd, result_fd = int(argv[0]), int(argv[1])
-    protected = _non_dumpable()
-    child, report_r, job_w = _start_plugin()
-    job = read_job(job_fd)  # waits here until the supervisor hands over its job
-    if not job:
-        child.kill()
-        return 0
-    result = os.fdopen(result_fd, "w")
+def _text(data: bytearray) -> str:
+    return data.decode("utf-8", "surrogateescape")  # JSON carries it; the bytes come back
+
+
+def _run_job(job: dict[str, Any], zygote: _Zygote, protected: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"secret": str(job.get("secret", "")), "protected": protected}
     target = Path("target").absolute()
     deps = [str(d) for d in job.get("deps", [])]
@@ -296,43 +501,219 @@ def _harness(argv: list[str]) -> int:
         unpack(str(job["wheel"]), target)
         for dep in deps:  # its dependencies from this index, beside it (_deps)
             unpack(dep, Path("deps").absolute())
-    except (OSError, zipfile.BadZipFile) as exc:
-        child.kill()
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
         out["install_error"] = f"{type(exc).__name__}: {exc}"
-        json.dump(out, result)
-        result.close()
-        return 0
-    _send(
-        job_w,
-        {
-            "target": str(target),
-            "dist": str(job["dist"]),
-            "gpu": bool(job.get("gpu")),
-            "deps": str(Path("deps").absolute()) if deps else "",
-        },
-    )
-    data = _collect(report_r, child)
-    if len(data) > REPORT_CAP:
-        out["report_error"] = f"reported more than {REPORT_CAP} bytes"
-        child.kill()
-    out["returncode"] = child.wait()
-    if "report_error" not in out:
+        return out
+    pipes = [os.pipe() for _ in range(4)]  # its job, report, stdout, stderr
+    theirs = [pipes[0][0], *(w for _, w in pipes[1:])]
+    try:
+        socket.send_fds(zygote.sock, [b"{}"], theirs)
+        sent = True
+    except OSError:
+        sent = False
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    order = {
+        "target": str(target),
+        "dist": str(job["dist"]),
+        "gpu": bool(job.get("gpu")),
+        "deps": str(Path("deps").absolute()) if deps else "",
+    }
+    with contextlib.suppress(BrokenPipeError), os.fdopen(pipes[0][1], "wb") as pipe:
+        pipe.write(json.dumps(order).encode())
+    report_fd, out_fd, err_fd = (r for r, _ in pipes[1:])
+    streams = _Streams(report_fd, out_fd, err_fd, int(job.get("max_output", 4 << 20)))
+    try:
+        started = zygote.answer(None) if sent else None
+        pid = started.get("pid") if started else None
+        if not isinstance(pid, int):  # the zygote is gone: how it ended says why
+            zygote.proc.kill()
+            out["returncode"] = zygote.proc.wait()
+            return out
+        code = _collect(streams, zygote, pid)
+        out["returncode"] = -signal.SIGKILL if code is None else code
+        out["stdout"] = _text(streams.data[out_fd])
+        out["stderr"] = _text(streams.data[err_fd])
+        if out_fd in streams.over or err_fd in streams.over:
+            out["output_over"] = True
+        if report_fd in streams.over:
+            out["report_error"] = f"reported more than {REPORT_CAP} bytes"
+        else:
+            data = streams.data[report_fd]
+            try:
+                out["report"] = json.loads(data) if data else None
+            except ValueError as exc:
+                out["report_error"] = f"sent a report that is not JSON: {exc}"
+    finally:
+        streams.close()
+    return out
+
+
+def _own_sandbox() -> bool:
+    """Whether this runs as a bubblewrap sandbox's command: its own PID namespace (whose
+    init is bwrap, this process's parent) and its tmpfs folders."""
+    try:
+        init = Path("/proc/1/comm").read_text().strip()
+    except OSError:
+        return False
+    return os.getppid() == 1 and init == "bwrap" and all(map(os.path.ismount, SCRATCH))
+
+
+def _listing() -> dict[str, list[int]] | None:
+    """Every file and folder in the tmpfs folders (not what is mounted inside them): its
+    type, mode and owner; None when there are too many or one cannot be read."""
+    found: dict[str, list[int]] = {}
+    for root in SCRATCH:
         try:
-            out["report"] = json.loads(data) if data else None
-        except ValueError as exc:
-            out["report_error"] = f"sent a report that is not JSON: {exc}"
-    json.dump(out, result)
-    result.close()
+            device = os.lstat(root).st_dev
+        except OSError:
+            continue
+        folders = [root]
+        while folders:
+            try:
+                entries = list(os.scandir(folders.pop()))
+            except OSError:
+                return None
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    return None
+                if st.st_dev != device:
+                    continue  # a read-only bind inside it (the interpreter's folders)
+                found[entry.path] = [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid]
+                if len(found) > _MOST_ENTRIES:
+                    return None
+                if stat.S_ISDIR(st.st_mode):
+                    folders.append(entry.path)
+    return found
+
+
+def _remove(path: str) -> None:
+    """Remove a file or a folder tree the job left, making its folders writable and
+    searchable again as far as it takes (what is still there is found by the listing)."""
+    for _ in range(8):
+        failed: list[str] = []
+
+        def note(_func: Any, where: str, _exc: Any, failed: list[str] = failed) -> None:
+            failed.append(where)
+
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=note)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if not failed:
+            return
+        for where in failed:
+            for folder in (os.path.dirname(where), where):
+                with contextlib.suppress(OSError):
+                    os.chmod(folder, 0o700)
+
+
+def _wipe(keep: dict[str, list[int]]) -> None:
+    """Remove from the tmpfs folders everything not in ``keep`` and give what is in it its
+    mode again (the folders of ``keep`` are walked, what is not kept is removed whole)."""
+    folders = list(SCRATCH)
+    while folders:
+        folder = folders.pop()
+        try:
+            device = os.lstat(folder).st_dev
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_dev != device:
+                continue  # a read-only bind inside it
+            if entry.path not in keep:
+                _remove(entry.path)
+                continue
+            if stat.S_IMODE(st.st_mode) != keep[entry.path][1]:
+                with contextlib.suppress(OSError):
+                    os.chmod(entry.path, keep[entry.path][1])
+            if stat.S_ISDIR(st.st_mode):
+                folders.append(entry.path)
+
+
+def _kill_all_but(spare: set[int]) -> bool:
+    """Kill every process of the sandbox but ``spare`` (its init, the harness, the
+    zygote); whether none is left (zombies, ended and holding nothing, aside)."""
+    for _ in range(1000):
+        left = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in spare:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if state in (b"Z", b"X"):
+                continue
+            left = True
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
+        if not left:
+            return True
+        select.select([], [], [], 0.001)
+    return False
+
+
+def _restore(start: dict[str, Any], zygote: _Zygote) -> str:
+    """Put the sandbox back as the harness found it after a job: "" when it is (then it
+    may serve another), else what is not."""
+    if not _kill_all_but({1, os.getpid(), zygote.proc.pid}):
+        return "its processes could not all be killed"
+    with contextlib.suppress(OSError):
+        os.kill(zygote.proc.pid, signal.SIGCONT)  # a job may have stopped it
+    if zygote.proc.poll() is not None or not zygote.unchanged():
+        return "its zygote ended or was changed"
+    if _fingerprint() != start["self"]:
+        return "its harness was changed"
+    if _spent():
+        return "its harness used half its CPU time limit"
+    _wipe(start["files"])
+    now = _listing()
+    if now != start["files"]:
+        left = sorted(set(now or {}) ^ set(start["files"]))[:3]
+        return f"its tmpfs folders could not be put back ({', '.join(left) or 'too many'})"
+    return ""
+
+
+def _harness(argv: list[str]) -> int:
+    job_fd, result_fd = int(argv[0]), int(argv[1])
+    protected = _non_dumpable()
+    serving = "--serve" in argv[2:] and _own_sandbox()
+    start = {"files": _listing(), "self": _fingerprint()} if serving else {}
+    zygote = _Zygote()
+    try:
+        while (job := read_frame(job_fd)) is not None:
+            out = _run_job(job, zygote, protected)
+            why = "it serves one job"
+            if serving:
+                why = _restore(start, zygote) if start["files"] is not None else "no listing"
+            out["reusable"], out["not_reusable"] = not why, why
+            write_frame(result_fd, out)
+            if not out["reusable"]:
+                break
+    finally:
+        zygote.proc.kill()
+        zygote.proc.wait()
     return 0
 
 
 def main(argv: list[str]) -> int:
-    """``harness ...`` or ``plugin ...`` (see the module's docstring)."""
+    """``harness ...`` or ``zygote ...`` (see the module's docstring)."""
     if argv[:1] == ["harness"]:
         return _harness(argv[1:])
-    if argv[:1] == ["plugin"]:
-        return _plugin(argv[1:])
-    print(f"usage: {Path(__file__).name} harness|plugin ...", file=sys.stderr)
+    if argv[:1] == ["zygote"]:
+        return _zygote(argv[1:])
+    print(f"usage: {Path(__file__).name} harness|zygote ...", file=sys.stderr)
     return 2
 
 
