@@ -2,17 +2,18 @@
 
 The topology of a deployment on one machine: one ``opmarket serve`` that validates nothing
 (``--validation-workers 0``) and 2 ``opmarket worker`` processes sharing its database and
-file store. The workload is fixed: 8 clients in a closed loop, each uploading 10 distinct
-small pure-Python plugin wheels (80 uploads) with twine's own upload code (the multipart
-POST to /legacy/ that ``twine upload`` sends), then polling ``/simple/<project>/`` every
-100 ms until the file is listed (listed means validated). A client uploads its next wheel
-once the last one is listed. Latency runs from the start of the upload to the first poll
-that lists the file; the rate is uploads over the whole run's wall time. The wheels are
-written here with zipfile (a real plugin module, its manifest, entry point and RECORD), not
-built one by one. Everything binds 127.0.0.1. ``--load`` measures under the fixed
-background load ``bench/index.py`` uses (``cpu_load``: two CPU-bound processes for the
-whole measurement), so that busy-machine figures compare from run to run. The last line is
-the result:
+file store, running before uploads come (the bench waits for each worker's ``worker ready``
+line: its sandbox started). The workload is fixed: 8 clients in a closed loop, each
+uploading 10 distinct small pure-Python plugin wheels (80 uploads) with twine's own upload
+code (the multipart POST to /legacy/ that ``twine upload`` sends), then polling
+``/simple/<project>/`` every 100 ms until the file is listed (listed means validated). A
+client uploads its next wheel once the last one is listed. Latency runs from the start of
+the upload to the first poll that lists the file; the rate is uploads over the whole run's
+wall time. The wheels are written here with zipfile (a real plugin module, its manifest,
+entry point and RECORD), not built one by one. Everything binds 127.0.0.1. ``--load``
+measures under the fixed background load ``bench/index.py`` uses (``cpu_load``: two
+CPU-bound processes for the whole measurement), so that busy-machine figures compare from
+run to run. The last line is the result:
 
     upload: X uploads/s, upload->listed p50 Y s, p99 Z s, 8 clients, 2 workers
 
@@ -142,6 +143,15 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def _ready(proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+    """Wait for a worker's ``worker ready`` line (its threads' sandboxes started)."""
+    deadline = time.monotonic() + timeout
+    while b"worker ready" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"worker not ready: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.05)
+
+
 def listed(url: str, filename: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -223,6 +233,8 @@ def main() -> None:
                 procs.append(
                     _start([OPMARKET, "worker", "--data", str(data)], root / f"worker{w}.log")
                 )
+            for w in range(args.workers):  # running workers, as in a deployment
+                _ready(procs[1 + w], root / f"worker{w}.log")
             latencies: list[float] = []
             failures: list[BaseException] = []
 

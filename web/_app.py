@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from opmarket.web.routes import _api, _files, _pages, _simple, _upload, _variant
 from opmarket.web.routes._cache import PageCache
 from opmarket.web.storage._open import storage_from_url
 from opmarket.web.validation._job import validation_worker
+from opmarket.web.validation._owned import reserved_names
 
 __all__ = ["app_from_environment", "create_app", "open_state"]
 
@@ -57,6 +59,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         worker: Worker | None = None
+        # What every upload checks its name against, read once while the first requests
+        # come (they wait for it rather than each reading every distribution).
+        threading.Thread(
+            target=reserved_names,
+            args=(settings.allowed_names,),
+            name="opmarket-names",
+            daemon=True,
+        ).start()
         if settings.validation_workers:
             worker = validation_worker(state, settings.validation_workers)
             worker.start()

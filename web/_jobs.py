@@ -222,12 +222,21 @@ class Worker:
             threading.Thread(target=self._keeper, daemon=True, name="opmarket-worker-leases")
         )
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self._prepared = 0  # job threads whose on_thread_start has run
+        self._ready = threading.Condition()
 
     def start(self) -> None:
         """Reclaim what stopped workers left, then start the threads."""
         self.reclaim()
         for t in self._threads:
             t.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every job thread has run ``on_thread_start`` (a validation worker's:
+        its sandbox started); whether they have within ``timeout`` seconds."""
+        threads = len(self._threads) - 1  # the lease keeper prepares nothing
+        with self._ready:
+            return self._ready.wait_for(lambda: self._prepared >= threads, timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop taking jobs; the jobs still running after ``timeout`` go back to the queue
@@ -300,6 +309,9 @@ class Worker:
                 self.on_thread_start()
             except Exception:  # a preparation that failed: the jobs run without it
                 log.exception("could not prepare a worker thread")
+        with self._ready:
+            self._prepared += 1
+            self._ready.notify_all()
         while not self._stop.is_set():
             try:
                 if self.run_once():

@@ -30,6 +30,7 @@ from opmarket.web.storage._local import copy_out
 from opmarket.web.validation._deps import CatalogSource
 from opmarket.web.validation._harness import start_ahead
 from opmarket.web.validation._loads import known_environments
+from opmarket.web.validation._owned import read_environment
 from opmarket.web.validation._pipeline import (
     Previous,
     Step,
@@ -242,7 +243,11 @@ def validation_worker(state: AppState, threads: int) -> Worker:
 
 
 def _start_ahead(state: AppState) -> None:
+    """Before a worker thread's first job: its sandbox started, and what every validation
+    reads of the environments (once per process) read."""
     limits, _ = limits_from(state.settings)
+    read_environment()
+    known_environments((sys.executable, *state.settings.loads_with))
     with contextlib.suppress(SandboxUnavailableError):  # each job's verdict says so
         start_ahead(
             job_limits(limits, state.settings.gpu_available),

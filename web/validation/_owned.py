@@ -26,11 +26,13 @@ from __future__ import annotations
 import configparser
 import importlib.metadata
 import re
+import threading
 import zipfile
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
-from functools import cache
+from functools import cache, wraps
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -42,6 +44,7 @@ __all__ = [
     "import_problems",
     "others_packages",
     "prefix_problems",
+    "read_environment",
     "reserved_names",
     "reserved_problem",
     "top_level_names",
@@ -155,6 +158,24 @@ def environment_table(
     return table
 
 
+_T = TypeVar("_T")
+
+
+def _once(func: Callable[[], _T]) -> Callable[[], _T]:
+    """``functools.cache`` for a call without arguments, whose first call runs once:
+    threads that ask meanwhile wait for it (the first uploads after a server starts come
+    together, and each would read every distribution of the environment)."""
+    cached = cache(func)
+    lock = threading.RLock()
+
+    @wraps(func)
+    def call() -> _T:
+        with lock:
+            return cached()
+
+    return call
+
+
 @cache
 def _shipped() -> dict[str, frozenset[str]]:
     """The shipped table (``_reserved``) and ``WELL_KNOWN_IMPORTS``: distribution ->
@@ -169,7 +190,7 @@ def _shipped() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-@cache
+@_once
 def _environment() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     """The normalized names of the environment's distributions that are not opmarket
     plugins, and each top-level import name with the distributions that ship it."""
@@ -206,7 +227,7 @@ def _top(member: str) -> str | None:
     return match.group(1) if match else None
 
 
-@cache
+@_once
 def _owners_folded() -> dict[str, frozenset[str]]:
     """``_environment``'s and ``_shipped``'s import names, casefolded: a case-insensitive
     file system (macOS, Windows) imports ``Numpy/`` as ``numpy``."""
@@ -217,6 +238,14 @@ def _owners_folded() -> dict[str, frozenset[str]]:
         for top in tops:
             folded.setdefault(top.casefold(), set()).add(dist)
     return {k: frozenset(v) for k, v in folded.items()}
+
+
+def read_environment() -> None:
+    """Read, once per process, what the environment's distributions own (their import
+    names and scripts: every validation's inspect step asks): a validation worker does it
+    before its first job, which would otherwise pay for it (about 1 s on a busy machine)."""
+    _owners_folded()
+    _environment_scripts()
 
 
 def reserved_names(allowed: str = "") -> frozenset[str]:
@@ -281,7 +310,7 @@ def _script_names(zf: zipfile.ZipFile) -> list[tuple[str, str]]:
     return found
 
 
-@cache
+@_once
 def _environment_scripts() -> dict[str, frozenset[str]]:
     """The script names (casefolded) this environment's distributions install, each with
     the distributions that install it."""

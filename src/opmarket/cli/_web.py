@@ -422,5 +422,11 @@ def worker(data: Path | None, threads: int | None, gpu: bool) -> None:
     click.echo(
         f"opmarket: validating jobs from {state.settings.database} with {count} thread(s)", err=True
     )
+    while not stop.is_set():
+        if runner.wait_ready(0.1):
+            click.echo(
+                f"opmarket: worker ready: {count} thread(s) with a started sandbox", err=True
+            )
+            break
     stop.wait()
     runner.stop()
