@@ -4,8 +4,9 @@ for with the wall-clock timeout counted from :meth:`Started.finish`, and everyth
 
 Starting and finishing are apart so that validation can start the next job's sandbox
 before the job exists (``_harness``): the command then waits, its interpreter and libraries
-loaded, for its input on a pipe, and its timeout runs from the hand-over. Each started
-command serves one job; nothing here runs a second command in it.
+loaded, for its input on a pipe, and its timeout runs from the hand-over. Nothing here
+runs a second command in it; the command itself may serve several jobs (``_harness``), each
+with its own deadline, and :meth:`Started.finish` takes the last one's.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class _Run:
     dependencies: WheelSource | None
     verdict: Verdict
     known: Sequence[Known] | None = None  # the "loads with" environments; None: no table
-    warm: bool = False  # start the next job's sandbox once this one's ended (_harness)
+    warm: bool = False  # this thread's sandbox, kept for its next job (_harness)
     info: WheelInfo | None = None
     deps: list[IndexWheel] = dataclasses.field(default_factory=list)
     outcome: Any = None  # the sandbox's SandboxResult
@@ -93,10 +93,10 @@ def validate_wheel(
     requirements beyond the warm environment come from (this index; None: nowhere, and
     what is missing is only reported); ``known``: the environments of the "loads with"
     table of a file that passed (None: no table); ``warm``: as a validation worker does,
-    start the sandbox of this thread's next validation once this one's has ended (each
-    sandbox serves one validation: see ``_harness``). Raises nothing for a bad wheel: every
-    failure is a failed step (``SandboxUnavailableError`` included). The steps are
-    :data:`STEPS`, in order, until one says to stop."""
+    run in this thread's sandbox, which then serves its next validation too (put back as
+    it was between them, or a new one started: see ``_harness``). Raises nothing for a bad
+    wheel: every failure is a failed step (``SandboxUnavailableError`` included). The
+    steps are :data:`STEPS`, in order, until one says to stop."""
     filename = filename or path.name
     limits = job_limits(limits, gpu)
     run = _Run(
