@@ -4,9 +4,9 @@ the server's log (one line per upload and per verdict), and ``opmarket status``.
 A verdict is announced in-process (an event per waiting request, set from the validation
 thread). A verdict stored by another process bumps the project's serial, which the catalog's
 change log records: while uploads wait, their process reads the log every :data:`WAKE_S`
-(once for all of them; its page cache follows), and they look again when it moved, and at
-least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a database connection nor the
-event loop.
+(once for all of them; its page cache follows), and an upload looks again when the log names
+its project, and at least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a
+database connection nor the event loop.
 """
 
 from __future__ import annotations
@@ -106,10 +106,14 @@ def _decided(state: AppState, filename: str) -> Decided | None:
     return Decided(str(row.status), reason)
 
 
-async def _until_woken(state: AppState, event: asyncio.Event, seen: object, most: float) -> None:
+async def _until_woken(
+    state: AppState, event: asyncio.Event, project: str, seen: object, most: float
+) -> None:
     """Return once ``event`` is set (this process announced the verdict), the change log
-    moved past the generation ``seen`` (another process changed the catalog), or after
-    ``most`` seconds."""
+    read since the generation ``seen`` names ``project`` (another process changed it: its
+    verdict bumps its serial), or after ``most`` seconds. Other projects' changes do not
+    wake it: with many uploads waiting, each verdict sent every one of them to the
+    database."""
     end = time.monotonic() + most
     while (left := end - time.monotonic()) > 0:
         try:
@@ -124,12 +128,15 @@ async def _until_woken(state: AppState, event: asyncio.Event, seen: object, most
             except SQLAlchemyError as exc:  # the status itself is read again at ``end``
                 state.pages.postpone()
                 log.warning("the change log could not be read (%s)", exc)
-        if state.pages.generation != seen:
+        if state.pages.changed_since(project, seen):
             return
 
 
-async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> Decided | None:
-    """The verdict on ``filename`` once decided, or None when ``timeout_s`` passed first."""
+async def wait_for_verdict(
+    state: AppState, filename: str, project: str, timeout_s: float
+) -> Decided | None:
+    """The verdict on ``filename`` of ``project`` (normalized) once decided, or None when
+    ``timeout_s`` passed first."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout_s
     while True:
@@ -142,7 +149,7 @@ async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> 
             left = deadline - time.monotonic()
             if decided is not None or left <= 0:
                 return decided
-            await _until_woken(state, event, seen, min(POLL_MAX_S, left))
+            await _until_woken(state, event, project, seen, min(POLL_MAX_S, left))
         finally:
             with _lock:
                 mine = _waiting.get(filename, [])
@@ -189,7 +196,8 @@ async def upload_answer(
     wait = state.settings.upload_wait_s
     decided = None
     if status == FileStatus.PENDING and wait > 0:
-        decided = await _unless_gone(wait_for_verdict(state, filename, wait), gone)
+        waiting = wait_for_verdict(state, filename, str(body["project"]), wait)
+        decided = await _unless_gone(waiting, gone)
     elif gone is not None:
         gone.close()  # never awaited
     code = 200
