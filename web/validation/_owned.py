@@ -26,6 +26,7 @@ from __future__ import annotations
 import configparser
 import importlib.metadata
 import re
+import threading
 import zipfile
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
@@ -169,10 +170,20 @@ def _shipped() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-@cache
+_environment_read = threading.Lock()
+
+
 def _environment() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     """The normalized names of the environment's distributions that are not opmarket
-    plugins, and each top-level import name with the distributions that ship it."""
+    plugins, and each top-level import name with the distributions that ship it: read once
+    per process, by the first thread that asks (the uploads that arrive together at a fresh
+    server each read every distribution's metadata again, side by side, before)."""
+    with _environment_read:
+        return _scan_environment()
+
+
+@cache
+def _scan_environment() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     names: set[str] = set()
     owners: dict[str, set[str]] = {}
     for dist in importlib.metadata.distributions():
