@@ -12,12 +12,13 @@ database connection nor the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Response
@@ -106,30 +107,71 @@ def _decided(state: AppState, filename: str) -> Decided | None:
     return Decided(str(row.status), reason)
 
 
+@dataclass(slots=True)
+class _Watch:
+    """The uploads of one server (its state, on its event loop) waiting for verdicts: their
+    events by project, and the one task that reads the change log for all of them."""
+
+    waiting: dict[str, list[asyncio.Event]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+#: By (state, event loop), while uploads wait there; each entry goes with its last waiter.
+_watches: dict[tuple[int, int], _Watch] = {}
+
+
+async def _watch_changes(state: AppState, key: tuple[int, int], watch: _Watch) -> None:
+    """Every :data:`WAKE_S` while uploads wait: read the change log (one read for all of
+    them, which also refreshes the process's pages) and wake those whose project it named."""
+    try:
+        seen = state.pages.generation
+        while watch.waiting:
+            await asyncio.sleep(WAKE_S)
+            if state.pages.due(WAKE_S):
+                try:
+                    await run_in_threadpool(
+                        state.pages.sync, *read_changes(state.db.engine), WAKE_S
+                    )
+                except SQLAlchemyError as exc:  # each status is read again within a second
+                    state.pages.postpone()
+                    log.warning("the change log could not be read (%s)", exc)
+            now = state.pages.generation  # before the look: a check after it is looked at next
+            for project, events in watch.waiting.items():
+                if state.pages.changed_since(project, seen):
+                    for event in events:
+                        event.set()
+            seen = now
+    finally:
+        if _watches.get(key) is watch:
+            del _watches[key]
+
+
 async def _until_woken(
     state: AppState, event: asyncio.Event, project: str, seen: object, most: float
 ) -> None:
     """Return once ``event`` is set (this process announced the verdict), the change log
     read since the generation ``seen`` names ``project`` (another process changed it: its
-    verdict bumps its serial), or after ``most`` seconds. Other projects' changes do not
-    wake it: with many uploads waiting, each verdict sent every one of them to the
-    database."""
-    end = time.monotonic() + most
-    while (left := end - time.monotonic()) > 0:
-        try:
-            await asyncio.wait_for(event.wait(), min(WAKE_S, left))
+    verdict bumps its serial), or after ``most`` seconds. One task reads the log for every
+    upload that waits (each woke every :data:`WAKE_S` to look, before), and other projects'
+    changes wake none of them (each verdict sent every waiting upload to the database)."""
+    loop = asyncio.get_running_loop()
+    key = (id(state), id(loop))
+    watch = _watches.get(key)
+    if watch is None:
+        watch = _watches[key] = _Watch()
+    events = watch.waiting.setdefault(project, [])
+    events.append(event)
+    if watch.task is None or watch.task.done() or watch.task.get_loop() is not loop:
+        watch.task = asyncio.ensure_future(_watch_changes(state, key, watch))
+    try:
+        if state.pages.changed_since(project, seen):  # read before this upload joined
             return
-        except TimeoutError:
-            pass
-        # One read for every waiting upload of this process, which also refreshes its pages.
-        if state.pages.due(WAKE_S):
-            try:
-                await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine), WAKE_S)
-            except SQLAlchemyError as exc:  # the status itself is read again at ``end``
-                state.pages.postpone()
-                log.warning("the change log could not be read (%s)", exc)
-        if state.pages.changed_since(project, seen):
-            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), most)
+    finally:
+        events.remove(event)
+        if not events:
+            del watch.waiting[project]
 
 
 async def wait_for_verdict(
