@@ -6,13 +6,15 @@ file store. The workload is fixed: 8 clients in a closed loop, each uploading 10
 small pure-Python plugin wheels (80 uploads) with twine's own upload code (the multipart
 POST to /legacy/ that ``twine upload`` sends), then polling ``/simple/<project>/`` every
 100 ms until the file is listed (listed means validated). A client uploads its next wheel
-once the last one is listed. Latency runs from the start of the upload to the first poll
-that lists the file; the rate is uploads over the whole run's wall time. The wheels are
-written here with zipfile (a real plugin module, its manifest, entry point and RECORD), not
-built one by one. Everything binds 127.0.0.1. ``--load`` measures under the fixed
-background load ``bench/index.py`` uses (``cpu_load``: two CPU-bound processes for the
-whole measurement), so that busy-machine figures compare from run to run. The last line is
-the result:
+once the last one is listed. The clients start once the server answers and every worker
+says it takes jobs, as in a deployment, whose workers run before uploads come (a worker's
+start, imports and all, is not an upload's latency). Latency runs from the start of the
+upload to the first poll that lists the file; the rate is uploads over the whole run's wall
+time. The wheels are written here with zipfile (a real plugin module, its manifest, entry
+point and RECORD), not built one by one. Everything binds 127.0.0.1. ``--load`` measures
+under the fixed background load ``bench/index.py`` uses (``cpu_load``: two CPU-bound
+processes for the whole measurement), so that busy-machine figures compare from run to run.
+The last line is the result:
 
     upload: X uploads/s, upload->listed p50 Y s, p99 Z s, 8 clients, 2 workers
 
@@ -120,6 +122,24 @@ def make_wheel(folder: Path, dist: str, op_name: str) -> Path:
     return wheel
 
 
+#: What ``opmarket worker`` prints once it takes jobs.
+_WORKER_UP = b"opmarket: validating jobs from"
+
+
+def wait_worker(proc: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
+    """Return once the worker says it takes jobs; exit when it died or did not say so."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _WORKER_UP in log.read_bytes():
+            return
+        if proc.poll() is not None:
+            raise SystemExit(
+                f"worker exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}"
+            )
+        time.sleep(0.1)
+    raise SystemExit(f"worker did not start within {timeout:g} s: {log}")
+
+
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("OPMARKET_", "TWINE_"))}
 
@@ -223,6 +243,8 @@ def main() -> None:
                 procs.append(
                     _start([OPMARKET, "worker", "--data", str(data)], root / f"worker{w}.log")
                 )
+            for w, proc in enumerate(procs[1:]):
+                wait_worker(proc, root / f"worker{w}.log")
             latencies: list[float] = []
             failures: list[BaseException] = []
 
