@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Response
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
@@ -96,11 +96,14 @@ def announce(filename: str, status: str, reason: str) -> None:
             loop.call_soon_threadsafe(event.set)
 
 
+#: A file's status, and what a rejection's reason is made of (built once: it is read again
+#: while its upload waits).
+_STATUS = select(File.status, File.result, File.log).where(File.filename == bindparam("filename"))
+
+
 def _decided(state: AppState, filename: str) -> Decided | None:
-    with state.db.session() as session:
-        row = session.execute(
-            select(File.status, File.result, File.log).where(File.filename == filename)
-        ).first()
+    with state.db.engine.connect() as conn:  # plain rows: no session is needed to read them
+        row = conn.execute(_STATUS, {"filename": filename}).first()
     if row is None or row.status == FileStatus.PENDING:
         return None
     reason = rejection_reason(row.result, row.log) if row.status == FileStatus.REJECTED else ""
