@@ -2,8 +2,9 @@
 
 The topology of a deployment on one machine: one ``opmarket serve`` that validates nothing
 (``--validation-workers 0``) and 2 ``opmarket worker`` processes sharing its database and
-file store, running before uploads come (the bench waits for each worker's ``worker ready``
-line: its sandbox started). The workload is fixed: 8 clients in a closed loop, each
+file store, running before uploads come, as in a deployment (the bench waits for each
+worker's ``worker ready`` line, its sandbox started: a worker's start, imports and all, is
+not an upload's latency). The workload is fixed: 8 clients in a closed loop, each
 uploading 10 distinct small pure-Python plugin wheels (80 uploads) with twine's own upload
 code (the multipart POST to /legacy/ that ``twine upload`` sends), then polling
 ``/simple/<project>/`` every 100 ms until the file is listed (listed means validated). A

@@ -98,8 +98,8 @@ class JobQueue:
         """The oldest queued job of ``kinds``, now ``running`` for ``worker``; None if none."""
         # A plain read first: an idle worker's look takes no write lock (on SQLite the claim
         # below holds it from its start), so idle workers may look often.
-        with self.db.session() as session:
-            if session.scalar(self._queued(kinds)) is None:
+        with self.db.engine.connect() as conn:  # plain rows: no session is needed
+            if conn.execute(self._queued(kinds)).first() is None:
                 return None
         with self.db.transaction() as session:
             for _ in range(5):

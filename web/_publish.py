@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -223,8 +223,14 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
         check_release_variants(session, info)
         return None
     # Not this file name: a racing identical upload may have committed since the read above.
-    other = File.filename != filename
-    same_bytes = session.scalar(select(File.filename).where(File.sha256 == upload.sha256, other))
+    # One query for both questions (the same bytes, the same distribution), each indexed.
+    others = session.execute(
+        select(File.filename, File.sha256).where(
+            or_(File.sha256 == upload.sha256, File.dist_key == upload.key),
+            File.filename != filename,
+        )
+    ).all()
+    same_bytes = next((r.filename for r in others if r.sha256 == upload.sha256), None)
     if same_bytes is not None:
         raise HTTPError(
             400,
@@ -232,7 +238,7 @@ def _settled(session: Session, who: Uploader, upload: _Upload) -> Accepted | Non
             f"File already exists: these bytes were "
             f"uploaded before as {same_bytes!r}; one file has one name",
         )
-    same_key = session.scalar(select(File.filename).where(File.dist_key == upload.key, other))
+    same_key = next((r.filename for r in others), None)
     if same_key is not None:
         raise HTTPError(
             400,
@@ -314,11 +320,11 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
             existing.status, existing.log = FileStatus.PENDING, "validation queued again\n"
             state.queue.enqueue(session, "validate", {"file_id": existing.id})
             accepted = Accepted(filename, existing.sha256, normalized, FileStatus.PENDING, False)
+            project_id = _project_id(session, normalized)
         else:
-            file = _add_file(session, who, upload)
+            file, project_id = _add_file(session, who, upload)
             state.queue.enqueue(session, "validate", {"file_id": file.id})
             accepted = Accepted(filename, upload.sha256, normalized, FileStatus.PENDING, True)
-        project_id = _project_id(session, normalized)
         # A change the catalog shows (a new latest version, a file on the project's page):
         # the serial bump logs it for every process's caches (opmarket.web.routes._cache).
         session.execute(
@@ -330,9 +336,12 @@ def _record(state: AppState, who: Uploader, upload: _Upload) -> Accepted:
     return accepted
 
 
-def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
+def _add_file(session: Session, who: Uploader, upload: _Upload) -> tuple[File, int]:
+    """The new file's row (and its project's and release's when they are new), and its
+    project's id."""
     info = upload.info
     project = session.scalar(select(Project).where(Project.normalized == info.normalized))
+    release = None
     if project is None:
         project = Project(
             name=info.name,
@@ -343,7 +352,8 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
         )
         session.add(project)
         session.flush()
-    release = _find_release(session, project.id, info.version)
+    else:  # a new project has no releases to look through
+        release = _find_release(session, project.id, info.version)
     if release is None:
         release = Release(project_id=project.id, version=info.version)
         session.add(release)
@@ -368,7 +378,7 @@ def _add_file(session: Session, who: Uploader, upload: _Upload) -> File:
     session.add(file)
     session.flush()
     project.summary = info.summary or project.summary
-    return file
+    return file, project.id
 
 
 def _project_id(session: Session, normalized: str) -> int:

@@ -14,6 +14,7 @@ from opmarket.web.catalog._models import Project, User
 from opmarket.web.routes._cache import (
     INDEX,
     MISSING,
+    NAMED,
     RESULT_BUDGET,
     RESULTS,
     PageCache,
@@ -372,3 +373,42 @@ def test_no_request_is_sent_to_read_the_log_while_another_reads_it() -> None:
     assert patient.generation == 1
     patient.sync(log.last, log.after, 0)  # asked for a fresher read
     assert patient.generation == 2
+
+
+def test_a_waiting_upload_is_woken_only_by_changes_naming_its_project() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    cache.sync(log.last, log.after)
+    seen = cache.generation
+    log.add("b")  # another project's upload or verdict
+    cache.sync(log.last, log.after)
+    assert cache.generation != seen
+    assert not cache.changed_since("a", seen)
+    assert cache.changed_since("b", seen)
+    log.add("a", hidden=True)  # committed late, below an id already seen
+    log.add("c")
+    cache.sync(log.last, log.after)
+    assert not cache.changed_since("a", seen)
+    log.hidden.clear()
+    cache.sync(log.last, log.after)
+    assert cache.changed_since("a", seen)
+
+
+def test_a_waiting_upload_is_woken_when_its_change_may_be_lost() -> None:
+    log, cache = Log(), PageCache(ttl=0)
+    assert not cache.changed_since("a", cache.generation)  # nothing read yet
+    before = cache.generation
+    cache.sync(log.last, log.after)
+    assert cache.changed_since("a", before)  # the first check: anything may have changed
+    seen = cache.generation
+    log.add("a")
+    cache.sync(log.last, log.after)
+    after_a = cache.generation
+    for i in range(NAMED):  # more projects than it remembers: "a" goes, and counts as changed
+        log.add(f"p{i}")
+    cache.sync(log.last, log.after)
+    assert cache.changed_since("a", seen)
+    assert not cache.changed_since("a", after_a)
+    seen = cache.generation
+    log.rows[:] = [(len(log.rows) + 5, "y")]  # changes deleted before this process read them
+    cache.sync(log.last, log.after)
+    assert cache.changed_since("a", seen)

@@ -36,6 +36,7 @@ __all__ = [
     "FILE_BUDGET",
     "INDEX",
     "MISSING",
+    "NAMED",
     "NAME_MOST",
     "PAGE_BUDGET",
     "RESULTS",
@@ -119,6 +120,11 @@ PAGE_BUDGET = 128 * 1024 * 1024
 #: must not grow the memory of the process); past it the oldest go.
 MISSING = 10_000
 
+#: The most projects whose newest change read is remembered for :meth:`PageCache.changed_since`
+#: (what waiting uploads ask); past it the oldest go, and count as changed at every check
+#: since their change (a wake-up too many, never one missed).
+NAMED = 10_000
+
 #: The longest project name the catalog holds (``projects.normalized`` is String(200)): the
 #: "not found" of a longer name is answered, never kept (made-up names of any length must not
 #: grow the memory of the process; its message, and a 307's Location, repeat the name).
@@ -159,6 +165,10 @@ class PageCache(Generic[P]):
         # Moves at every check that drops anything (a late change below the newest id too):
         # what keep* compare a render's ``seen`` with.
         self._version: int | None = None
+        # project -> the version at whose check a change naming it was last read, oldest
+        # first; and a version at or above that of every project no longer in it
+        self._named: OrderedDict[str, int] = OrderedDict()
+        self._named_floor = 0
         self._gaps: dict[int, float] = {}  # ids skipped over -> when first missed
         self._lock = threading.Lock()  # one sync at a time
         # Held while the generation moves and pages go, and by keep*: a render that began
@@ -203,6 +213,8 @@ class PageCache(Generic[P]):
                     self._lru.clear()
                     self._bytes = 0
                     self._clear_results()
+                    self._named.clear()  # any project may have changed
+                    self._named_floor = self._version
                 self._gaps.clear()
             elif newest != self._generation or self._gaps:
                 seen = self._generation
@@ -215,6 +227,7 @@ class PageCache(Generic[P]):
                         self._version = (self._version or 0) + 1
                     for _, project in changes:
                         self._drop(project)
+                        self._name(project)
                     if changes:
                         self._drop_page(INDEX)
                         self._clear_results()
@@ -230,6 +243,24 @@ class PageCache(Generic[P]):
             self._checked = time.monotonic()
         finally:
             self._lock.release()
+
+    def _name(self, project: str) -> None:
+        """Remember that the check of the current version read a change naming ``project``."""
+        assert self._version is not None
+        self._named.pop(project, None)
+        self._named[project] = self._version
+        while len(self._named) > NAMED:
+            _, version = self._named.popitem(last=False)
+            self._named_floor = max(self._named_floor, version)
+
+    def changed_since(self, project: str, seen: object) -> bool:
+        """Whether a check after the generation ``seen`` read a change naming ``project``
+        (or dropped every page, or a change of a project it no longer remembers): what an
+        upload waiting for its verdict looks for, so that other projects' changes do not
+        send it to the database (no lock: two dict reads)."""
+        if not isinstance(seen, int):  # before the first check: any check counts
+            return self._version != seen
+        return max(self._named.get(project, 0), self._named_floor) > seen
 
     def postpone(self) -> None:
         """Read the change log again only after another ``ttl`` (it could not be read now:

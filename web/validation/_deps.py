@@ -85,7 +85,12 @@ def requirements_of(metadata: bytes) -> tuple[list[Requirement], list[str]]:
     return out, bad
 
 
+@functools.lru_cache(maxsize=1024)
 def _installed(name: str) -> str | None:
+    """The version of ``name`` in the validation environment (this interpreter's), read once
+    per process as the environment's other facts are (``_owned``): finding a distribution
+    searches every folder of the path and parses its METADATA, for each requirement of each
+    validation."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

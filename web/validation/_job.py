@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import joinedload
 
 from opmarket.registry._metadata import parse_version
 from opmarket.web._jobs import Lease, Worker
@@ -134,7 +135,7 @@ def run_validation(state: AppState, file_id: int, lease: Lease | None = None) ->
     stored: the job is then tried again, and given up as rejected). Under a job's ``lease``,
     the verdict is recorded only while the lease holds (None when it was lost)."""
     with state.db.session() as session:
-        file = session.get(File, file_id)
+        file = session.get(File, file_id, options=[joinedload(File.release)])
         if file is None or file.status != FileStatus.PENDING:
             return None
         filename, sha256 = file.filename, file.sha256
@@ -268,21 +269,25 @@ def record(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None 
     the file from now on when it was validated). With a job's ``lease``: only while it holds
     the job, which the same transaction completes; without: only while the file is pending.
     Whether it was stored."""
+    result = verdict.to_json()
     with state.db.transaction() as session:
         if lease is not None and not state.queue.complete(session, lease):
             return False  # a worker that stalled past its lease: another has the job
-        file = session.get(File, file_id)
+        # The file with its release and project in one query (not one each on first use).
+        file = session.get(File, file_id, options=[_WITH_PROJECT])
         assert file is not None
         if lease is None and file.status != FileStatus.PENDING:
             return False
+        # Before the file changes: each statement flushes what changed first, which wrote
+        # the file's row once per statement.
         session.execute(delete(OpEntry).where(OpEntry.file_id == file_id))
         session.execute(delete(KernelEntry).where(KernelEntry.file_id == file_id))
+        store_gpu(session, file, verdict.gpu)
         file.status = verdict.status
         file.log = verdict.log_text()
-        file.result = verdict.to_json()
+        file.result = result
         file.opset = verdict.opset
         file.validated = utcnow()
-        store_gpu(session, file, verdict.gpu)
         file.loads_with = verdict.loads_with
         for op in verdict.ops:
             session.add(
@@ -305,5 +310,8 @@ def record(state: AppState, file_id: int, verdict: Verdict, lease: Lease | None 
         session.flush()
         refresh_summary(session, project.id)
     state.pages.forget(normalized)
-    announce(filename, verdict.status, rejection_reason(verdict.to_json()))
+    announce(filename, verdict.status, rejection_reason(result))
     return True
+
+
+_WITH_PROJECT = joinedload(File.release).joinedload(Release.project)

@@ -30,9 +30,9 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
-from functools import cache, wraps
+from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -161,19 +161,24 @@ def environment_table(
 _T = TypeVar("_T")
 
 
-def _once(func: Callable[[], _T]) -> Callable[[], _T]:
+class _Once(Generic[_T]):
     """``functools.cache`` for a call without arguments, whose first call runs once:
     threads that ask meanwhile wait for it (the first uploads after a server starts come
     together, and each would read every distribution of the environment)."""
-    cached = cache(func)
-    lock = threading.RLock()
 
-    @wraps(func)
-    def call() -> _T:
-        with lock:
-            return cached()
+    def __init__(self, func: Callable[[], _T]) -> None:
+        self._cached = cache(func)
+        self._lock = threading.RLock()
+        self.__doc__ = func.__doc__
 
-    return call
+    def __call__(self) -> _T:
+        with self._lock:
+            return self._cached()
+
+    def cache_clear(self) -> None:
+        """Read it again at the next call."""
+        with self._lock:
+            self._cached.cache_clear()
 
 
 @cache
@@ -190,7 +195,7 @@ def _shipped() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-@_once
+@_Once
 def _environment() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     """The normalized names of the environment's distributions that are not opmarket
     plugins, and each top-level import name with the distributions that ship it."""
@@ -227,7 +232,7 @@ def _top(member: str) -> str | None:
     return match.group(1) if match else None
 
 
-@_once
+@_Once
 def _owners_folded() -> dict[str, frozenset[str]]:
     """``_environment``'s and ``_shipped``'s import names, casefolded: a case-insensitive
     file system (macOS, Windows) imports ``Numpy/`` as ``numpy``."""
@@ -310,7 +315,7 @@ def _script_names(zf: zipfile.ZipFile) -> list[tuple[str, str]]:
     return found
 
 
-@_once
+@_Once
 def _environment_scripts() -> dict[str, frozenset[str]]:
     """The script names (casefolded) this environment's distributions install, each with
     the distributions that install it."""

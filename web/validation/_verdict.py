@@ -4,24 +4,25 @@ the server's log (one line per upload and per verdict), and ``opmarket status``.
 A verdict is announced in-process (an event per waiting request, set from the validation
 thread). A verdict stored by another process bumps the project's serial, which the catalog's
 change log records: while uploads wait, their process reads the log every :data:`WAKE_S`
-(once for all of them; its page cache follows), and they look again when it moved, and at
-least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a database connection nor the
-event loop.
+(once for all of them; its page cache follows), and an upload looks again when the log names
+its project, and at least every :data:`POLL_MAX_S` whatever happens. Waiting holds neither a
+database connection nor the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Response
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
@@ -95,41 +96,92 @@ def announce(filename: str, status: str, reason: str) -> None:
             loop.call_soon_threadsafe(event.set)
 
 
+#: A file's status, and what a rejection's reason is made of (built once: it is read again
+#: while its upload waits).
+_STATUS = select(File.status, File.result, File.log).where(File.filename == bindparam("filename"))
+
+
 def _decided(state: AppState, filename: str) -> Decided | None:
-    with state.db.session() as session:
-        row = session.execute(
-            select(File.status, File.result, File.log).where(File.filename == filename)
-        ).first()
+    with state.db.engine.connect() as conn:  # plain rows: no session is needed to read them
+        row = conn.execute(_STATUS, {"filename": filename}).first()
     if row is None or row.status == FileStatus.PENDING:
         return None
     reason = rejection_reason(row.result, row.log) if row.status == FileStatus.REJECTED else ""
     return Decided(str(row.status), reason)
 
 
-async def _until_woken(state: AppState, event: asyncio.Event, seen: object, most: float) -> None:
+@dataclass(slots=True)
+class _Watch:
+    """The uploads of one server (its state, on its event loop) waiting for verdicts: their
+    events by project, and the one task that reads the change log for all of them."""
+
+    waiting: dict[str, list[asyncio.Event]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+#: By (state, event loop), while uploads wait there; each entry goes with its last waiter.
+_watches: dict[tuple[int, int], _Watch] = {}
+
+
+async def _watch_changes(state: AppState, key: tuple[int, int], watch: _Watch) -> None:
+    """Every :data:`WAKE_S` while uploads wait: read the change log (one read for all of
+    them, which also refreshes the process's pages) and wake those whose project it named."""
+    try:
+        seen = state.pages.generation
+        while watch.waiting:
+            await asyncio.sleep(WAKE_S)
+            if state.pages.due(WAKE_S):
+                try:
+                    await run_in_threadpool(
+                        state.pages.sync, *read_changes(state.db.engine), WAKE_S
+                    )
+                except SQLAlchemyError as exc:  # each status is read again within a second
+                    state.pages.postpone()
+                    log.warning("the change log could not be read (%s)", exc)
+            now = state.pages.generation  # before the look: a check after it is looked at next
+            for project, events in watch.waiting.items():
+                if state.pages.changed_since(project, seen):
+                    for event in events:
+                        event.set()
+            seen = now
+    finally:
+        if _watches.get(key) is watch:
+            del _watches[key]
+
+
+async def _until_woken(
+    state: AppState, event: asyncio.Event, project: str, seen: object, most: float
+) -> None:
     """Return once ``event`` is set (this process announced the verdict), the change log
-    moved past the generation ``seen`` (another process changed the catalog), or after
-    ``most`` seconds."""
-    end = time.monotonic() + most
-    while (left := end - time.monotonic()) > 0:
-        try:
-            await asyncio.wait_for(event.wait(), min(WAKE_S, left))
+    read since the generation ``seen`` names ``project`` (another process changed it: its
+    verdict bumps its serial), or after ``most`` seconds. One task reads the log for every
+    upload that waits (each woke every :data:`WAKE_S` to look, before), and other projects'
+    changes wake none of them (each verdict sent every waiting upload to the database)."""
+    loop = asyncio.get_running_loop()
+    key = (id(state), id(loop))
+    watch = _watches.get(key)
+    if watch is None:
+        watch = _watches[key] = _Watch()
+    events = watch.waiting.setdefault(project, [])
+    events.append(event)
+    if watch.task is None or watch.task.done() or watch.task.get_loop() is not loop:
+        watch.task = asyncio.ensure_future(_watch_changes(state, key, watch))
+    try:
+        if state.pages.changed_since(project, seen):  # read before this upload joined
             return
-        except TimeoutError:
-            pass
-        # One read for every waiting upload of this process, which also refreshes its pages.
-        if state.pages.due(WAKE_S):
-            try:
-                await run_in_threadpool(state.pages.sync, *read_changes(state.db.engine), WAKE_S)
-            except SQLAlchemyError as exc:  # the status itself is read again at ``end``
-                state.pages.postpone()
-                log.warning("the change log could not be read (%s)", exc)
-        if state.pages.generation != seen:
-            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), most)
+    finally:
+        events.remove(event)
+        if not events:
+            del watch.waiting[project]
 
 
-async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> Decided | None:
-    """The verdict on ``filename`` once decided, or None when ``timeout_s`` passed first."""
+async def wait_for_verdict(
+    state: AppState, filename: str, project: str, timeout_s: float
+) -> Decided | None:
+    """The verdict on ``filename`` of ``project`` (normalized) once decided, or None when
+    ``timeout_s`` passed first."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout_s
     while True:
@@ -142,7 +194,7 @@ async def wait_for_verdict(state: AppState, filename: str, timeout_s: float) -> 
             left = deadline - time.monotonic()
             if decided is not None or left <= 0:
                 return decided
-            await _until_woken(state, event, seen, min(POLL_MAX_S, left))
+            await _until_woken(state, event, project, seen, min(POLL_MAX_S, left))
         finally:
             with _lock:
                 mine = _waiting.get(filename, [])
@@ -189,7 +241,8 @@ async def upload_answer(
     wait = state.settings.upload_wait_s
     decided = None
     if status == FileStatus.PENDING and wait > 0:
-        decided = await _unless_gone(wait_for_verdict(state, filename, wait), gone)
+        waiting = wait_for_verdict(state, filename, str(body["project"]), wait)
+        decided = await _unless_gone(waiting, gone)
     elif gone is not None:
         gone.close()  # never awaited
     code = 200
