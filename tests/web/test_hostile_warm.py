@@ -28,16 +28,20 @@ pytestmark = [
 OP = "Test>Warm"
 GOOD = plugin_source(OP, 2)
 
-# Processes of the sandbox that are not zombies: its init, the harness, the zygote, ...
+# Processes of the sandbox with a thread that is not a zombie (a process whose first thread
+# ended alone is one while its others run): its init, the harness, the zygote, ...
 ALIVE = """
 def alive():
     out = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
+        states = []
         try:
-            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+            for task in os.listdir(f"/proc/{entry}/task"):
+                stat = open(f"/proc/{entry}/task/{task}/stat").read()
+                states.append(stat.rsplit(")", 1)[1].split()[0])
         except OSError:
             continue
-        if state != "Z":
+        if any(state != "Z" for state in states):
             out.append(int(entry))
     return out
 """
@@ -129,6 +133,17 @@ TAMPERED = [
     for who in ("zygote", "harness")
     if what != "cpus" or len(os.sched_getaffinity(0)) > 1
 ]
+# Leaves a process whose first thread ended alone (``exit``, not ``exit_group``): a zombie
+# to /proc/PID/stat while its other thread runs on.
+UNDEAD = """
+import ctypes, os, threading, time
+child = os.fork()
+if child == 0:
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[os.uname().machine], 0)
+while open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.001)  # until its first thread ended
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -175,6 +190,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             f"tamper-{what.replace(' ', '-')}-{who}": TAMPER.format(what=what, who=who)
             for what, who in TAMPERED
         },
+        "undead": UNDEAD,
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -236,6 +252,16 @@ def test_nothing_one_validation_leaves_is_seen_by_the_next(
     assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
     assert "job 2 of a sandbox that was put back as it was" in look.log_text()
     assert line(look, "GIVEN") == fresh_look
+
+
+def test_a_process_whose_first_thread_ended_is_killed_too(wheels: dict[str, Path]) -> None:
+    undead = validate(wheels["undead"])
+    assert undead.status == "validated", undead.log_text()
+    sandbox = waiting()
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
+    assert waiting() is sandbox and sandbox.served == 2  # killed, and the sandbox serves on
 
 
 def test_a_sandbox_serves_its_threads_validations(wheels: dict[str, Path]) -> None:

@@ -640,20 +640,32 @@ def _wipe(keep: dict[str, list[int]]) -> None:
                 folders.append(entry.path)
 
 
+def _running(pid: str) -> bool:
+    """Whether a thread of process ``pid`` has not ended: its first thread may have ended
+    alone (``exit``, not ``exit_group``), a zombie to ``/proc/PID/stat``, while the others
+    run on."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False  # gone meanwhile
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if state not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _kill_all_but(spare: set[int]) -> bool:
     """Kill every process of the sandbox but ``spare`` (its init, the harness, the
     zygote); whether none is left (zombies, ended and holding nothing, aside)."""
     for _ in range(1000):
         left = False
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in spare:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue  # gone meanwhile
-            if state in (b"Z", b"X"):
+            if not entry.isdigit() or int(entry) in spare or not _running(entry):
                 continue
             left = True
             with contextlib.suppress(OSError):
