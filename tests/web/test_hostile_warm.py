@@ -64,6 +64,9 @@ os.symlink("/input", "/dev/shm/link")
 sys.modules["opm_left_module"] = sys
 numpy.opm_left = "poisoned"
 os.environ["OPM_LEFT"] = "1"
+import fcntl  # its standard input's flags and owner, were they shared with the next job
+fcntl.fcntl(0, fcntl.F_SETFL, os.O_NONBLOCK | os.O_APPEND)
+fcntl.fcntl(0, fcntl.F_SETOWN, os.getpid())
 print("PROCESSES", len(alive()), file=sys.stderr)  # init, harness, zygote, itself
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:
@@ -105,8 +108,10 @@ limits = [resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)
 number = {"x86_64": 252, "aarch64": 31}[os.uname().machine]  # ioprio_get
 import ctypes
 io = ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0)
+import fcntl
+stdin = fcntl.fcntl(0, fcntl.F_GETFL), fcntl.fcntl(0, fcntl.F_GETOWN)
 print("GIVEN", limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
-      io, file=sys.stderr)
+      io, stdin, file=sys.stderr)
 """
 )
 # Changes one thing a process of the same user may change in another ({what}, in its zygote

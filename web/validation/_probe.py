@@ -358,6 +358,11 @@ def _plugin(job_fd: int, report_fd: int, out_fd: int, err_fd: int) -> int:
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    # Its own standard input: the zygote's /dev/null is one open file for every process
+    # forked from it, whose flags and owner (fcntl) one job could set for the next.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
     for name in ("random", "numpy.random"):  # seeded anew, as in a process of its own
         module = sys.modules.get(name)
         if module is not None:
