@@ -97,6 +97,13 @@ seen = [
 seen += ["module"] * ("opm_left_module" in sys.modules)
 seen += ["numpy"] * hasattr(numpy, "opm_left")
 seen += ["environment"] * ("OPM_LEFT" in os.environ)
+for entry in filter(str.isdigit, os.listdir("/proc")):  # its zygote's other children
+    try:
+        parent = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        continue
+    if parent == os.getppid() and int(entry) != os.getpid():
+        seen.append("zygote's child")
 try:
     socket.socket(socket.AF_UNIX).connect("\\0opm-left")
     seen.append("socket")
@@ -149,6 +156,19 @@ if child == 0:
 while open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
     time.sleep(0.001)  # until its first thread ended
 """
+# Leaves children of its zygote (clone's CLONE_PARENT), which end at once: zombies that only
+# their parent can remove, each holding a process of the sandbox's (and its user's) limit.
+ORPHANS = """
+import ctypes, os, signal, sys
+clone = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+made = 0
+for _ in range(8):
+    child = ctypes.CDLL(None).syscall(clone, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0)
+    if child == 0:
+        os._exit(0)
+    made += child > 0
+print("ZYGOTE'S CHILDREN MADE", made, file=sys.stderr)
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -196,6 +216,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             for what, who in TAMPERED
         },
         "undead": UNDEAD,
+        "orphans": ORPHANS,
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -267,6 +288,17 @@ def test_a_process_whose_first_thread_ended_is_killed_too(wheels: dict[str, Path
     assert look.status == "validated", look.log_text()
     assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
     assert waiting() is sandbox and sandbox.served == 2  # killed, and the sandbox serves on
+
+
+def test_children_a_job_gives_its_zygote_are_removed(wheels: dict[str, Path]) -> None:
+    orphans = validate(wheels["orphans"])
+    assert orphans.status == "validated", orphans.log_text()
+    assert "ZYGOTE'S CHILDREN MADE 8" in orphans.log_text(), orphans.log_text()
+    sandbox = waiting()
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
+    assert waiting() is sandbox and sandbox.served == 2
 
 
 def test_a_sandbox_serves_its_threads_validations(wheels: dict[str, Path]) -> None:

@@ -255,6 +255,8 @@ def read_job(fd: int, cap: int = JOB_CAP) -> dict[str, Any]:
     return job if isinstance(job, dict) else {}
 
 
+#: ``waitpid``'s ``__WALL``: children whatever signal they end with.
+_WALL = 0x40000000
 #: ``ioprio_get``'s number, where the standard library has no call for it.
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
 
@@ -316,6 +318,20 @@ def _load_own() -> None:
         gc.enable()
 
 
+def _reaped() -> bool:
+    """Remove every ended child of this process; whether none is left. A plugin process
+    can make children of its zygote (``clone``'s ``CLONE_PARENT``), which are not the one
+    it waits for: ended, each would hold one of the processes the sandbox (and its user)
+    may have for as long as the zygote lives."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG | _WALL)
+        except ChildProcessError:
+            return True  # none left
+        if pid == 0:
+            return False  # one still runs, after every process of the job was killed
+
+
 def _zygote(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     _load_own()
@@ -331,7 +347,7 @@ def _zygote(argv: list[str]) -> int:
         if not message:
             return 0  # the harness ended
         if json.loads(message).get("check"):
-            same = _fingerprint() == start and not _spent()
+            same = _reaped() and _fingerprint() == start and not _spent()
             sock.send(json.dumps({"same": same}).encode())
             continue
         if len(fds) != 4 or not protected:
