@@ -169,6 +169,24 @@ for _ in range(8):
     made += child > 0
 print("ZYGOTE'S CHILDREN MADE", made, file=sys.stderr)
 """
+# Leaves a TCP port of its loopback in TIME_WAIT (it closed the connection first): for a
+# minute, a program that binds that port there fails.
+TIME_WAIT = """
+import socket
+server = socket.create_server(("127.0.0.1", 45678))
+client = socket.create_connection(("127.0.0.1", 45678))
+server.accept()[0].close()
+client.close()
+server.close()
+"""
+BINDS = """
+import socket, sys
+try:
+    socket.socket().bind(("127.0.0.1", 45678))
+    print("BOUND", file=sys.stderr)
+except OSError as exc:
+    print("NOT BOUND", exc, file=sys.stderr)
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -217,6 +235,8 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         },
         "undead": UNDEAD,
         "orphans": ORPHANS,
+        "time-wait": TIME_WAIT,
+        "binds": BINDS,
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -299,6 +319,18 @@ def test_children_a_job_gives_its_zygote_are_removed(wheels: dict[str, Path]) ->
     assert look.status == "validated", look.log_text()
     assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
     assert waiting() is sandbox and sandbox.served == 2
+
+
+def test_a_job_that_leaves_a_port_in_time_wait_ends_its_sandbox(
+    wheels: dict[str, Path],
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    left = validate(wheels["time-wait"])
+    assert left.status == "validated", left.log_text()
+    assert waiting() is not before and before.started.proc.poll() is not None
+    binds = validate(wheels["binds"])
+    assert "BOUND" in binds.log_text() and "NOT BOUND" not in binds.log_text(), binds.log_text()
 
 
 def test_a_sandbox_serves_its_threads_validations(wheels: dict[str, Path]) -> None:

@@ -697,11 +697,29 @@ def _kill_all_but(spare: set[int]) -> bool:
     return False
 
 
+def _sockets_left() -> bool:
+    """Whether a socket of the sandbox's own network outlives its job's processes: a TCP
+    connection closed first on its side waits a minute in ``TIME_WAIT``, holding its port
+    (a bind there fails), which only a new network (a new sandbox) frees."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as f:
+                if len(f.read().splitlines()) > 1:  # a heading, then a line per socket
+                    return True
+        except FileNotFoundError:
+            continue  # no IPv6
+        except OSError:
+            return True
+    return False
+
+
 def _restore(start: dict[str, Any], zygote: _Zygote) -> str:
     """Put the sandbox back as the harness found it after a job: "" when it is (then it
     may serve another), else what is not."""
     if not _kill_all_but({1, os.getpid(), zygote.proc.pid}):
         return "its processes could not all be killed"
+    if _sockets_left():
+        return "TCP sockets of its job outlive it (TIME_WAIT)"
     with contextlib.suppress(OSError):
         os.kill(zygote.proc.pid, signal.SIGCONT)  # a job may have stopped it
     if zygote.proc.poll() is not None or not zygote.unchanged():
