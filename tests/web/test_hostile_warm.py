@@ -117,8 +117,12 @@ import ctypes
 io = ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0)
 import fcntl
 stdin = fcntl.fcntl(0, fcntl.F_GETFL), fcntl.fcntl(0, fcntl.F_GETOWN)
+try:  # its session's priority ("/autogroup-ID nice N"; its ID is the sandbox's)
+    session = open("/proc/self/autogroup").read().split()[-1]
+except OSError:
+    session = None
 print("GIVEN", limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
-      io, stdin, file=sys.stderr)
+      io, stdin, session, file=sys.stderr)
 """
 )
 # Changes one thing a process of the same user may change in another ({what}, in its zygote
@@ -187,6 +191,18 @@ try:
 except OSError as exc:
     print("NOT BOUND", exc, file=sys.stderr)
 """
+# Lowers the priority of its session (its autogroup: the sandbox's, harness and zygote
+# included), which it may once it made itself dumpable again (its /proc files its own).
+RENICE_SESSION = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, 1
+try:
+    with open("/proc/self/autogroup", "w") as f:
+        f.write("19")
+    print("SESSION RENICED", file=sys.stderr)
+except OSError:
+    pass  # a kernel without autogroups
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -237,6 +253,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "orphans": ORPHANS,
         "time-wait": TIME_WAIT,
         "binds": BINDS,
+        "renice-session": RENICE_SESSION,
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -367,6 +384,21 @@ def test_a_job_that_changes_its_zygote_or_harness_ends_its_sandbox(
     assert tamper.status == "validated", tamper.log_text()  # its own plugin is fine
     after = waiting()
     assert after is not before and before.started.proc.poll() is not None
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert line(look, "GIVEN") == fresh_look
+
+
+def test_a_job_that_renices_its_session_ends_its_sandbox(
+    wheels: dict[str, Path], fresh_look: str
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    renice = validate(wheels["renice-session"])
+    assert renice.status == "validated", renice.log_text()
+    if "SESSION RENICED" not in renice.log_text():
+        pytest.skip("this kernel has no autogroups")
+    assert waiting() is not before and before.started.proc.poll() is not None
     look = validate(wheels["look"])
     assert look.status == "validated", look.log_text()
     assert line(look, "GIVEN") == fresh_look

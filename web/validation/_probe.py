@@ -28,9 +28,10 @@ between two jobs puts the sandbox back as it found it (:func:`_restore`): every 
 but the sandbox's init, the harness and the zygote killed, the tmpfs folders holding what
 they held at the start, the zygote resumed (a job may have stopped it), and harness and
 zygote checked unchanged in what a process of the same user may change in another
-(resource limits, priority, CPU affinity, scheduling). A result says ``reusable`` only when
-all of that held; the supervisor ends the sandbox otherwise. SysV IPC and POSIX message
-queues, which would outlive a job's processes, are refused by the seccomp filter.
+(resource limits, priority, CPU affinity, scheduling, their session's priority). A
+result says ``reusable`` only when all of that held; the supervisor ends the sandbox
+otherwise. SysV IPC and POSIX message queues, which would outlive a job's processes, are
+refused by the seccomp filter.
 
 The plugin's process imports the plugin: anything it reports is what the plugin's code says
 about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
@@ -274,12 +275,24 @@ def _non_dumpable() -> bool:
         return False
 
 
+def _session_priority() -> str | None:
+    """This process's session's priority (its autogroup's): a process of the session that
+    made itself dumpable may change it for the whole session, harness and zygote too."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            return f.read()
+    except OSError:
+        return None  # a kernel without autogroups
+
+
 def _fingerprint() -> list[Any]:
     """What another process of the same user may change in this one: its resource limits
-    (``prlimit``), I/O priority, priority, CPU affinity and scheduling."""
+    (``prlimit``), I/O priority, priority, CPU affinity, scheduling and its session's
+    priority."""
     names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
     ioprio = _IOPRIO_GET.get(os.uname().machine)
     return [
+        _session_priority(),
         [[n, *resource.getrlimit(getattr(resource, n))] for n in names],
         _libc().syscall(ioprio, 1, 0) if ioprio else None,  # IOPRIO_WHO_PROCESS, itself
         os.getpriority(os.PRIO_PROCESS, 0),
