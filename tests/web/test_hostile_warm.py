@@ -117,12 +117,15 @@ import ctypes
 io = ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0)
 import fcntl
 stdin = fcntl.fcntl(0, fcntl.F_GETFL), fcntl.fcntl(0, fcntl.F_GETOWN)
+attr = ctypes.create_string_buffer(56)  # sched_getattr: its scheduling, all of it
+number = {"x86_64": 315, "aarch64": 275}[os.uname().machine]
+scheduling = attr.raw.hex() if ctypes.CDLL(None).syscall(number, 0, attr, 56, 0) == 0 else None
 try:  # its session's priority ("/autogroup-ID nice N"; its ID is the sandbox's)
     session = open("/proc/self/autogroup").read().split()[-1]
 except OSError:
     session = None
 print("GIVEN", limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
-      io, stdin, session, file=sys.stderr)
+      io, stdin, session, scheduling, file=sys.stderr)
 """
 )
 # Changes one thing a process of the same user may change in another ({what}, in its zygote
@@ -203,6 +206,22 @@ try:
 except OSError:
     pass  # a kernel without autogroups
 """
+# Gives its zygote or its harness ({who}) a time slice of its own (sched_setattr's
+# sched_runtime for SCHED_OTHER: Linux 6.12's scheduler), which what they fork inherits.
+SLICE = """
+import ctypes, os, struct, sys
+zygote = os.getppid()
+pid = zygote if "{who}" == "zygote" else int(
+    open(f"/proc/{{zygote}}/stat").read().rsplit(")", 1)[1].split()[1])
+libc = ctypes.CDLL(None)
+machine = os.uname().machine
+attr = struct.pack("=IIQiIQQQ", 48, 0, 0, 0, 0, 50_000_000, 0, 0)
+assert libc.syscall({{"x86_64": 314, "aarch64": 274}}[machine], pid, attr, 0) == 0
+now = ctypes.create_string_buffer(48)
+assert libc.syscall({{"x86_64": 315, "aarch64": 275}}[machine], pid, now, 48, 0) == 0
+if struct.unpack_from("=Q", now.raw, 24)[0] == 50_000_000:
+    print("SLICE SET", file=sys.stderr)  # else a kernel without slices of one's own
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -254,6 +273,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "time-wait": TIME_WAIT,
         "binds": BINDS,
         "renice-session": RENICE_SESSION,
+        **{f"slice-{who}": SLICE.format(who=who) for who in ("zygote", "harness")},
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -398,6 +418,22 @@ def test_a_job_that_renices_its_session_ends_its_sandbox(
     assert renice.status == "validated", renice.log_text()
     if "SESSION RENICED" not in renice.log_text():
         pytest.skip("this kernel has no autogroups")
+    assert waiting() is not before and before.started.proc.poll() is not None
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert line(look, "GIVEN") == fresh_look
+
+
+@pytest.mark.parametrize("who", ["zygote", "harness"])
+def test_a_job_that_gives_its_zygote_or_harness_a_time_slice_ends_its_sandbox(
+    wheels: dict[str, Path], fresh_look: str, who: str
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    sliced = validate(wheels[f"slice-{who}"])
+    assert sliced.status == "validated", sliced.log_text()
+    if "SLICE SET" not in sliced.log_text():
+        pytest.skip("this kernel gives no process a time slice of its own")
     assert waiting() is not before and before.started.proc.poll() is not None
     look = validate(wheels["look"])
     assert look.status == "validated", look.log_text()

@@ -260,6 +260,9 @@ def read_job(fd: int, cap: int = JOB_CAP) -> dict[str, Any]:
 _WALL = 0x40000000
 #: ``ioprio_get``'s number, where the standard library has no call for it.
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+#: ``sched_getattr``'s: all of a process's scheduling, its own time slice (Linux 6.12) and
+#: utilization clamps included, which ``sched_getscheduler`` and ``getpriority`` miss.
+_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}
 
 
 def _libc() -> Any:
@@ -285,14 +288,26 @@ def _session_priority() -> str | None:
         return None  # a kernel without autogroups
 
 
+def _scheduling() -> str | None:
+    """This process's ``sched_attr``, as ``sched_getattr`` says it (hexadecimal)."""
+    import ctypes
+
+    number = _SCHED_GETATTR.get(os.uname().machine)
+    attr = ctypes.create_string_buffer(56)  # SCHED_ATTR_SIZE_VER1
+    if number is None or _libc().syscall(number, 0, attr, len(attr), 0) != 0:
+        return None
+    return attr.raw.hex()
+
+
 def _fingerprint() -> list[Any]:
     """What another process of the same user may change in this one: its resource limits
-    (``prlimit``), I/O priority, priority, CPU affinity, scheduling and its session's
-    priority."""
+    (``prlimit``), I/O priority, priority, CPU affinity, scheduling (all of
+    ``sched_setattr``'s) and its session's priority."""
     names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
     ioprio = _IOPRIO_GET.get(os.uname().machine)
     return [
         _session_priority(),
+        _scheduling(),
         [[n, *resource.getrlimit(getattr(resource, n))] for n in names],
         _libc().syscall(ioprio, 1, 0) if ioprio else None,  # IOPRIO_WHO_PROCESS, itself
         os.getpriority(os.PRIO_PROCESS, 0),
