@@ -28,16 +28,20 @@ pytestmark = [
 OP = "Test>Warm"
 GOOD = plugin_source(OP, 2)
 
-# Processes of the sandbox that are not zombies: its init, the harness, the zygote, ...
+# Processes of the sandbox with a thread that is not a zombie (a process whose first thread
+# ended alone is one while its others run): its init, the harness, the zygote, ...
 ALIVE = """
 def alive():
     out = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
+        states = []
         try:
-            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+            for task in os.listdir(f"/proc/{entry}/task"):
+                stat = open(f"/proc/{entry}/task/{task}/stat").read()
+                states.append(stat.rsplit(")", 1)[1].split()[0])
         except OSError:
             continue
-        if state != "Z":
+        if any(state != "Z" for state in states):
             out.append(int(entry))
     return out
 """
@@ -60,6 +64,9 @@ os.symlink("/input", "/dev/shm/link")
 sys.modules["opm_left_module"] = sys
 numpy.opm_left = "poisoned"
 os.environ["OPM_LEFT"] = "1"
+import fcntl  # its standard input's flags and owner, were they shared with the next job
+fcntl.fcntl(0, fcntl.F_SETFL, os.O_NONBLOCK | os.O_APPEND)
+fcntl.fcntl(0, fcntl.F_SETOWN, os.getpid())
 print("PROCESSES", len(alive()), file=sys.stderr)  # init, harness, zygote, itself
 ready_r, ready_w = os.pipe()
 if os.fork() == 0:
@@ -90,6 +97,13 @@ seen = [
 seen += ["module"] * ("opm_left_module" in sys.modules)
 seen += ["numpy"] * hasattr(numpy, "opm_left")
 seen += ["environment"] * ("OPM_LEFT" in os.environ)
+for entry in filter(str.isdigit, os.listdir("/proc")):  # its zygote's other children
+    try:
+        parent = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        continue
+    if parent == os.getppid() and int(entry) != os.getpid():
+        seen.append("zygote's child")
 try:
     socket.socket(socket.AF_UNIX).connect("\\0opm-left")
     seen.append("socket")
@@ -101,8 +115,17 @@ limits = [resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)
 number = {"x86_64": 252, "aarch64": 31}[os.uname().machine]  # ioprio_get
 import ctypes
 io = ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0)
+import fcntl
+stdin = fcntl.fcntl(0, fcntl.F_GETFL), fcntl.fcntl(0, fcntl.F_GETOWN)
+attr = ctypes.create_string_buffer(56)  # sched_getattr: its scheduling, all of it
+number = {"x86_64": 315, "aarch64": 275}[os.uname().machine]
+scheduling = attr.raw.hex() if ctypes.CDLL(None).syscall(number, 0, attr, 56, 0) == 0 else None
+try:  # its session's priority ("/autogroup-ID nice N"; its ID is the sandbox's)
+    session = open("/proc/self/autogroup").read().split()[-1]
+except OSError:
+    session = None
 print("GIVEN", limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
-      io, file=sys.stderr)
+      io, stdin, session, scheduling, file=sys.stderr)
 """
 )
 # Changes one thing a process of the same user may change in another ({what}, in its zygote
@@ -129,6 +152,76 @@ TAMPERED = [
     for who in ("zygote", "harness")
     if what != "cpus" or len(os.sched_getaffinity(0)) > 1
 ]
+# Leaves a process whose first thread ended alone (``exit``, not ``exit_group``): a zombie
+# to /proc/PID/stat while its other thread runs on.
+UNDEAD = """
+import ctypes, os, threading, time
+child = os.fork()
+if child == 0:
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[os.uname().machine], 0)
+while open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.001)  # until its first thread ended
+"""
+# Leaves children of its zygote (clone's CLONE_PARENT), which end at once: zombies that only
+# their parent can remove, each holding a process of the sandbox's (and its user's) limit.
+ORPHANS = """
+import ctypes, os, signal, sys
+clone = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+made = 0
+for _ in range(8):
+    child = ctypes.CDLL(None).syscall(clone, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0)
+    if child == 0:
+        os._exit(0)
+    made += child > 0
+print("ZYGOTE'S CHILDREN MADE", made, file=sys.stderr)
+"""
+# Leaves a TCP port of its loopback in TIME_WAIT (it closed the connection first): for a
+# minute, a program that binds that port there fails.
+TIME_WAIT = """
+import socket
+server = socket.create_server(("127.0.0.1", 45678))
+client = socket.create_connection(("127.0.0.1", 45678))
+server.accept()[0].close()
+client.close()
+server.close()
+"""
+BINDS = """
+import socket, sys
+try:
+    socket.socket().bind(("127.0.0.1", 45678))
+    print("BOUND", file=sys.stderr)
+except OSError as exc:
+    print("NOT BOUND", exc, file=sys.stderr)
+"""
+# Lowers the priority of its session (its autogroup: the sandbox's, harness and zygote
+# included), which it may once it made itself dumpable again (its /proc files its own).
+RENICE_SESSION = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, 1
+try:
+    with open("/proc/self/autogroup", "w") as f:
+        f.write("19")
+    print("SESSION RENICED", file=sys.stderr)
+except OSError:
+    pass  # a kernel without autogroups
+"""
+# Gives its zygote or its harness ({who}) a time slice of its own (sched_setattr's
+# sched_runtime for SCHED_OTHER: Linux 6.12's scheduler), which what they fork inherits.
+SLICE = """
+import ctypes, os, struct, sys
+zygote = os.getppid()
+pid = zygote if "{who}" == "zygote" else int(
+    open(f"/proc/{{zygote}}/stat").read().rsplit(")", 1)[1].split()[1])
+libc = ctypes.CDLL(None)
+machine = os.uname().machine
+attr = struct.pack("=IIQiIQQQ", 48, 0, 0, 0, 0, 50_000_000, 0, 0)
+assert libc.syscall({{"x86_64": 314, "aarch64": 274}}[machine], pid, attr, 0) == 0
+now = ctypes.create_string_buffer(48)
+assert libc.syscall({{"x86_64": 315, "aarch64": 275}}[machine], pid, now, 48, 0) == 0
+if struct.unpack_from("=Q", now.raw, 24)[0] == 50_000_000:
+    print("SLICE SET", file=sys.stderr)  # else a kernel without slices of one's own
+"""
 STOPPER = """
 import os, signal
 os.kill(os.getppid(), signal.SIGSTOP)  # the zygote: the next job would wait for ever
@@ -175,6 +268,12 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             f"tamper-{what.replace(' ', '-')}-{who}": TAMPER.format(what=what, who=who)
             for what, who in TAMPERED
         },
+        "undead": UNDEAD,
+        "orphans": ORPHANS,
+        "time-wait": TIME_WAIT,
+        "binds": BINDS,
+        "renice-session": RENICE_SESSION,
+        **{f"slice-{who}": SLICE.format(who=who) for who in ("zygote", "harness")},
         "stopper": STOPPER,
         "killer": KILLER,
         "ipc": IPC,
@@ -238,6 +337,39 @@ def test_nothing_one_validation_leaves_is_seen_by_the_next(
     assert line(look, "GIVEN") == fresh_look
 
 
+def test_a_process_whose_first_thread_ended_is_killed_too(wheels: dict[str, Path]) -> None:
+    undead = validate(wheels["undead"])
+    assert undead.status == "validated", undead.log_text()
+    sandbox = waiting()
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
+    assert waiting() is sandbox and sandbox.served == 2  # killed, and the sandbox serves on
+
+
+def test_children_a_job_gives_its_zygote_are_removed(wheels: dict[str, Path]) -> None:
+    orphans = validate(wheels["orphans"])
+    assert orphans.status == "validated", orphans.log_text()
+    assert "ZYGOTE'S CHILDREN MADE 8" in orphans.log_text(), orphans.log_text()
+    sandbox = waiting()
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert "SEEN [] PROCESSES 4" in look.log_text(), look.log_text()
+    assert waiting() is sandbox and sandbox.served == 2
+
+
+def test_a_job_that_leaves_a_port_in_time_wait_ends_its_sandbox(
+    wheels: dict[str, Path],
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    left = validate(wheels["time-wait"])
+    assert left.status == "validated", left.log_text()
+    assert waiting() is not before and before.started.proc.poll() is not None
+    binds = validate(wheels["binds"])
+    assert "BOUND" in binds.log_text() and "NOT BOUND" not in binds.log_text(), binds.log_text()
+
+
 def test_a_sandbox_serves_its_threads_validations(wheels: dict[str, Path]) -> None:
     validate(wheels["good"])
     first = waiting()
@@ -272,6 +404,37 @@ def test_a_job_that_changes_its_zygote_or_harness_ends_its_sandbox(
     assert tamper.status == "validated", tamper.log_text()  # its own plugin is fine
     after = waiting()
     assert after is not before and before.started.proc.poll() is not None
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert line(look, "GIVEN") == fresh_look
+
+
+def test_a_job_that_renices_its_session_ends_its_sandbox(
+    wheels: dict[str, Path], fresh_look: str
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    renice = validate(wheels["renice-session"])
+    assert renice.status == "validated", renice.log_text()
+    if "SESSION RENICED" not in renice.log_text():
+        pytest.skip("this kernel has no autogroups")
+    assert waiting() is not before and before.started.proc.poll() is not None
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert line(look, "GIVEN") == fresh_look
+
+
+@pytest.mark.parametrize("who", ["zygote", "harness"])
+def test_a_job_that_gives_its_zygote_or_harness_a_time_slice_ends_its_sandbox(
+    wheels: dict[str, Path], fresh_look: str, who: str
+) -> None:
+    validate(wheels["good"])
+    before = waiting()
+    sliced = validate(wheels[f"slice-{who}"])
+    assert sliced.status == "validated", sliced.log_text()
+    if "SLICE SET" not in sliced.log_text():
+        pytest.skip("this kernel gives no process a time slice of its own")
+    assert waiting() is not before and before.started.proc.poll() is not None
     look = validate(wheels["look"])
     assert look.status == "validated", look.log_text()
     assert line(look, "GIVEN") == fresh_look

@@ -28,9 +28,10 @@ between two jobs puts the sandbox back as it found it (:func:`_restore`): every 
 but the sandbox's init, the harness and the zygote killed, the tmpfs folders holding what
 they held at the start, the zygote resumed (a job may have stopped it), and harness and
 zygote checked unchanged in what a process of the same user may change in another
-(resource limits, priority, CPU affinity, scheduling). A result says ``reusable`` only when
-all of that held; the supervisor ends the sandbox otherwise. SysV IPC and POSIX message
-queues, which would outlive a job's processes, are refused by the seccomp filter.
+(resource limits, priority, CPU affinity, scheduling, their session's priority). A
+result says ``reusable`` only when all of that held; the supervisor ends the sandbox
+otherwise. SysV IPC and POSIX message queues, which would outlive a job's processes, are
+refused by the seccomp filter.
 
 The plugin's process imports the plugin: anything it reports is what the plugin's code says
 about itself, and the supervisor treats it so (``_report``). What it prints is the log only.
@@ -255,8 +256,13 @@ def read_job(fd: int, cap: int = JOB_CAP) -> dict[str, Any]:
     return job if isinstance(job, dict) else {}
 
 
+#: ``waitpid``'s ``__WALL``: children whatever signal they end with.
+_WALL = 0x40000000
 #: ``ioprio_get``'s number, where the standard library has no call for it.
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+#: ``sched_getattr``'s: all of a process's scheduling, its own time slice (Linux 6.12) and
+#: utilization clamps included, which ``sched_getscheduler`` and ``getpriority`` miss.
+_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}
 
 
 def _libc() -> Any:
@@ -272,12 +278,36 @@ def _non_dumpable() -> bool:
         return False
 
 
+def _session_priority() -> str | None:
+    """This process's session's priority (its autogroup's): a process of the session that
+    made itself dumpable may change it for the whole session, harness and zygote too."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            return f.read()
+    except OSError:
+        return None  # a kernel without autogroups
+
+
+def _scheduling() -> str | None:
+    """This process's ``sched_attr``, as ``sched_getattr`` says it (hexadecimal)."""
+    import ctypes
+
+    number = _SCHED_GETATTR.get(os.uname().machine)
+    attr = ctypes.create_string_buffer(56)  # SCHED_ATTR_SIZE_VER1
+    if number is None or _libc().syscall(number, 0, attr, len(attr), 0) != 0:
+        return None
+    return attr.raw.hex()
+
+
 def _fingerprint() -> list[Any]:
     """What another process of the same user may change in this one: its resource limits
-    (``prlimit``), I/O priority, priority, CPU affinity and scheduling."""
+    (``prlimit``), I/O priority, priority, CPU affinity, scheduling (all of
+    ``sched_setattr``'s) and its session's priority."""
     names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
     ioprio = _IOPRIO_GET.get(os.uname().machine)
     return [
+        _session_priority(),
+        _scheduling(),
         [[n, *resource.getrlimit(getattr(resource, n))] for n in names],
         _libc().syscall(ioprio, 1, 0) if ioprio else None,  # IOPRIO_WHO_PROCESS, itself
         os.getpriority(os.PRIO_PROCESS, 0),
@@ -316,6 +346,20 @@ def _load_own() -> None:
         gc.enable()
 
 
+def _reaped() -> bool:
+    """Remove every ended child of this process; whether none is left. A plugin process
+    can make children of its zygote (``clone``'s ``CLONE_PARENT``), which are not the one
+    it waits for: ended, each would hold one of the processes the sandbox (and its user)
+    may have for as long as the zygote lives."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG | _WALL)
+        except ChildProcessError:
+            return True  # none left
+        if pid == 0:
+            return False  # one still runs, after every process of the job was killed
+
+
 def _zygote(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     _load_own()
@@ -331,7 +375,7 @@ def _zygote(argv: list[str]) -> int:
         if not message:
             return 0  # the harness ended
         if json.loads(message).get("check"):
-            same = _fingerprint() == start and not _spent()
+            same = _reaped() and _fingerprint() == start and not _spent()
             sock.send(json.dumps({"same": same}).encode())
             continue
         if len(fds) != 4 or not protected:
@@ -358,6 +402,11 @@ def _plugin(job_fd: int, report_fd: int, out_fd: int, err_fd: int) -> int:
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    # Its own standard input: the zygote's /dev/null is one open file for every process
+    # forked from it, whose flags and owner (fcntl) one job could set for the next.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
     for name in ("random", "numpy.random"):  # seeded anew, as in a process of its own
         module = sys.modules.get(name)
         if module is not None:
@@ -640,20 +689,32 @@ def _wipe(keep: dict[str, list[int]]) -> None:
                 folders.append(entry.path)
 
 
+def _running(pid: str) -> bool:
+    """Whether a thread of process ``pid`` has not ended: its first thread may have ended
+    alone (``exit``, not ``exit_group``), a zombie to ``/proc/PID/stat``, while the others
+    run on."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False  # gone meanwhile
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if state not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _kill_all_but(spare: set[int]) -> bool:
     """Kill every process of the sandbox but ``spare`` (its init, the harness, the
     zygote); whether none is left (zombies, ended and holding nothing, aside)."""
     for _ in range(1000):
         left = False
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in spare:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue  # gone meanwhile
-            if state in (b"Z", b"X"):
+            if not entry.isdigit() or int(entry) in spare or not _running(entry):
                 continue
             left = True
             with contextlib.suppress(OSError):
@@ -664,11 +725,29 @@ def _kill_all_but(spare: set[int]) -> bool:
     return False
 
 
+def _sockets_left() -> bool:
+    """Whether a socket of the sandbox's own network outlives its job's processes: a TCP
+    connection closed first on its side waits a minute in ``TIME_WAIT``, holding its port
+    (a bind there fails), which only a new network (a new sandbox) frees."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as f:
+                if len(f.read().splitlines()) > 1:  # a heading, then a line per socket
+                    return True
+        except FileNotFoundError:
+            continue  # no IPv6
+        except OSError:
+            return True
+    return False
+
+
 def _restore(start: dict[str, Any], zygote: _Zygote) -> str:
     """Put the sandbox back as the harness found it after a job: "" when it is (then it
     may serve another), else what is not."""
     if not _kill_all_but({1, os.getpid(), zygote.proc.pid}):
         return "its processes could not all be killed"
+    if _sockets_left():
+        return "TCP sockets of its job outlive it (TIME_WAIT)"
     with contextlib.suppress(OSError):
         os.kill(zygote.proc.pid, signal.SIGCONT)  # a job may have stopped it
     if zygote.proc.poll() is not None or not zygote.unchanged():
