@@ -92,16 +92,18 @@ def test_an_interpreter_that_cannot_compile_the_probe_runs_its_source() -> None:
     assert code.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
 
 
+@pytest.mark.parametrize("removed", ["probe.pyc", "_reuse.pyc"])
 def test_a_compiled_probe_removed_from_the_temporary_folder_is_compiled_again(
-    tmp_path: Path,
+    tmp_path: Path, removed: str
 ) -> None:
-    # The compiled probe lies in the temporary folder for the process's life; a cleaner of
-    # that folder (systemd-tmpfiles: files unread for 10 days) may remove it. The next
-    # validation compiles it again, rather than every later one failing to start.
+    # The compiled probe (and the module it loads from beside it) lie in the temporary
+    # folder for the process's life; a cleaner of that folder (systemd-tmpfiles: files
+    # unread for 10 days) may remove one. The next validation compiles them again, rather
+    # than every later one failing to start.
     wheel = build_plugin(tmp_path, "opm-probe-again", "1.0.0", op_name=OP, source=GOOD)
     assert validate_wheel(wheel, limits=Limits(timeout_s=60)).status == "validated"
     _, code = _probe_code(sys.executable)
-    code.unlink()
+    code.with_name(removed).unlink()
     verdict = validate_wheel(wheel, limits=Limits(timeout_s=60))
     assert verdict.status == "validated", verdict.log_text()
-    assert _probe_code(sys.executable)[1].is_file()
+    assert _probe_code(sys.executable)[1].with_name(removed).is_file()

@@ -44,7 +44,13 @@ from opmarket.web.validation._report import HarnessResult, ReportError, parse_ha
 __all__ = ["discard_waiting", "run_probe", "start_ahead", "tail"]
 
 _PROBE = Path(__file__).with_name("_probe.py")
-_COMPILE = "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)"
+#: The module the sandbox's script loads from beside it (``_probe._sibling``).
+_SIBLING = "_reuse"
+_COMPILE = (
+    "import py_compile, sys\n"
+    "for source, code in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+    "    py_compile.compile(source, code, doraise=True)"
+)
 
 log = logging.getLogger("opmarket.web.validation")
 _INBOX = "/input/job"  # the job's files, bound read-only: empty until its hand-over
@@ -74,20 +80,23 @@ def _env() -> dict[str, str]:
 def _probe_code(interpreter: str) -> tuple[str, Path]:
     """Where the sandbox runs the harness from, and the host file bound there: ``_probe.py``
     compiled once per process by ``interpreter`` (its bytecode is that interpreter's), so
-    that neither of a sandbox's two processes parses it again (a script given as source is
-    compiled at every start, and never cached). Its source, when it cannot be compiled."""
+    that none of a sandbox's processes parses it again (a script given as source is
+    compiled at every start, and never cached), with the module it loads from beside it
+    (:func:`_probe_binds`). Its source, when it cannot be compiled."""
     folder = Path(tempfile.mkdtemp(prefix=f"opmarket-job-{os.getpid()}-probe-"))  # 0700
     atexit.register(shutil.rmtree, folder, True)
     code = folder / "probe.pyc"
+    pairs = [_PROBE, code, _PROBE.with_name(f"{_SIBLING}.py"), folder / f"{_SIBLING}.pyc"]
     try:
         subprocess.run(
-            [interpreter, "-I", "-S", "-c", _COMPILE, str(_PROBE), str(code)],
+            [interpreter, "-I", "-S", "-c", _COMPILE, *map(str, pairs)],
             capture_output=True,
             timeout=120,
             check=True,
             cwd="/",
         )
-        code.chmod(0o644)  # the sandbox's user reads it through its bind
+        for compiled in folder.iterdir():
+            compiled.chmod(0o644)  # the sandbox's user reads them through their binds
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning(
             "%s could not compile %s (%s): the sandbox runs its source", interpreter, _PROBE, exc
@@ -96,15 +105,20 @@ def _probe_code(interpreter: str) -> tuple[str, Path]:
     return "/input/probe.pyc", code
 
 
-def _compiled_probe(interpreter: str) -> tuple[str, Path]:
-    """:func:`_probe_code`, compiled again where its file is gone: it lies in the temporary
-    folder for the process's life, which may be months, and a cleaner of that folder
-    removes files not read for days; every sandbox after would fail to start."""
-    probe, code = _probe_code(interpreter)
-    if not code.exists():
-        _probe_code.cache_clear()
+def _probe_binds(interpreter: str) -> tuple[str, dict[str, Path]]:
+    """Where the sandbox runs the harness from, and what to bind for it: the script and
+    the module beside it (compiled, or their sources), compiled again where a file is gone
+    (the compiled ones lie in the temporary folder for the process's life, which may be
+    months, and a cleaner of that folder removes files not read for days: every sandbox
+    after would fail to start)."""
+    for tried in range(2):
         probe, code = _probe_code(interpreter)
-    return probe, code
+        inside = Path(probe).with_name(_SIBLING + code.suffix)
+        binds = {probe: code, str(inside): code.with_name(_SIBLING + code.suffix)}
+        if all(host.exists() for host in binds.values()) or tried:
+            break
+        _probe_code.cache_clear()
+    return probe, binds
 
 
 def tail(data: bytes, limit: int = 4000) -> str:
@@ -179,7 +193,7 @@ class _Sandbox:
         job_r, job_w = os.pipe()
         result_r, result_w = os.pipe()
         try:
-            probe, code = _compiled_probe(kind.interpreter)
+            probe, binds = _probe_binds(kind.interpreter)
             started = start_sandboxed(
                 [kind.interpreter, "-I", "-S", probe, "harness", str(job_r), str(result_w)]
                 # only a sandbox's harness may serve several jobs: it kills every process
@@ -188,7 +202,7 @@ class _Sandbox:
                 limits=kind.limits,
                 interpreter=kind.interpreter,
                 env=_env(),
-                binds={probe: code, _INBOX: inbox},
+                binds={**binds, _INBOX: inbox},
                 pass_fds=(job_r, result_w),
                 private=kind.private,
             )
