@@ -137,9 +137,13 @@ def listing() -> dict[str, list[int]] | None:
     found: dict[str, list[int]] = {}
     for root in SCRATCH:
         try:
-            device = os.lstat(root).st_dev
+            st = os.lstat(root)
         except OSError:
             continue
+        device = st.st_dev
+        # the folder itself too: where the sandbox's user owns it (bwrap without root), a
+        # job may change its mode
+        found[root] = [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid]
         folders = [root]
         while folders:
             try:
@@ -186,6 +190,10 @@ def _remove(path: str) -> None:
 def wipe(keep: dict[str, list[int]]) -> None:
     """Remove from the tmpfs folders everything not in ``keep`` and give what is in it its
     mode again (the folders of ``keep`` are walked, what is not kept is removed whole)."""
+    for root in SCRATCH:
+        with contextlib.suppress(OSError):
+            if root in keep and stat.S_IMODE(os.lstat(root).st_mode) != keep[root][1]:
+                os.chmod(root, keep[root][1])
     folders = list(SCRATCH)
     while folders:
         folder = folders.pop()
