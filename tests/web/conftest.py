@@ -296,7 +296,7 @@ def start_market(
     ``database_url``, default SQLite in ``data``) with users alice and bob and their tokens;
     stopped when the generator is closed."""
     env = {**(env or {}), **({"OPMARKET_DATABASE_URL": database_url} if database_url else {})}
-    tokens = _users_with_tokens(data, clean_env(**env), ("alice", "bob"))
+    tokens = users_with_tokens(data, clean_env(**env), ("alice", "bob"))
     args = ["--data", str(data), "--validation-workers", str(validation_workers), *flags]
     served = start_serve(args, clean_env(**env), data / "server.log")
     market = Market(served.url, data, served.proc, env=env)
@@ -329,7 +329,7 @@ state.db.dispose()
 """
 
 
-def _users_with_tokens(data: Path, env: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
+def users_with_tokens(data: Path, env: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
     """Add the users ``names`` to the market on ``data``; each one's new API token."""
     done = subprocess.run(
         [sys.executable, "-c", _USERS_WITH_TOKENS, str(data), *names],
