@@ -296,25 +296,50 @@ def start_market(
     ``database_url``, default SQLite in ``data``) with users alice and bob and their tokens;
     stopped when the generator is closed."""
     env = {**(env or {}), **({"OPMARKET_DATABASE_URL": database_url} if database_url else {})}
-    for name in ("alice", "bob"):
-        subprocess.run(
-            [OPMARKET, "users", "add", name, "--data", str(data)],
-            check=True,
-            capture_output=True,
-            env=clean_env(**env),
-        )
+    tokens = users_with_tokens(data, clean_env(**env), ("alice", "bob"))
     args = ["--data", str(data), "--validation-workers", str(validation_workers), *flags]
     served = start_serve(args, clean_env(**env), data / "server.log")
     market = Market(served.url, data, served.proc, env=env)
+    market.tokens.update(tokens)
     try:
         _wait_up(market.url, served.proc)
-        for name in ("alice", "bob"):
-            done = market.cli("tokens", "create", name)
-            assert done.returncode == 0, done.stderr
-            market.tokens[name] = done.stdout.strip().splitlines()[-1]
         yield market
     finally:
         served.stop()
+
+
+# What `opmarket users add NAME` and `opmarket tokens create NAME` do (the same calls on the
+# same state, read from --data and the environment as the CLI reads them), for several users
+# in one process: four CLI processes took a few seconds of each market's start, and the CLI
+# itself is tested in test_cli.py. Prints each user's token, one a line.
+_USERS_WITH_TOKENS = """\
+import sys
+from pathlib import Path
+
+from opmarket.cli._web import state_from
+from opmarket.web._auth import add_user, create_token
+
+state = state_from(Path(sys.argv[1]))
+for name in sys.argv[2:]:
+    with state.db.transaction() as session:
+        add_user(session, name)
+    with state.db.transaction() as session:
+        print(create_token(session, name))
+state.db.dispose()
+"""
+
+
+def users_with_tokens(data: Path, env: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    """Add the users ``names`` to the market on ``data``; each one's new API token."""
+    done = subprocess.run(
+        [sys.executable, "-c", _USERS_WITH_TOKENS, str(data), *names],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(zip(names, done.stdout.split(), strict=True))
 
 
 def twine(market: Market, token: str, wheel: Path) -> subprocess.CompletedProcess[str]:

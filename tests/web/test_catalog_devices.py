@@ -37,6 +37,11 @@ def _expected(
     """What the search lists, by reading every summary and (device, dtype) row."""
     words = search_words(asked.q)
     device, dtype, status = asked.device, asked.dtype, asked.status
+    # Each project's (device, dtype) rows, grouped once: a scan of every row per summary
+    # would read the table thousands of times over.
+    kernels: dict[int, list[tuple[str, str]]] = {}
+    for p, d, t in pairs:
+        kernels.setdefault(p, []).append((d, t))
     found = []
     for row in rows:
         text = re.findall(r"[^\W_]+", f"{row.name} {row.summary} {row.ops}".lower())
@@ -45,10 +50,8 @@ def _expected(
         if status and row.status != status:
             continue
         if (device or dtype) and not any(
-            p == row.project_id
-            and (not device or d == device.upper())
-            and (not dtype or t == dtype.lower())
-            for p, d, t in pairs
+            (not device or d == device.upper()) and (not dtype or t == dtype.lower())
+            for d, t in kernels.get(row.project_id, ())
         ):
             continue
         found.append(row.normalized)

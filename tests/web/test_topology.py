@@ -27,7 +27,15 @@ from sqlalchemy import func, select
 from opmarket.web.catalog._db import Database
 from opmarket.web.catalog._models import File, Job, Project, Release
 
-from .conftest import OPMARKET, Backend, Served, _wait_up, clean_env, start_serve
+from .conftest import (
+    OPMARKET,
+    Backend,
+    Served,
+    _wait_up,
+    clean_env,
+    start_serve,
+    users_with_tokens,
+)
 from .plugins import handmade_wheel, manifest_for, plugin_source
 
 UPLOADS = 50
@@ -65,19 +73,11 @@ class Topology:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
-def _cli(env: dict[str, str], data: Path, *args: str) -> str:
-    done = subprocess.run(
-        [OPMARKET, *args, "--data", str(data)], capture_output=True, text=True, env=env, check=True
-    )
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-
-
 @pytest.fixture
 def topology(tmp_path: Path, database_url: str) -> Iterator[Topology]:
     data = tmp_path / "market"
     env = clean_env(OPMARKET_DATABASE_URL=database_url)
-    _cli(env, data, "users", "add", "alice")
-    token = _cli(env, data, "tokens", "create", "alice")
+    token = users_with_tokens(data, env, ("alice",))["alice"]
     top = Topology(data, env, [], token)
     logs = []
     served: list[Served] = []
