@@ -394,50 +394,54 @@ def test_a_sandbox_serves_at_most_most_jobs(
     assert not first.folder.exists()
 
 
+def ends_its_sandbox(
+    wheels: dict[str, Path], name: str, fresh_look: str, *, done: str = "", missing: str = ""
+) -> None:
+    """The wheel ``name`` passes in the sandbox a good one left, ends that sandbox (when
+    its plugin says ``done``; else the test skips: ``missing``), and the next job is given
+    what a fresh sandbox gives."""
+    validate(wheels["good"])
+    before = waiting()
+    verdict = validate(wheels[name])
+    assert verdict.status == "validated", verdict.log_text()  # its own plugin is fine
+    if done and done not in verdict.log_text():
+        pytest.skip(missing)
+    assert waiting() is not before and before.started.proc.poll() is not None
+    look = validate(wheels["look"])
+    assert look.status == "validated", look.log_text()
+    assert line(look, "GIVEN") == fresh_look
+
+
 @pytest.mark.parametrize(("what", "who"), TAMPERED)
 def test_a_job_that_changes_its_zygote_or_harness_ends_its_sandbox(
     wheels: dict[str, Path], fresh_look: str, what: str, who: str
 ) -> None:
-    validate(wheels["good"])
-    before = waiting()
-    tamper = validate(wheels[f"tamper-{what.replace(' ', '-')}-{who}"])
-    assert tamper.status == "validated", tamper.log_text()  # its own plugin is fine
-    after = waiting()
-    assert after is not before and before.started.proc.poll() is not None
-    look = validate(wheels["look"])
-    assert look.status == "validated", look.log_text()
-    assert line(look, "GIVEN") == fresh_look
+    ends_its_sandbox(wheels, f"tamper-{what.replace(' ', '-')}-{who}", fresh_look)
 
 
 def test_a_job_that_renices_its_session_ends_its_sandbox(
     wheels: dict[str, Path], fresh_look: str
 ) -> None:
-    validate(wheels["good"])
-    before = waiting()
-    renice = validate(wheels["renice-session"])
-    assert renice.status == "validated", renice.log_text()
-    if "SESSION RENICED" not in renice.log_text():
-        pytest.skip("this kernel has no autogroups")
-    assert waiting() is not before and before.started.proc.poll() is not None
-    look = validate(wheels["look"])
-    assert look.status == "validated", look.log_text()
-    assert line(look, "GIVEN") == fresh_look
+    ends_its_sandbox(
+        wheels,
+        "renice-session",
+        fresh_look,
+        done="SESSION RENICED",
+        missing="this kernel has no autogroups",
+    )
 
 
 @pytest.mark.parametrize("who", ["zygote", "harness"])
 def test_a_job_that_gives_its_zygote_or_harness_a_time_slice_ends_its_sandbox(
     wheels: dict[str, Path], fresh_look: str, who: str
 ) -> None:
-    validate(wheels["good"])
-    before = waiting()
-    sliced = validate(wheels[f"slice-{who}"])
-    assert sliced.status == "validated", sliced.log_text()
-    if "SLICE SET" not in sliced.log_text():
-        pytest.skip("this kernel gives no process a time slice of its own")
-    assert waiting() is not before and before.started.proc.poll() is not None
-    look = validate(wheels["look"])
-    assert look.status == "validated", look.log_text()
-    assert line(look, "GIVEN") == fresh_look
+    ends_its_sandbox(
+        wheels,
+        f"slice-{who}",
+        fresh_look,
+        done="SLICE SET",
+        missing="this kernel gives no process a time slice of its own",
+    )
 
 
 def test_a_job_that_stops_its_zygote_does_not_stop_the_next(wheels: dict[str, Path]) -> None:
